@@ -1,0 +1,19 @@
+-- error_classes.sql: failed attempts by error class ("who owns the failure",
+-- attempt-record.md section 3) and the requested provider.
+-- Parameters: none (reads temp.scope).
+-- Columns:
+--   error_class   explicit or derived class; 'unknown' when neither applied
+--   provider      requested provider
+--   attempts      failed attempts (status = 'error')
+--   input_tokens, output_tokens   tokens those failures billed
+--   cost_pusd     their known cost (pico-USD)
+SELECT coalesce(error_class, 'unknown') AS error_class,
+       provider,
+       count(*) AS attempts,
+       coalesce(sum(input_tokens), 0)::HUGEINT  AS input_tokens,
+       coalesce(sum(output_tokens), 0)::HUGEINT AS output_tokens,
+       coalesce(sum(cost_pusd_eff), 0)::HUGEINT AS cost_pusd
+FROM temp.scope
+WHERE status = 'error'
+GROUP BY ALL
+ORDER BY attempts DESC, error_class, provider;

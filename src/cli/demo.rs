@@ -1,0 +1,78 @@
+//! `attempt-ledger demo`: a simulated night of incidents in, the report out.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::ingest::source::Source;
+use crate::pipeline::ingest_sources;
+use crate::pricing::PriceTable;
+use crate::report::{Format, render};
+use crate::simulate::{Scenario, SimOptions, default_start, simulate};
+use crate::store::{ReportFilter, Store};
+
+/// The night the demo replays: a batch hit by a 529 storm, interactive chat
+/// falling back on 429s, and a gateway serving from another provider.
+const SCENARIOS: [(Scenario, &str); 3] = [
+    (Scenario::Overnight529Storm, "overnight-529-storm"),
+    (Scenario::RateLimitFallback, "rate-limit-fallback"),
+    (Scenario::GatewayReroute, "gateway-reroute"),
+];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where to write the simulated JSONL files and the demo database
+    /// (default: attempt-ledger-demo in the system's temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let began = Instant::now();
+    let dir = args.dir.unwrap_or_else(|| std::env::temp_dir().join("attempt-ledger-demo"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let db = dir.join("demo.duckdb");
+    for stale in [db.clone(), dir.join("demo.duckdb.wal")] {
+        if stale.exists() {
+            std::fs::remove_file(&stale).with_context(|| format!("cannot remove {}", stale.display()))?;
+        }
+    }
+    let mut sources = Vec::new();
+    for (scenario, file_name) in SCENARIOS {
+        let path = dir.join(format!("{file_name}.jsonl"));
+        let mut out =
+            BufWriter::new(File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
+        let options = SimOptions { scenario, workflows: None, seed: args.seed, start: default_start() };
+        let records = simulate(&options, &mut out)?;
+        eprintln!("simulated {file_name}: {records} attempts -> {}", path.display());
+        sources.push(Source::File(path));
+    }
+    let store = Store::open(&db)?;
+    let summary = ingest_sources(&store, &sources, true)?;
+    eprintln!(
+        "ingested {} attempts into {} in {:.1} s\n",
+        summary.stored.inserted,
+        db.display(),
+        began.elapsed().as_secs_f64()
+    );
+    let report = super::report::build_report(&store, &ReportFilter::default(), &PriceTable::load(None)?)?;
+    print!("{}", render(&report, Format::Table));
+    let db_text = db.display();
+    let storm_file = dir.join("overnight-529-storm.jsonl");
+    println!(
+        "\nNext:\n  \
+         attempt-ledger report --db {db_text} --workflow nightly-classify      # one workflow\n  \
+         attempt-ledger report --db {db_text} --format json                    # the same, for scripts\n  \
+         attempt-ledger report --db {db_text} --since 2026-11-28T02:40:00Z --until 2026-11-28T03:00:00Z\n  \
+         attempt-ledger ingest --db my.duckdb {}                                # your own copy\n  \
+         attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -",
+        storm_file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,74 @@
+//! Command-line entry: parse, dispatch, turn errors into exit codes.
+
+mod demo;
+mod ingest;
+mod report;
+mod simulate;
+mod time_arg;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes other than 0 (success) and 2 (usage, from clap).
+pub mod exit {
+    /// Any error that stopped the command.
+    pub const FAILURE: u8 = 1;
+    /// `ingest` stored what it could, but rejected some lines.
+    pub const REJECTED_LINES: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "attempt-ledger",
+    version,
+    about = "Observability and cost ledger for LLM API call attempts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct DbArg {
+    /// The DuckDB database file.
+    #[arg(long, env = "ATTEMPT_LEDGER_DB", default_value = "attempt-ledger.duckdb")]
+    db: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Simulate an incident, ingest it into a fresh database and print the report.
+    Demo(demo::Args),
+    /// Ingest JSONL attempt records (`-` is stdin; `.gz` files are decompressed).
+    Ingest(ingest::Args),
+    /// Print the recovery, waste and cost report.
+    Report(report::Args),
+    /// Write realistic JSONL attempt records for a named scenario to stdout.
+    Simulate(simulate::Args),
+}
+
+pub fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Ingest(args) => ingest::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Simulate(args) => simulate::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("ATTEMPT_LEDGER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

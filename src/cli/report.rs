@@ -1,0 +1,66 @@
+//! `attempt-ledger report`: the recovery, waste and cost report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use chrono::Utc;
+
+use super::DbArg;
+use super::time_arg::parse_time;
+use crate::pricing::PriceTable;
+use crate::report::{Format, Report, render};
+use crate::store::{ReportFilter, Store};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    db: DbArg,
+    /// Workflows whose first attempt started at or after this time
+    /// (RFC 3339, a date, or an age such as 24h).
+    #[arg(long)]
+    since: Option<String>,
+    /// Workflows whose first attempt started before this time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only workflows with this name (the records' `workflow` field).
+    #[arg(long)]
+    workflow: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Retry-ratio budget per minute, as a fraction (0.1 = 10 %).
+    #[arg(long, default_value_t = 0.10)]
+    retry_budget: f64,
+    /// A price file that overrides or extends the built-in table.
+    #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
+    prices: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.db.db.exists() {
+        bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", args.db.db.display());
+    }
+    if !(args.retry_budget.is_finite() && args.retry_budget >= 0.0) {
+        bail!("--retry-budget must be a fraction >= 0, got {}", args.retry_budget);
+    }
+    let now = Utc::now();
+    let parse = |arg: &Option<String>, flag: &str| {
+        arg.as_deref().map(|t| parse_time(t, now)).transpose().map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+    };
+    let filter = ReportFilter {
+        since: parse(&args.since, "--since")?,
+        until: parse(&args.until, "--until")?,
+        workflow: args.workflow,
+        retry_budget: args.retry_budget,
+    };
+    let prices = PriceTable::load(args.prices.as_deref())?;
+    let store = Store::open(&args.db.db)?;
+    let report = build_report(&store, &filter, &prices)?;
+    print!("{}", render(&report, args.format));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn build_report(store: &Store, filter: &ReportFilter, prices: &PriceTable) -> anyhow::Result<Report> {
+    let rows = store.report_rows(filter, prices)?;
+    Ok(Report::from_rows(&rows, filter.retry_budget))
+}

@@ -1,0 +1,40 @@
+//! `attempt-ledger simulate`: realistic JSONL attempt records on stdout.
+
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::simulate::{Scenario, SimOptions, default_start, simulate};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long, value_enum)]
+    scenario: Scenario,
+    /// Workflows to simulate (default: the scenario's own).
+    #[arg(long)]
+    workflows: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// When the simulated traffic starts (RFC 3339).
+    #[arg(long)]
+    start: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let start = match args.start {
+        Some(text) => chrono::DateTime::parse_from_rfc3339(&text)
+            .with_context(|| format!("--start `{text}` is not RFC 3339"))?
+            .with_timezone(&chrono::Utc),
+        None => default_start(),
+    };
+    let options = SimOptions { scenario: args.scenario, workflows: args.workflows, seed: args.seed, start };
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    match simulate(&options, &mut out).and_then(|_| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(err) => Err(err).context("writing records"),
+    }
+}

@@ -1,0 +1,213 @@
+//! Wire formats in, domain `Attempt`s out.
+//!
+//! Every decoder returns `Decoded`: the attempts it could build and a
+//! rejection for each record it could not. A bad record never fails the
+//! records around it. The rules shared by every wire format (defaults, the
+//! derived id, the derived error class, cross-field checks) live here in
+//! `build_attempt`, so JSONL and OTLP cannot drift apart.
+
+pub mod jsonl;
+pub mod source;
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+use crate::classify::derive_error_class;
+use crate::model::{
+    Attempt, Circuit, CommitState, Decision, ErrorClass, Layer, PicoUsd, Route, Status, Tokens, name,
+};
+
+/// One record that could not be ingested: where it was and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// 1-based line number in its input (element index for a JSON array).
+    pub line: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub attempts: Vec<Attempt>,
+    pub rejections: Vec<Rejection>,
+}
+
+/// The fields as a wire format delivered them, before defaults and derived
+/// values. Decoders fill this; `build_attempt` turns it into an `Attempt`.
+#[derive(Debug, Default)]
+pub struct AttemptFields {
+    pub workflow_id: String,
+    pub started_at: DateTime<Utc>,
+    pub provider: String,
+    pub model: String,
+    pub status: Option<Status>,
+    pub attempt_id: Option<String>,
+    pub attempt: Option<i64>,
+    pub workflow: Option<String>,
+    pub layer: Option<Layer>,
+    pub route: Option<Route>,
+    pub served_provider: Option<String>,
+    pub served_model: Option<String>,
+    pub provider_request_id: Option<String>,
+    pub duration_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub http_status: Option<i32>,
+    pub error_class: Option<ErrorClass>,
+    pub error_code: Option<String>,
+    pub retry_after_ms: Option<f64>,
+    pub tokens: Tokens,
+    pub cost: Option<PicoUsd>,
+    pub commit_state: Option<CommitState>,
+    pub visible_output: Option<bool>,
+    pub decision: Option<Decision>,
+    pub circuit: Option<Circuit>,
+    pub extra: Option<String>,
+}
+
+/// Applies the spec's defaults and derivations and checks what no single
+/// field can check alone.
+pub fn build_attempt(fields: AttemptFields) -> Result<Attempt, String> {
+    let status = fields.status.ok_or("missing required field `status`")?;
+    if let (Some(cached), input) = (fields.tokens.cached_input, fields.tokens.input.unwrap_or(0))
+        && cached > input
+    {
+        return Err(format!(
+            "cached_input_tokens ({cached}) exceeds input_tokens ({input}): input_tokens \
+             must count all input tokens, cached ones included"
+        ));
+    }
+    // Provider names are lower-case by the spec; emitters are not always.
+    let provider = fields.provider.trim().to_ascii_lowercase();
+    let served_provider =
+        fields.served_provider.map(|p| p.trim().to_ascii_lowercase()).unwrap_or_else(|| provider.clone());
+    let served_model = fields.served_model.unwrap_or_else(|| fields.model.clone());
+    let layer = fields.layer.unwrap_or_default();
+    let error_class = match (fields.error_class, status) {
+        (Some(class), _) => Some(class),
+        (None, Status::Error) => Some(derive_error_class(fields.error_code.as_deref(), fields.http_status)),
+        (None, Status::Ok) => None,
+    };
+    let attempt_id = fields.attempt_id.unwrap_or_else(|| {
+        derived_attempt_id(
+            &fields.workflow_id,
+            fields.attempt,
+            fields.started_at,
+            layer,
+            &provider,
+            &fields.model,
+        )
+    });
+    Ok(Attempt {
+        attempt_id,
+        workflow_id: fields.workflow_id,
+        started_at: fields.started_at,
+        provider,
+        model: fields.model,
+        status,
+        attempt: fields.attempt,
+        workflow: fields.workflow,
+        layer,
+        route: fields.route,
+        served_provider,
+        served_model,
+        provider_request_id: fields.provider_request_id,
+        duration_ms: fields.duration_ms,
+        ttft_ms: fields.ttft_ms,
+        http_status: fields.http_status,
+        error_class,
+        error_code: fields.error_code,
+        retry_after_ms: fields.retry_after_ms,
+        tokens: fields.tokens,
+        cost: fields.cost,
+        commit_state: fields.commit_state.unwrap_or_default(),
+        visible_output: fields.visible_output,
+        decision: fields.decision,
+        circuit: fields.circuit,
+        extra: fields.extra,
+    })
+}
+
+/// The id of a record that carries none: a hash of what identifies the
+/// attempt, with `started_at` as an instant (nanoseconds since the epoch) so
+/// `...T01:00:00+01:00`, `...T00:00:00Z` and Unix milliseconds agree, and
+/// with `layer` after its default so an absent layer equals `app`. Fields are
+/// length-prefixed so no two tuples encode to the same bytes.
+pub fn derived_attempt_id(
+    workflow_id: &str,
+    attempt: Option<i64>,
+    started_at: DateTime<Utc>,
+    layer: Layer,
+    provider: &str,
+    model: &str,
+) -> String {
+    let mut hasher = Sha256::new();
+    let attempt = attempt.map(|n| n.to_string()).unwrap_or_default();
+    let instant =
+        started_at.timestamp_nanos_opt().map(|n| n.to_string()).unwrap_or_else(|| started_at.to_rfc3339());
+    for part in [workflow_id, &attempt, &instant, name(layer), provider, model] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    digest[..16].iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> AttemptFields {
+        AttemptFields {
+            workflow_id: "w".into(),
+            provider: "OpenAI".into(),
+            model: "gpt-4o".into(),
+            status: Some(Status::Error),
+            ..AttemptFields::default()
+        }
+    }
+
+    #[test]
+    fn explicit_error_class_wins_over_derivation() {
+        let mut f = fields();
+        f.http_status = Some(429);
+        f.error_class = Some(ErrorClass::Transient);
+        assert_eq!(build_attempt(f).unwrap().error_class, Some(ErrorClass::Transient));
+    }
+
+    #[test]
+    fn provider_is_lower_cased_and_served_defaults_to_requested() {
+        let a = build_attempt(fields()).unwrap();
+        assert_eq!((a.provider.as_str(), a.served_provider.as_str()), ("openai", "openai"));
+    }
+
+    #[test]
+    fn cached_tokens_cannot_exceed_input_tokens() {
+        let mut f = fields();
+        f.tokens = Tokens { input: Some(10), output: None, cached_input: Some(11) };
+        assert!(build_attempt(f).unwrap_err().starts_with("cached_input_tokens (11)"));
+    }
+
+    #[test]
+    fn derived_id_depends_on_every_identifying_field() {
+        let t = DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+        let base = derived_attempt_id("w", Some(0), t, Layer::App, "openai", "m");
+        let variants = [
+            derived_attempt_id("w2", Some(0), t, Layer::App, "openai", "m"),
+            derived_attempt_id("w", Some(1), t, Layer::App, "openai", "m"),
+            derived_attempt_id("w", None, t, Layer::App, "openai", "m"),
+            derived_attempt_id(
+                "w",
+                Some(0),
+                t + chrono::Duration::milliseconds(1),
+                Layer::App,
+                "openai",
+                "m",
+            ),
+            derived_attempt_id("w", Some(0), t, Layer::Sdk, "openai", "m"),
+            derived_attempt_id("w", Some(0), t, Layer::App, "anthropic", "m"),
+            derived_attempt_id("w", Some(0), t, Layer::App, "openai", "m2"),
+        ];
+        for v in variants {
+            assert_ne!(base, v);
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Where ingested bytes come from: files, gzip files, standard input; and
+//! how they are cut into chunks of whole lines so a file of any size is
+//! decoded and stored in bounded memory.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flate2::read::MultiGzDecoder;
+
+use super::Rejection;
+
+/// One input named on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Source {
+    pub fn parse(arg: &str) -> Self {
+        if arg == "-" { Source::Stdin } else { Source::File(PathBuf::from(arg)) }
+    }
+
+    pub fn display_name(&self) -> String {
+        match self {
+            Source::Stdin => "<stdin>".to_string(),
+            Source::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// Opens the input; `.gz` files are decompressed (concatenated gzip
+    /// members too, as `cat a.gz b.gz` produces). `bytes_read` counts the
+    /// bytes taken from the underlying file, for progress.
+    pub fn open(&self, bytes_read: Arc<AtomicU64>) -> io::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+        match self {
+            Source::Stdin => Ok((Box::new(BufReader::new(io::stdin())), None)),
+            Source::File(path) => {
+                let file = File::open(path)?;
+                let size = file.metadata().ok().map(|m| m.len());
+                let counted = CountingReader { inner: file, count: bytes_read };
+                let reader: Box<dyn BufRead + Send> = if is_gzip(path) {
+                    Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(counted)))
+                } else {
+                    Box::new(BufReader::with_capacity(1 << 16, counted))
+                };
+                Ok((reader, size))
+            }
+        }
+    }
+}
+
+fn is_gzip(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("gz"))
+}
+
+struct CountingReader<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// A run of whole lines from one input.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Line number of the first line of `text`.
+    pub first_line: u64,
+    /// The lines, newline-separated; a line that was not UTF-8 is left
+    /// blank here (so numbering holds) and reported in `rejections`.
+    pub text: String,
+    pub rejections: Vec<Rejection>,
+}
+
+/// Reads `reader` to the end in chunks of at most `lines_per_chunk` lines.
+pub fn for_each_chunk<E: From<io::Error>>(
+    mut reader: impl BufRead,
+    lines_per_chunk: usize,
+    mut handle: impl FnMut(Chunk) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut line_no = 0u64;
+    let mut buf = Vec::new();
+    loop {
+        let mut chunk = Chunk { first_line: line_no + 1, ..Chunk::default() };
+        let mut lines = 0;
+        while lines < lines_per_chunk {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf)? == 0 {
+                break;
+            }
+            line_no += 1;
+            lines += 1;
+            match std::str::from_utf8(&buf) {
+                Ok(line) => chunk.text.push_str(line.trim_end_matches(['\n', '\r'])),
+                Err(_) => chunk
+                    .rejections
+                    .push(Rejection { line: line_no, reason: "line is not valid UTF-8".to_string() }),
+            }
+            chunk.text.push('\n');
+        }
+        if lines == 0 {
+            return Ok(());
+        }
+        handle(chunk)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_keep_line_numbers_and_flag_bad_utf8() {
+        let input: &[u8] = b"a\nb\n\xff\xfe\nd";
+        let mut chunks = Vec::new();
+        for_each_chunk::<io::Error>(input, 2, |c| {
+            chunks.push(c);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(chunks.len(), 2);
+        assert_eq!((chunks[0].first_line, chunks[0].text.as_str()), (1, "a\nb\n"));
+        assert_eq!((chunks[1].first_line, chunks[1].text.as_str()), (3, "\nd\n"));
+        assert_eq!(
+            chunks[1].rejections,
+            vec![Rejection { line: 3, reason: "line is not valid UTF-8".into() }]
+        );
+    }
+}

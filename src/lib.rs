@@ -1,0 +1,12 @@
+//! attempt-ledger: an observability and cost ledger for LLM API call
+//! attempts. See ARCHITECTURE.md for the map of this crate.
+
+pub mod classify;
+pub mod cli;
+pub mod ingest;
+pub mod model;
+pub mod pipeline;
+pub mod pricing;
+pub mod report;
+pub mod simulate;
+pub mod store;

@@ -1,0 +1,107 @@
+//! File ingest: read inputs in chunks of lines, decode them on one thread,
+//! store them on another. The store commits each chunk in one transaction,
+//! so an interrupted import keeps every chunk it finished, and re-running it
+//! adds nothing that was already stored.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::ingest::source::{Source, for_each_chunk};
+use crate::ingest::{Decoded, Rejection, jsonl};
+use crate::store::{Store, WriteStats};
+
+/// Lines per chunk: large enough for the Appender to run at full speed,
+/// small enough to bound memory at tens of megabytes.
+const LINES_PER_CHUNK: usize = 50_000;
+
+#[derive(Debug, Default)]
+pub struct IngestSummary {
+    pub stored: WriteStats,
+    /// Rejected lines, with the input they came from.
+    pub rejected: Vec<(String, Rejection)>,
+}
+
+/// Ingests every source in order into `store`. Stops at the first input
+/// that cannot be read; everything committed before stays committed.
+pub fn ingest_sources(
+    store: &Store,
+    sources: &[Source],
+    show_progress: bool,
+) -> anyhow::Result<IngestSummary> {
+    let mut summary = IngestSummary::default();
+    for source in sources {
+        ingest_source(store, source, show_progress, &mut summary)?;
+    }
+    Ok(summary)
+}
+
+fn ingest_source(
+    store: &Store,
+    source: &Source,
+    show_progress: bool,
+    summary: &mut IngestSummary,
+) -> anyhow::Result<()> {
+    let name = source.display_name();
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    let (reader, size) = source.open(bytes_read.clone()).with_context(|| format!("cannot read {name}"))?;
+    let progress = progress_bar(&name, size, show_progress);
+
+    // Decoding (JSON parsing, validation, hashing) overlaps with DuckDB
+    // writes; the bounded channel keeps at most two chunks in memory.
+    let (sender, receiver) = sync_channel::<Decoded>(2);
+    let decoder = thread::spawn(move || {
+        for_each_chunk(reader, LINES_PER_CHUNK, |chunk| {
+            let mut decoded = jsonl::decode_lines(&chunk.text, chunk.first_line);
+            decoded.rejections.extend(chunk.rejections);
+            // A closed channel means the writer failed; it reports why.
+            sender.send(decoded).map_err(|_| std::io::Error::other("writer stopped"))
+        })
+    });
+    let mut write_error = None;
+    for decoded in receiver {
+        match store.write_batch(&decoded.attempts) {
+            Ok(stats) => summary.stored += stats,
+            Err(err) => {
+                write_error = Some(err);
+                break;
+            }
+        }
+        summary.rejected.extend(decoded.rejections.into_iter().map(|r| (name.clone(), r)));
+        progress.set_position(bytes_read.load(Ordering::Relaxed));
+        progress.set_message(format!("{} stored", summary.stored.inserted));
+    }
+    progress.finish_and_clear();
+    let read_result = decoder.join().map_err(|_| anyhow!("decoder thread panicked on {name}"))?;
+    if let Some(err) = write_error {
+        return Err(err).with_context(|| format!("storing records from {name}"));
+    }
+    read_result.with_context(|| format!("reading {name}"))?;
+    summary.rejected.sort_by(|a, b| (a.0.as_str(), a.1.line).cmp(&(b.0.as_str(), b.1.line)));
+    Ok(())
+}
+
+fn progress_bar(name: &str, size: Option<u64>, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    // indicatif draws nothing when stderr is not a terminal.
+    let bar = match size {
+        Some(len) => ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr()).with_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {bytes}/{total_bytes} {msg} ({eta})")
+                .expect("valid template")
+                .progress_chars("=> "),
+        ),
+        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(
+            ProgressStyle::with_template("{prefix} {spinner} {bytes} {msg}").expect("valid template"),
+        ),
+    };
+    bar.set_prefix(name.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,415 @@
+//! The report of attempt-record.md sections 4-7, shaped for people and
+//! programs. The numbers come from `queries/*.sql` (through the store); this
+//! module only divides, converts units and arranges keys (interfaces.md).
+
+mod render;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+pub use render::{Format, render};
+
+use crate::store::ReportRows;
+use crate::store::queries::{MinuteRow, OutcomeRow};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    pub workflows: WorkflowCounts,
+    pub rates: Rates,
+    pub attempts: Attempts,
+    pub tokens: TokenTotals,
+    pub cost_usd: CostTotals,
+    pub waste_share: WasteShare,
+    pub by_served_provider: Vec<ServedProvider>,
+    pub by_served_model: Vec<ServedModel>,
+    pub by_workflow: Vec<WorkflowBreakdown>,
+    pub amplification: Vec<LayerAmplification>,
+    pub retry_budget: RetryBudget,
+    pub recovery_time_ms: Vec<RecoveryTime>,
+    pub error_classes: Vec<ErrorClassCount>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct WorkflowCounts {
+    pub total: i64,
+    pub primary_success: i64,
+    pub retry_recovery: i64,
+    pub fallback_recovery: i64,
+    pub degraded: i64,
+    pub fail_closed: i64,
+    pub queued: i64,
+    pub in_flight: i64,
+}
+
+/// Shares of terminal workflows; `None` (JSON null) when there are none.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Rates {
+    pub primary_success: Option<f64>,
+    pub retry_recovery: Option<f64>,
+    pub fallback_recovery: Option<f64>,
+    pub degraded: Option<f64>,
+    pub fail_closed: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Attempts {
+    pub total: i64,
+    pub wasted: i64,
+    pub per_workflow: PerWorkflow,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PerWorkflow {
+    pub mean: Option<f64>,
+    pub p50: Option<i64>,
+    pub p99: Option<i64>,
+    pub max: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TokenTotals {
+    pub total: TokenCounts,
+    pub wasted: TokenCounts,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TokenCounts {
+    pub input: i128,
+    pub output: i128,
+    pub cached_input: i128,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CostTotals {
+    /// Known cost only; attempts of unknown cost are counted, never priced 0.
+    pub total: f64,
+    pub wasted: f64,
+    pub unknown_cost_attempts: i64,
+    pub wasted_unknown_cost_attempts: i64,
+}
+
+/// Wasted share of all tokens (input + output) and of all known cost.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WasteShare {
+    pub attempts: Option<f64>,
+    pub tokens: Option<f64>,
+    pub input_tokens: Option<f64>,
+    pub output_tokens: Option<f64>,
+    pub cost: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServedProvider {
+    pub served_provider: String,
+    pub attempts: i64,
+    pub rerouted_attempts: i64,
+    pub cost_usd: f64,
+    pub wasted_cost_usd: f64,
+    pub unknown_cost_attempts: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServedModel {
+    pub served_provider: String,
+    pub served_model: String,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub rerouted_attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cached_input_tokens: i128,
+    pub cost_usd: f64,
+    pub wasted_cost_usd: f64,
+    pub unknown_cost_attempts: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WorkflowBreakdown {
+    /// The `workflow` name; `null` for workflows that never said one.
+    pub workflow: Option<String>,
+    pub workflows: WorkflowCounts,
+    pub rates: Rates,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub cost_usd: f64,
+    pub wasted_cost_usd: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LayerAmplification {
+    /// `all`, `sdk`, `gateway`, `app` or `queue`.
+    pub layer: String,
+    pub attempts: i64,
+    pub per_workflow: PerWorkflow,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RetryBudget {
+    pub budget: f64,
+    /// Retries / first attempts over the whole scope.
+    pub ratio: Option<f64>,
+    pub first_attempts: i64,
+    pub retries: i64,
+    pub minutes: i64,
+    pub minutes_over_budget: i64,
+    pub peak_ratio: Option<f64>,
+    pub peak_minute: Option<String>,
+    /// Runs of consecutive minutes over the budget.
+    pub incidents: Vec<BudgetIncident>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BudgetIncident {
+    pub start: String,
+    /// Exclusive: the minute after the last one over budget.
+    pub end: String,
+    pub minutes: i64,
+    pub first_attempts: i64,
+    pub retries: i64,
+    pub peak_ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RecoveryTime {
+    pub outcome: String,
+    pub workflows: i64,
+    pub total: Option<f64>,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ErrorClassCount {
+    pub error_class: String,
+    pub provider: String,
+    pub attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cost_usd: f64,
+}
+
+fn usd(pico: i128) -> f64 {
+    pico as f64 / crate::model::PicoUsd::PER_USD
+}
+
+fn share(part: impl Into<f64>, whole: impl Into<f64>) -> Option<f64> {
+    let whole = whole.into();
+    (whole != 0.0).then(|| part.into() / whole)
+}
+
+fn minute_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl Report {
+    pub fn from_rows(rows: &ReportRows, retry_budget: f64) -> Self {
+        let total = rows.outcomes.iter().find(|r| r.is_total);
+        let workflows = total.map(counts).unwrap_or_default();
+        let overall_rates = rates(&workflows);
+        let all_layers = rows.amplification.iter().find(|r| r.layer == "all");
+        let w = &rows.waste;
+        let tokens_total = (w.input_tokens + w.output_tokens) as f64;
+        let tokens_wasted = (w.wasted_input_tokens + w.wasted_output_tokens) as f64;
+        Report {
+            workflows,
+            rates: overall_rates,
+            attempts: Attempts {
+                total: w.attempts,
+                wasted: w.wasted_attempts,
+                per_workflow: all_layers.map_or(EMPTY_PER_WORKFLOW, per_workflow),
+            },
+            tokens: TokenTotals {
+                total: TokenCounts {
+                    input: w.input_tokens,
+                    output: w.output_tokens,
+                    cached_input: w.cached_input_tokens,
+                },
+                wasted: TokenCounts {
+                    input: w.wasted_input_tokens,
+                    output: w.wasted_output_tokens,
+                    cached_input: w.wasted_cached_input_tokens,
+                },
+            },
+            cost_usd: CostTotals {
+                total: usd(w.cost_pusd),
+                wasted: usd(w.wasted_cost_pusd),
+                unknown_cost_attempts: w.unknown_cost_attempts,
+                wasted_unknown_cost_attempts: w.wasted_unknown_cost_attempts,
+            },
+            waste_share: WasteShare {
+                attempts: share(w.wasted_attempts as f64, w.attempts as f64),
+                tokens: share(tokens_wasted, tokens_total),
+                input_tokens: share(w.wasted_input_tokens as f64, w.input_tokens as f64),
+                output_tokens: share(w.wasted_output_tokens as f64, w.output_tokens as f64),
+                cost: share(w.wasted_cost_pusd as f64, w.cost_pusd as f64),
+            },
+            by_served_provider: rows
+                .served
+                .iter()
+                .filter(|r| r.served_model.is_none())
+                .map(|r| ServedProvider {
+                    served_provider: r.served_provider.clone(),
+                    attempts: r.attempts,
+                    rerouted_attempts: r.rerouted_attempts,
+                    cost_usd: usd(r.cost_pusd),
+                    wasted_cost_usd: usd(r.wasted_cost_pusd),
+                    unknown_cost_attempts: r.unknown_cost_attempts,
+                })
+                .collect(),
+            by_served_model: rows
+                .served
+                .iter()
+                .filter_map(|r| {
+                    Some(ServedModel {
+                        served_provider: r.served_provider.clone(),
+                        served_model: r.served_model.clone()?,
+                        attempts: r.attempts,
+                        wasted_attempts: r.wasted_attempts,
+                        rerouted_attempts: r.rerouted_attempts,
+                        input_tokens: r.input_tokens,
+                        output_tokens: r.output_tokens,
+                        cached_input_tokens: r.cached_input_tokens,
+                        cost_usd: usd(r.cost_pusd),
+                        wasted_cost_usd: usd(r.wasted_cost_pusd),
+                        unknown_cost_attempts: r.unknown_cost_attempts,
+                    })
+                })
+                .collect(),
+            by_workflow: rows
+                .outcomes
+                .iter()
+                .filter(|r| !r.is_total)
+                .map(|r| WorkflowBreakdown {
+                    workflow: r.workflow_name.clone(),
+                    workflows: counts(r),
+                    rates: rates(&counts(r)),
+                    attempts: r.attempts,
+                    wasted_attempts: r.wasted_attempts,
+                    cost_usd: usd(r.cost_pusd),
+                    wasted_cost_usd: usd(r.wasted_cost_pusd),
+                })
+                .collect(),
+            amplification: rows
+                .amplification
+                .iter()
+                .map(|r| LayerAmplification {
+                    layer: r.layer.clone(),
+                    attempts: r.attempts,
+                    per_workflow: per_workflow(r),
+                })
+                .collect(),
+            retry_budget: retry_budget_summary(&rows.minutes, retry_budget),
+            recovery_time_ms: rows
+                .recovery
+                .iter()
+                .map(|r| RecoveryTime {
+                    outcome: r.outcome.clone(),
+                    workflows: r.workflows,
+                    total: r.total_ms,
+                    mean: r.mean_ms,
+                    p50: r.p50_ms,
+                    p99: r.p99_ms,
+                    max: r.max_ms,
+                })
+                .collect(),
+            error_classes: rows
+                .error_classes
+                .iter()
+                .map(|r| ErrorClassCount {
+                    error_class: r.error_class.clone(),
+                    provider: r.provider.clone(),
+                    attempts: r.attempts,
+                    input_tokens: r.input_tokens,
+                    output_tokens: r.output_tokens,
+                    cost_usd: usd(r.cost_pusd),
+                })
+                .collect(),
+        }
+    }
+}
+
+const EMPTY_PER_WORKFLOW: PerWorkflow = PerWorkflow { mean: None, p50: None, p99: None, max: None };
+
+fn per_workflow(r: &crate::store::queries::AmplificationRow) -> PerWorkflow {
+    PerWorkflow { mean: r.mean, p50: r.p50, p99: r.p99, max: r.max }
+}
+
+fn counts(r: &OutcomeRow) -> WorkflowCounts {
+    WorkflowCounts {
+        total: r.workflows,
+        primary_success: r.primary_success,
+        retry_recovery: r.retry_recovery,
+        fallback_recovery: r.fallback_recovery,
+        degraded: r.degraded,
+        fail_closed: r.fail_closed,
+        queued: r.queued,
+        in_flight: r.in_flight,
+    }
+}
+
+/// Rates over terminal workflows: queued and in-flight ones have no
+/// outcome yet and are left out of the denominator.
+fn rates(c: &WorkflowCounts) -> Rates {
+    let terminal =
+        (c.primary_success + c.retry_recovery + c.fallback_recovery + c.degraded + c.fail_closed) as f64;
+    let rate = |n: i64| share(n as f64, terminal);
+    Rates {
+        primary_success: rate(c.primary_success),
+        retry_recovery: rate(c.retry_recovery),
+        fallback_recovery: rate(c.fallback_recovery),
+        degraded: rate(c.degraded),
+        fail_closed: rate(c.fail_closed),
+    }
+}
+
+fn retry_budget_summary(minutes: &[MinuteRow], budget: f64) -> RetryBudget {
+    let first_attempts: i64 = minutes.iter().map(|m| m.first_attempts).sum();
+    let retries: i64 = minutes.iter().map(|m| m.retries).sum();
+    let peak = minutes.iter().filter_map(|m| m.ratio.map(|r| (r, m.minute))).fold(
+        None,
+        |best: Option<(f64, DateTime<Utc>)>, cur| match best {
+            Some(b) if b.0 >= cur.0 => Some(b),
+            _ => Some(cur),
+        },
+    );
+    let mut incidents: Vec<BudgetIncident> = Vec::new();
+    let mut previous: Option<DateTime<Utc>> = None;
+    for m in minutes.iter().filter(|m| m.over_budget) {
+        let next_minute = m.minute + chrono::Duration::minutes(1);
+        let extends = previous.is_some_and(|p| p + chrono::Duration::minutes(1) == m.minute);
+        match incidents.last_mut() {
+            Some(open) if extends => {
+                open.end = minute_text(next_minute);
+                open.minutes += 1;
+                open.first_attempts += m.first_attempts;
+                open.retries += m.retries;
+                open.peak_ratio = match (open.peak_ratio, m.ratio) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            _ => incidents.push(BudgetIncident {
+                start: minute_text(m.minute),
+                end: minute_text(next_minute),
+                minutes: 1,
+                first_attempts: m.first_attempts,
+                retries: m.retries,
+                peak_ratio: m.ratio,
+            }),
+        }
+        previous = Some(m.minute);
+    }
+    RetryBudget {
+        budget,
+        ratio: share(retries as f64, first_attempts as f64),
+        first_attempts,
+        retries,
+        minutes: minutes.len() as i64,
+        minutes_over_budget: minutes.iter().filter(|m| m.over_budget).count() as i64,
+        peak_ratio: peak.map(|p| p.0),
+        peak_minute: peak.map(|p| minute_text(p.1)),
+        incidents,
+    }
+}

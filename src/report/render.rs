@@ -1,0 +1,286 @@
+//! Report output: `table` for a terminal, `json` with the keys of
+//! interfaces.md, `csv` as `metric,value` rows a spreadsheet loads.
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::Value;
+
+use super::{PerWorkflow, Rates, Report, WorkflowCounts};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Json => serde_json::to_string_pretty(report).expect("a report always serialises") + "\n",
+        Format::Csv => csv(report),
+        Format::Table => table(report),
+    }
+}
+
+/// Flattens the JSON report into `metric,value` rows; list items are named
+/// by their identifying fields (`by_served_provider[openai].cost_usd`).
+fn csv(report: &Report) -> String {
+    let mut rows = Vec::new();
+    flatten(&serde_json::to_value(report).expect("a report always serialises"), String::new(), &mut rows);
+    let mut writer = ::csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record(["metric", "value"]);
+    for (metric, value) in rows {
+        let _ = writer.write_record([metric, value]);
+    }
+    String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+const IDENTITY_KEYS: [&str; 8] =
+    ["served_provider", "served_model", "workflow", "layer", "outcome", "error_class", "provider", "start"];
+
+fn flatten(value: &Value, path: String, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                flatten(v, child, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let identity: Vec<String> = IDENTITY_KEYS
+                    .iter()
+                    .filter_map(|k| item.get(*k))
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => "(none)".to_string(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                let label = if identity.is_empty() { index.to_string() } else { identity.join("/") };
+                flatten(item, format!("{path}[{label}]"), out);
+            }
+        }
+        Value::Null => out.push((path, String::new())),
+        Value::String(s) => out.push((path, s.clone())),
+        other => out.push((path, other.to_string())),
+    }
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(header.iter().map(Cell::new));
+    table
+}
+
+fn right(text: impl ToString) -> Cell {
+    Cell::new(text.to_string()).set_alignment(CellAlignment::Right)
+}
+
+fn pct(rate: Option<f64>) -> String {
+    rate.map_or("-".to_string(), |r| format!("{:.1} %", r * 100.0))
+}
+
+fn dollars(usd: f64) -> String {
+    if usd != 0.0 && usd.abs() < 0.01 { format!("${usd:.6}") } else { format!("${usd:.2}") }
+}
+
+fn opt<T: ToString>(value: Option<T>) -> String {
+    value.map_or("-".to_string(), |v| v.to_string())
+}
+
+fn table(r: &Report) -> String {
+    let mut out = String::new();
+    let w = &r.workflows;
+    out += &format!(
+        "attempt-ledger report: {} workflows, {} attempts ({} wasted)\n\n",
+        w.total, r.attempts.total, r.attempts.wasted
+    );
+
+    out += "Workflow outcomes (rates are shares of terminal workflows)\n";
+    out += &outcome_table(w, &r.rates).to_string();
+    out += "\n\n";
+
+    out += "Waste: attempts that were not the delivered answer\n";
+    let mut t = new_table(&["", "total", "wasted", "wasted share"]);
+    let tt = &r.tokens;
+    t.add_row(vec![
+        Cell::new("attempts"),
+        right(r.attempts.total),
+        right(r.attempts.wasted),
+        right(pct(r.waste_share.attempts)),
+    ]);
+    t.add_row(vec![
+        Cell::new("input tokens"),
+        right(tt.total.input),
+        right(tt.wasted.input),
+        right(pct(r.waste_share.input_tokens)),
+    ]);
+    t.add_row(vec![
+        Cell::new("  of which cached"),
+        right(tt.total.cached_input),
+        right(tt.wasted.cached_input),
+        right(""),
+    ]);
+    t.add_row(vec![
+        Cell::new("output tokens"),
+        right(tt.total.output),
+        right(tt.wasted.output),
+        right(pct(r.waste_share.output_tokens)),
+    ]);
+    t.add_row(vec![
+        Cell::new("cost (known)"),
+        right(dollars(r.cost_usd.total)),
+        right(dollars(r.cost_usd.wasted)),
+        right(pct(r.waste_share.cost)),
+    ]);
+    out += &t.to_string();
+    if r.cost_usd.unknown_cost_attempts > 0 {
+        out += &format!(
+            "\n{} attempts have unknown cost (no cost_usd and no price entry); they are not in the dollar figures.",
+            r.cost_usd.unknown_cost_attempts
+        );
+    }
+    out += "\n\n";
+
+    out += "Cost by served provider and model (who actually answered)\n";
+    let mut t =
+        new_table(&["served by", "model", "attempts", "rerouted", "cost", "wasted cost", "unknown cost"]);
+    for m in &r.by_served_model {
+        t.add_row(vec![
+            Cell::new(&m.served_provider),
+            Cell::new(&m.served_model),
+            right(m.attempts),
+            right(m.rerouted_attempts),
+            right(dollars(m.cost_usd)),
+            right(dollars(m.wasted_cost_usd)),
+            right(m.unknown_cost_attempts),
+        ]);
+    }
+    out += &t.to_string();
+    out += "\n\n";
+
+    if !r.by_workflow.is_empty() {
+        out += "Per workflow\n";
+        let mut t = new_table(&[
+            "workflow",
+            "workflows",
+            "primary",
+            "retry rec.",
+            "fallback rec.",
+            "degraded",
+            "fail-closed",
+            "queued",
+            "in flight",
+            "attempts",
+            "wasted cost",
+        ]);
+        for b in &r.by_workflow {
+            let c = &b.workflows;
+            t.add_row(vec![
+                Cell::new(b.workflow.as_deref().unwrap_or("(unnamed)")),
+                right(c.total),
+                right(pct(b.rates.primary_success)),
+                right(pct(b.rates.retry_recovery)),
+                right(pct(b.rates.fallback_recovery)),
+                right(pct(b.rates.degraded)),
+                right(pct(b.rates.fail_closed)),
+                right(c.queued),
+                right(c.in_flight),
+                right(b.attempts),
+                right(dollars(b.wasted_cost_usd)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n\n";
+    }
+
+    out += "Retry amplification: attempts per workflow, by the layer that sent them\n";
+    let mut t = new_table(&["layer", "attempts", "mean", "p50", "p99", "max"]);
+    for a in &r.amplification {
+        let PerWorkflow { mean, p50, p99, max } = &a.per_workflow;
+        t.add_row(vec![
+            Cell::new(&a.layer),
+            right(a.attempts),
+            right(mean.map_or("-".into(), |m| format!("{m:.2}"))),
+            right(opt(*p50)),
+            right(opt(*p99)),
+            right(opt(*max)),
+        ]);
+    }
+    out += &t.to_string();
+    out += "\n\n";
+
+    let b = &r.retry_budget;
+    out += &format!(
+        "Retry budget {}: overall retry ratio {}, {} of {} minutes over budget",
+        pct(Some(b.budget)),
+        pct(b.ratio),
+        b.minutes_over_budget,
+        b.minutes
+    );
+    if let (Some(peak), Some(minute)) = (b.peak_ratio, &b.peak_minute) {
+        out += &format!(", peak {} at {minute}", pct(Some(peak)));
+    }
+    out += "\n";
+    for incident in b.incidents.iter().take(10) {
+        out += &format!(
+            "  incident {} .. {}: {} min, {} retries on {} first attempts (peak {})\n",
+            incident.start,
+            incident.end,
+            incident.minutes,
+            incident.retries,
+            incident.first_attempts,
+            pct(incident.peak_ratio)
+        );
+    }
+    if b.incidents.len() > 10 {
+        out += &format!("  ... and {} more incidents (see --format json)\n", b.incidents.len() - 10);
+    }
+    if let Some(all) = r.recovery_time_ms.iter().find(|t| t.outcome == "all" && t.workflows > 0) {
+        out += &format!(
+            "Time spent recovering: {} recovered workflows, mean {:.0} ms, p99 {:.0} ms, max {:.0} ms\n",
+            all.workflows,
+            all.mean.unwrap_or(0.0),
+            all.p99.unwrap_or(0.0),
+            all.max.unwrap_or(0.0)
+        );
+    }
+    out += "\n";
+
+    if !r.error_classes.is_empty() {
+        out += "Failed attempts by error class\n";
+        let mut t =
+            new_table(&["error class", "provider", "attempts", "input tokens", "output tokens", "cost"]);
+        for e in &r.error_classes {
+            t.add_row(vec![
+                Cell::new(&e.error_class),
+                Cell::new(&e.provider),
+                right(e.attempts),
+                right(e.input_tokens),
+                right(e.output_tokens),
+                right(dollars(e.cost_usd)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+    out
+}
+
+fn outcome_table(w: &WorkflowCounts, rates: &Rates) -> Table {
+    let mut t = new_table(&["outcome", "workflows", "rate"]);
+    let rows = [
+        ("primary success", w.primary_success, Some(rates.primary_success)),
+        ("retry recovery", w.retry_recovery, Some(rates.retry_recovery)),
+        ("fallback recovery", w.fallback_recovery, Some(rates.fallback_recovery)),
+        ("degraded", w.degraded, Some(rates.degraded)),
+        ("fail-closed", w.fail_closed, Some(rates.fail_closed)),
+        ("queued (not terminal)", w.queued, None),
+        ("in flight (not terminal)", w.in_flight, None),
+    ];
+    for (label, n, rate) in rows {
+        t.add_row(vec![Cell::new(label), right(n), right(rate.map_or(String::new(), pct))]);
+    }
+    t
+}

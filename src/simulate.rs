@@ -1,0 +1,446 @@
+//! Synthetic, seeded traffic for named incidents. Each scenario is a caller
+//! policy (SDK retries stacked under application retries, an optional
+//! fallback route, what to do when both are spent) run against a provider
+//! whose health changes over time. The output is JSONL attempt records, the
+//! same format `ingest` reads; the same seed always gives the same bytes.
+
+use std::io::{self, Write};
+
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Scenario {
+    /// A healthy day: interactive summaries, rare transient errors.
+    Steady,
+    /// A 20,000-document nightly batch hit by 20 minutes of 529s, with the
+    /// SDK's max_retries=5 stacked under two application retries.
+    #[value(name = "overnight-529-storm")]
+    Overnight529Storm,
+    /// Interactive chat: 429s on the primary, fallback to a second provider.
+    RateLimitFallback,
+    /// 429 insufficient_quota: retries with backoff, which create no credit.
+    QuotaExhausted,
+    /// A gateway serves some requests from another provider than requested.
+    GatewayReroute,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub scenario: Scenario,
+    /// Workflows to simulate; each scenario has its own default.
+    pub workflows: Option<u64>,
+    pub seed: u64,
+    pub start: DateTime<Utc>,
+}
+
+/// The default start: a fixed night, so runs are reproducible.
+pub fn default_start() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").expect("valid constant").with_timezone(&Utc)
+}
+
+/// Writes the scenario's records; returns how many.
+pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
+    let spec = ScenarioSpec::of(options.scenario);
+    let workflows = options.workflows.unwrap_or(spec.default_workflows);
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut written = 0;
+    let mut line = Vec::with_capacity(512);
+    for index in 0..workflows {
+        let arrival = spec.span.num_milliseconds() as f64 * index as f64 / workflows.max(1) as f64;
+        let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
+        let elapsed = (start - options.start).num_milliseconds() as f64 / spec.span.num_milliseconds() as f64;
+        let workflow_id = format!("{}-{index:06}", spec.prefix);
+        for record in run_workflow(&spec, &workflow_id, start, elapsed, &mut rng) {
+            line.clear();
+            serde_json::to_writer(&mut line, &record)?;
+            line.push(b'\n');
+            out.write_all(&line)?;
+            written += 1;
+        }
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RouteSpec {
+    provider: &'static str,
+    model: &'static str,
+}
+
+/// What happened to one call.
+enum Result_ {
+    Ok,
+    Fail { http: Option<i32>, code: &'static str, retry_after_ms: Option<f64>, billed: bool },
+}
+
+struct ScenarioSpec {
+    prefix: &'static str,
+    workflow: &'static str,
+    default_workflows: u64,
+    span: Duration,
+    primary: RouteSpec,
+    fallback: Option<RouteSpec>,
+    sdk_retries: u32,
+    app_retries: u32,
+    /// Whether the application retries even errors a retry cannot fix.
+    naive_app_retry: bool,
+    /// Layer of the first call of each application try.
+    entry_layer: &'static str,
+    /// Share of exhausted workflows that are queued instead of failed closed.
+    queue_share: f64,
+    /// Share of exhausted workflows answered with a degraded response.
+    degrade_share: f64,
+    /// Input / output token ranges and the cached share of input.
+    input_tokens: (i64, i64),
+    output_tokens: (i64, i64),
+    cached_share: f64,
+    health: fn(route: usize, elapsed: f64, rng: &mut ChaCha8Rng) -> Result_,
+    /// Gateway reroutes: (probability, served provider, served model).
+    reroutes: &'static [(f64, &'static str, &'static str)],
+}
+
+fn background(rng: &mut ChaCha8Rng) -> Result_ {
+    let p: f64 = rng.random();
+    if p < 0.010 {
+        Result_::Fail { http: Some(529), code: "overloaded_error", retry_after_ms: None, billed: false }
+    } else if p < 0.013 {
+        Result_::Fail { http: Some(500), code: "api_error", retry_after_ms: None, billed: false }
+    } else if p < 0.015 {
+        Result_::Fail { http: None, code: "APITimeoutError", retry_after_ms: None, billed: true }
+    } else {
+        Result_::Ok
+    }
+}
+
+impl ScenarioSpec {
+    fn of(scenario: Scenario) -> Self {
+        let base = ScenarioSpec {
+            prefix: "steady",
+            workflow: "summary-interactive",
+            default_workflows: 5_000,
+            span: Duration::hours(2),
+            primary: RouteSpec { provider: "openai", model: "gpt-4.1-mini" },
+            fallback: Some(RouteSpec { provider: "anthropic", model: "claude-haiku-4-5" }),
+            sdk_retries: 2,
+            app_retries: 1,
+            naive_app_retry: false,
+            entry_layer: "app",
+            queue_share: 0.0,
+            degrade_share: 0.5,
+            input_tokens: (800, 4_000),
+            output_tokens: (150, 600),
+            cached_share: 0.5,
+            health: |_, _, rng| background(rng),
+            reroutes: &[],
+        };
+        match scenario {
+            Scenario::Steady => base,
+            Scenario::Overnight529Storm => ScenarioSpec {
+                prefix: "storm",
+                workflow: "nightly-classify",
+                default_workflows: 20_000,
+                primary: RouteSpec { provider: "anthropic", model: "claude-haiku-4-5" },
+                fallback: None,
+                sdk_retries: 5,
+                app_retries: 2,
+                degrade_share: 0.0,
+                input_tokens: (2_000, 6_000),
+                output_tokens: (40, 200),
+                cached_share: 0.4,
+                // The provider is overloaded from 02:40 to 03:00.
+                health: |_, elapsed, rng| {
+                    if (1.0 / 3.0..0.5).contains(&elapsed) {
+                        let p: f64 = rng.random();
+                        if p < 0.80 {
+                            return Result_::Fail {
+                                http: Some(529),
+                                code: "overloaded_error",
+                                retry_after_ms: None,
+                                billed: false,
+                            };
+                        }
+                        if p < 0.86 {
+                            // The stream began, then the deadline hit: input billed, output partial.
+                            return Result_::Fail {
+                                http: None,
+                                code: "APITimeoutError",
+                                retry_after_ms: None,
+                                billed: true,
+                            };
+                        }
+                    }
+                    background(rng)
+                },
+                ..base
+            },
+            Scenario::RateLimitFallback => ScenarioSpec {
+                prefix: "chat",
+                workflow: "chat-interactive",
+                default_workflows: 5_000,
+                primary: RouteSpec { provider: "openai", model: "gpt-4o" },
+                fallback: Some(RouteSpec { provider: "anthropic", model: "claude-sonnet-4-5" }),
+                sdk_retries: 2,
+                app_retries: 0,
+                degrade_share: 0.6,
+                input_tokens: (1_500, 8_000),
+                output_tokens: (200, 900),
+                cached_share: 0.6,
+                health: |route, elapsed, rng| {
+                    if route == 0 && (0.3..0.7).contains(&elapsed) && rng.random::<f64>() < 0.7 {
+                        let wait = rng.random_range(2_000.0..20_000.0_f64).round();
+                        return Result_::Fail {
+                            http: Some(429),
+                            code: "rate_limit_exceeded",
+                            retry_after_ms: Some(wait),
+                            billed: false,
+                        };
+                    }
+                    background(rng)
+                },
+                ..base
+            },
+            Scenario::QuotaExhausted => ScenarioSpec {
+                prefix: "quota",
+                workflow: "support-triage",
+                default_workflows: 3_000,
+                primary: RouteSpec { provider: "openai", model: "gpt-4.1-mini" },
+                fallback: None,
+                sdk_retries: 2,
+                app_retries: 3,
+                naive_app_retry: true,
+                queue_share: 0.3,
+                degrade_share: 0.0,
+                health: |_, elapsed, rng| {
+                    if elapsed >= 0.55 {
+                        return Result_::Fail {
+                            http: Some(429),
+                            code: "insufficient_quota",
+                            retry_after_ms: None,
+                            billed: false,
+                        };
+                    }
+                    background(rng)
+                },
+                ..base
+            },
+            Scenario::GatewayReroute => ScenarioSpec {
+                prefix: "gw",
+                workflow: "agent-step",
+                default_workflows: 5_000,
+                primary: RouteSpec { provider: "anthropic", model: "claude-sonnet-4-5" },
+                fallback: Some(RouteSpec { provider: "openai", model: "gpt-4.1" }),
+                entry_layer: "gateway",
+                input_tokens: (3_000, 12_000),
+                output_tokens: (100, 1_200),
+                cached_share: 0.7,
+                reroutes: &[
+                    (0.35, "aws.bedrock", "claude-sonnet-4-5"),
+                    (0.05, "acme-proxy", "claude-sonnet-4-5-ft"),
+                ],
+                ..base
+            },
+        }
+    }
+}
+
+/// The JSONL wire form written by `simulate`.
+#[derive(Serialize)]
+struct Record<'a> {
+    workflow_id: &'a str,
+    attempt_id: String,
+    attempt: u32,
+    started_at: String,
+    workflow: &'static str,
+    layer: &'static str,
+    provider: &'static str,
+    model: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_provider: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_model: Option<&'static str>,
+    route: &'static str,
+    status: &'static str,
+    duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<f64>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cached_input_tokens: i64,
+    decision: &'static str,
+}
+
+/// Classes of failure a retry of the same request can fix.
+fn retryable(code: &str) -> bool {
+    !matches!(code, "insufficient_quota")
+}
+
+fn run_workflow<'a>(
+    spec: &ScenarioSpec,
+    workflow_id: &'a str,
+    start: DateTime<Utc>,
+    elapsed: f64,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Record<'a>> {
+    let mut records: Vec<Record<'a>> = Vec::new();
+    let mut t = start;
+    let mut route_index = 0usize;
+    let mut app_tries_left = spec.app_retries;
+    let mut sdk_tries_left = spec.sdk_retries;
+    let mut layer = spec.entry_layer;
+    let input = rng.random_range(spec.input_tokens.0..=spec.input_tokens.1);
+    let cached = (input as f64 * spec.cached_share * rng.random::<f64>()) as i64;
+    let span_ms = spec.span.num_milliseconds() as f64;
+    loop {
+        let route = if route_index == 0 { spec.primary } else { spec.fallback.unwrap_or(spec.primary) };
+        let now_elapsed = elapsed + (t - start).num_milliseconds() as f64 / span_ms;
+        let result = (spec.health)(route_index, now_elapsed, rng);
+        let rerouted = (layer == "gateway" || spec.entry_layer == "gateway")
+            .then(|| {
+                let p: f64 = rng.random();
+                let mut acc = 0.0;
+                spec.reroutes.iter().find(|(share, _, _)| {
+                    acc += share;
+                    p < acc
+                })
+            })
+            .flatten()
+            .filter(|_| route_index == 0);
+        let n = records.len() as u32;
+        let mut record = Record {
+            workflow_id,
+            attempt_id: format!("{workflow_id}-{n}"),
+            attempt: n,
+            started_at: t.to_rfc3339_opts(SecondsFormat::Millis, true),
+            workflow: spec.workflow,
+            layer,
+            provider: route.provider,
+            model: route.model,
+            served_provider: rerouted.map(|r| r.1),
+            served_model: rerouted.map(|r| r.2),
+            route: if route_index == 0 { "primary" } else { "fallback" },
+            status: "ok",
+            duration_ms: 0.0,
+            http_status: None,
+            error_code: None,
+            retry_after_ms: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_input_tokens: 0,
+            decision: "return",
+        };
+        match result {
+            Result_::Ok => {
+                let output = rng.random_range(spec.output_tokens.0..=spec.output_tokens.1);
+                record.http_status = Some(200);
+                record.input_tokens = input;
+                record.cached_input_tokens = cached;
+                record.output_tokens = output;
+                record.duration_ms = (300.0 + output as f64 * rng.random_range(8.0..20.0)).round();
+                records.push(record);
+                return records;
+            }
+            Result_::Fail { http, code, retry_after_ms, billed } => {
+                record.status = "error";
+                record.http_status = http;
+                record.error_code = Some(code);
+                record.retry_after_ms = retry_after_ms;
+                if billed {
+                    record.input_tokens = input;
+                    record.cached_input_tokens = cached;
+                    record.output_tokens = rng.random_range(0..=spec.output_tokens.1 / 2);
+                    record.duration_ms = 30_000.0;
+                } else {
+                    record.duration_ms = rng.random_range(30.0..400.0_f64).round();
+                }
+                let wait_ms;
+                if sdk_tries_left > 0 && (retryable(code) || spec.naive_app_retry) {
+                    // The SDK retries below the application, invisibly to it.
+                    sdk_tries_left -= 1;
+                    record.decision = "retry";
+                    let tried = spec.sdk_retries - sdk_tries_left;
+                    wait_ms = retry_after_ms
+                        .unwrap_or(500.0 * 2f64.powi(tried as i32) * rng.random_range(0.5..1.0));
+                    layer = "sdk";
+                } else if app_tries_left > 0 && (retryable(code) || spec.naive_app_retry) {
+                    app_tries_left -= 1;
+                    sdk_tries_left = spec.sdk_retries;
+                    record.decision = "retry";
+                    wait_ms = 2_000.0 * 2f64.powi((spec.app_retries - app_tries_left) as i32);
+                    layer = spec.entry_layer;
+                } else if route_index == 0 && spec.fallback.is_some() && retryable(code) {
+                    route_index = 1;
+                    sdk_tries_left = spec.sdk_retries;
+                    app_tries_left = 0;
+                    record.decision = "fallback";
+                    wait_ms = 50.0;
+                    layer = spec.entry_layer;
+                } else {
+                    let p: f64 = rng.random();
+                    record.decision = if p < spec.queue_share {
+                        "queue"
+                    } else if p < spec.queue_share + spec.degrade_share {
+                        "degrade"
+                    } else {
+                        "fail_closed"
+                    };
+                    records.push(record);
+                    return records;
+                }
+                t += Duration::milliseconds((record.duration_ms + wait_ms) as i64);
+                records.push(record);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(scenario: Scenario, workflows: u64, seed: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let options = SimOptions { scenario, workflows: Some(workflows), seed, start: default_start() };
+        simulate(&options, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn same_seed_same_bytes_other_seed_other_bytes() {
+        assert_eq!(run(Scenario::Overnight529Storm, 300, 7), run(Scenario::Overnight529Storm, 300, 7));
+        assert_ne!(run(Scenario::Overnight529Storm, 300, 7), run(Scenario::Overnight529Storm, 300, 8));
+    }
+
+    #[test]
+    fn every_record_is_accepted_by_the_decoder() {
+        for scenario in [
+            Scenario::Steady,
+            Scenario::Overnight529Storm,
+            Scenario::RateLimitFallback,
+            Scenario::QuotaExhausted,
+            Scenario::GatewayReroute,
+        ] {
+            let out = String::from_utf8(run(scenario, 200, 1)).unwrap();
+            let decoded = crate::ingest::jsonl::decode_lines(&out, 1);
+            assert!(decoded.rejections.is_empty(), "{scenario:?}: {:?}", decoded.rejections.first());
+            assert!(decoded.attempts.len() >= 200);
+        }
+    }
+
+    #[test]
+    fn the_storm_stacks_sdk_retries_under_app_retries() {
+        let out = String::from_utf8(run(Scenario::Overnight529Storm, 2_000, 1)).unwrap();
+        let attempts = crate::ingest::jsonl::decode_lines(&out, 1).attempts;
+        let max_in_one = attempts.iter().map(|a| a.attempt.unwrap_or(0)).max().unwrap();
+        // (1 + 5 SDK retries) x (1 + 2 app retries) = 18 calls for one document.
+        assert_eq!(max_in_one, 17);
+    }
+}

@@ -1,0 +1,100 @@
+//! Versioned schema migrations: `migrations/NNNN_name.sql`, applied in order,
+//! each in its own transaction, recorded in `schema_migrations`. Opening an
+//! older database upgrades it; opening a newer one is refused rather than
+//! guessed at.
+
+use duckdb::Connection;
+
+use super::StoreError;
+
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration this binary knows, oldest first. Append; never edit one
+/// that has shipped.
+pub const MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, name: "attempts", sql: include_str!("../../migrations/0001_attempts.sql") }];
+
+/// Brings the schema to the newest version in `migrations`; returns the
+/// versions applied.
+pub fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<Vec<i64>, StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    BIGINT    NOT NULL,
+             name       VARCHAR   NOT NULL,
+             applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+         );",
+    )?;
+    let current = schema_version(conn)?;
+    let newest = migrations.last().map_or(0, |m| m.version);
+    if current > newest {
+        return Err(StoreError::SchemaTooNew { found: current, supported: newest });
+    }
+    let mut applied = Vec::new();
+    for migration in migrations.iter().filter(|m| m.version > current) {
+        conn.execute_batch("BEGIN TRANSACTION")?;
+        let result = conn.execute_batch(migration.sql).and_then(|_| {
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                duckdb::params![migration.version, migration.name],
+            )
+        });
+        match result {
+            Ok(_) => conn.execute_batch("COMMIT")?,
+            Err(source) => {
+                conn.execute_batch("ROLLBACK")?;
+                return Err(StoreError::Migration { version: migration.version, source });
+            }
+        }
+        applied.push(migration.version);
+    }
+    Ok(applied)
+}
+
+pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.query_row("SELECT coalesce(max(version), 0) FROM schema_migrations", [], |row| row.get(0))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V2: Migration = Migration {
+        version: 2,
+        name: "test_column",
+        sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
+    };
+
+    #[test]
+    fn an_older_database_is_upgraded_once() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![1]);
+        let newer = [MIGRATIONS, &[V2]].concat();
+        assert_eq!(migrate(&conn, &newer).unwrap(), vec![2]);
+        assert_eq!(migrate(&conn, &newer).unwrap(), Vec::<i64>::new());
+        assert_eq!(schema_version(&conn).unwrap(), 2);
+        conn.execute_batch("SELECT test_column FROM attempts").unwrap();
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let conn = Connection::open_in_memory().unwrap();
+        migrate(&conn, &[MIGRATIONS, &[V2]].concat()).unwrap();
+        let err = migrate(&conn, MIGRATIONS).unwrap_err();
+        assert!(matches!(err, StoreError::SchemaTooNew { found: 2, supported: 1 }), "{err}");
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_schema_as_it_was() {
+        let conn = Connection::open_in_memory().unwrap();
+        let broken = Migration { version: 2, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
+        let err = migrate(&conn, &[MIGRATIONS, &[broken]].concat()).unwrap_err();
+        assert!(matches!(err, StoreError::Migration { version: 2, .. }));
+        assert_eq!(schema_version(&conn).unwrap(), 1);
+        assert!(conn.execute_batch("SELECT * FROM t").is_err());
+    }
+}

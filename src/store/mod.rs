@@ -1,0 +1,94 @@
+//! The only module that talks to DuckDB: schema, bulk writes, report queries.
+//!
+//! `Store` wraps one connection. DuckDB's `Connection` is `Send` but not
+//! `Sync`, so a process holds one `Store` per thread; `try_clone` opens
+//! another connection to the same database (readers beside one writer).
+
+mod migrate;
+pub mod queries;
+mod writer;
+
+use std::path::Path;
+
+use duckdb::Connection;
+
+pub use migrate::{MIGRATIONS, schema_version};
+pub use queries::{Query, ReportFilter, ReportRows};
+pub use writer::WriteStats;
+
+use crate::model::Attempt;
+use crate::pricing::PriceTable;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {path}: {source}")]
+    Open { path: String, source: duckdb::Error },
+    #[error(
+        "database schema version {found} is newer than this attempt-ledger supports ({supported}); \
+         upgrade attempt-ledger"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("schema migration {version} failed: {source}")]
+    Migration { version: i64, source: duckdb::Error },
+    #[error("database error: {0}")]
+    DuckDb(#[from] duckdb::Error),
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)
+            .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
+        Self::init(conn)
+    }
+
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory()?)
+    }
+
+    fn init(conn: Connection) -> Result<Self, StoreError> {
+        migrate::migrate(&conn, MIGRATIONS)?;
+        writer::create_staging(&conn)?;
+        Ok(Self { conn })
+    }
+
+    /// Another connection to the same database, for a reader or writer on
+    /// another thread.
+    pub fn try_clone(&self) -> Result<Self, StoreError> {
+        let conn = self.conn.try_clone()?;
+        writer::create_staging(&conn)?;
+        Ok(Self { conn })
+    }
+
+    /// Stores a batch in one transaction, skipping attempts already stored.
+    pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
+        writer::write_batch(&self.conn, attempts)
+    }
+
+    /// Runs every report query over the workflows `filter` selects.
+    pub fn report_rows(&self, filter: &ReportFilter, prices: &PriceTable) -> Result<ReportRows, StoreError> {
+        queries::prepare_scope(&self.conn, filter, prices)?;
+        queries::report_rows(&self.conn, filter)
+    }
+
+    /// One report query's result as an aligned text table, for snapshots
+    /// and debugging.
+    pub fn query_table(
+        &self,
+        query: Query,
+        filter: &ReportFilter,
+        prices: &PriceTable,
+    ) -> Result<String, StoreError> {
+        queries::prepare_scope(&self.conn, filter, prices)?;
+        queries::pretty(&self.conn, query, filter)
+    }
+
+    pub fn attempt_count(&self) -> Result<u64, StoreError> {
+        Ok(self.conn.query_row("SELECT count(*) FROM attempts", [], |row| row.get::<_, i64>(0))? as u64)
+    }
+}

@@ -1,0 +1,348 @@
+//! Runs `queries/*.sql` and maps their rows to plain structs. The SQL holds
+//! the rules (outcomes, waste, cost); this file only binds parameters and
+//! reads columns by name.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use duckdb::types::{TimeUnit, Value};
+use duckdb::{Connection, Row, params};
+
+use super::StoreError;
+use crate::pricing::PriceTable;
+
+const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
+
+/// Which workflows a report covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportFilter {
+    /// Workflows whose first attempt started at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+    /// ... and before this one.
+    pub until: Option<DateTime<Utc>>,
+    /// Only workflows with this name (`workflow` field).
+    pub workflow: Option<String>,
+    /// Retry-ratio budget per minute (0.10 = 10 %).
+    pub retry_budget: f64,
+}
+
+impl Default for ReportFilter {
+    fn default() -> Self {
+        Self { since: None, until: None, workflow: None, retry_budget: 0.10 }
+    }
+}
+
+/// The report queries, one per file in `queries/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Query {
+    Outcomes,
+    Waste,
+    CostByServed,
+    Amplification,
+    RetryBudget,
+    RecoveryTime,
+    ErrorClasses,
+}
+
+impl Query {
+    pub const ALL: [Query; 7] = [
+        Query::Outcomes,
+        Query::Waste,
+        Query::CostByServed,
+        Query::Amplification,
+        Query::RetryBudget,
+        Query::RecoveryTime,
+        Query::ErrorClasses,
+    ];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Query::Outcomes => "outcomes.sql",
+            Query::Waste => "waste.sql",
+            Query::CostByServed => "cost_by_served.sql",
+            Query::Amplification => "amplification.sql",
+            Query::RetryBudget => "retry_budget.sql",
+            Query::RecoveryTime => "recovery_time.sql",
+            Query::ErrorClasses => "error_classes.sql",
+        }
+    }
+
+    fn sql(self) -> &'static str {
+        match self {
+            Query::Outcomes => include_str!("../../queries/outcomes.sql"),
+            Query::Waste => include_str!("../../queries/waste.sql"),
+            Query::CostByServed => include_str!("../../queries/cost_by_served.sql"),
+            Query::Amplification => include_str!("../../queries/amplification.sql"),
+            Query::RetryBudget => include_str!("../../queries/retry_budget.sql"),
+            Query::RecoveryTime => include_str!("../../queries/recovery_time.sql"),
+            Query::ErrorClasses => include_str!("../../queries/error_classes.sql"),
+        }
+    }
+}
+
+/// Loads the prices of the served models present in the database into
+/// `temp.prices` and builds `temp.scope` for `filter`.
+pub(super) fn prepare_scope(
+    conn: &Connection,
+    filter: &ReportFilter,
+    prices: &PriceTable,
+) -> Result<(), StoreError> {
+    let served: Vec<(String, String)> = conn
+        .prepare("SELECT DISTINCT served_provider, served_model FROM attempts")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let resolved = prices.resolve(served.iter().map(|(p, m)| (p.as_str(), m.as_str())));
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE prices (
+             served_provider VARCHAR, served_model VARCHAR,
+             input_pusd BIGINT, cached_input_pusd BIGINT, output_pusd BIGINT);",
+    )?;
+    {
+        let mut appender = conn.appender_to_catalog_and_db("prices", "temp", "main")?;
+        for r in &resolved {
+            appender.append_row(params![
+                r.provider,
+                r.model,
+                r.price.input,
+                r.price.cached_input,
+                r.price.output
+            ])?;
+        }
+        appender.flush()?;
+    }
+    let timestamp =
+        |t: Option<DateTime<Utc>>| t.map(|t| t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string());
+    conn.execute(SCOPE_SQL, params![timestamp(filter.since), timestamp(filter.until), filter.workflow])?;
+    Ok(())
+}
+
+pub(super) fn pretty(conn: &Connection, query: Query, filter: &ReportFilter) -> Result<String, StoreError> {
+    let mut stmt = conn.prepare(query.sql())?;
+    let batches: Vec<_> = match query {
+        Query::RetryBudget => stmt.query_arrow(params![filter.retry_budget])?.collect(),
+        _ => stmt.query_arrow([])?.collect(),
+    };
+    Ok(duckdb::arrow::util::pretty::pretty_format_batches(&batches)
+        .map(|table| table.to_string())
+        .unwrap_or_else(|err| format!("cannot print: {err}")))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutcomeRow {
+    pub is_total: bool,
+    pub workflow_name: Option<String>,
+    pub workflows: i64,
+    pub primary_success: i64,
+    pub retry_recovery: i64,
+    pub fallback_recovery: i64,
+    pub degraded: i64,
+    pub fail_closed: i64,
+    pub queued: i64,
+    pub in_flight: i64,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub cost_pusd: i128,
+    pub wasted_cost_pusd: i128,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WasteRow {
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cached_input_tokens: i128,
+    pub wasted_input_tokens: i128,
+    pub wasted_output_tokens: i128,
+    pub wasted_cached_input_tokens: i128,
+    pub cost_pusd: i128,
+    pub wasted_cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+    pub wasted_unknown_cost_attempts: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedRow {
+    pub served_provider: String,
+    /// `None` on the provider's subtotal row.
+    pub served_model: Option<String>,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub rerouted_attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cached_input_tokens: i128,
+    pub cost_pusd: i128,
+    pub wasted_cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AmplificationRow {
+    pub layer: String,
+    pub attempts: i64,
+    pub workflows: i64,
+    pub mean: Option<f64>,
+    pub p50: Option<i64>,
+    pub p99: Option<i64>,
+    pub max: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinuteRow {
+    pub minute: DateTime<Utc>,
+    pub first_attempts: i64,
+    pub retries: i64,
+    pub ratio: Option<f64>,
+    pub over_budget: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveryRow {
+    pub outcome: String,
+    pub workflows: i64,
+    pub total_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorClassRow {
+    pub error_class: String,
+    pub provider: String,
+    pub attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cost_pusd: i128,
+}
+
+/// Every report query's rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRows {
+    pub outcomes: Vec<OutcomeRow>,
+    pub waste: WasteRow,
+    pub served: Vec<ServedRow>,
+    pub amplification: Vec<AmplificationRow>,
+    pub minutes: Vec<MinuteRow>,
+    pub recovery: Vec<RecoveryRow>,
+    pub error_classes: Vec<ErrorClassRow>,
+}
+
+pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<ReportRows, StoreError> {
+    Ok(ReportRows {
+        outcomes: rows(conn, Query::Outcomes, [], |r| {
+            Ok(OutcomeRow {
+                is_total: r.get("is_total")?,
+                workflow_name: r.get("workflow_name")?,
+                workflows: r.get("workflows")?,
+                primary_success: r.get("primary_success")?,
+                retry_recovery: r.get("retry_recovery")?,
+                fallback_recovery: r.get("fallback_recovery")?,
+                degraded: r.get("degraded")?,
+                fail_closed: r.get("fail_closed")?,
+                queued: r.get("queued")?,
+                in_flight: r.get("in_flight")?,
+                attempts: r.get("attempts")?,
+                wasted_attempts: r.get("wasted_attempts")?,
+                cost_pusd: r.get("cost_pusd")?,
+                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+            })
+        })?,
+        waste: rows(conn, Query::Waste, [], |r| {
+            Ok(WasteRow {
+                attempts: r.get("attempts")?,
+                wasted_attempts: r.get("wasted_attempts")?,
+                input_tokens: r.get("input_tokens")?,
+                output_tokens: r.get("output_tokens")?,
+                cached_input_tokens: r.get("cached_input_tokens")?,
+                wasted_input_tokens: r.get("wasted_input_tokens")?,
+                wasted_output_tokens: r.get("wasted_output_tokens")?,
+                wasted_cached_input_tokens: r.get("wasted_cached_input_tokens")?,
+                cost_pusd: r.get("cost_pusd")?,
+                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
+                wasted_unknown_cost_attempts: r.get("wasted_unknown_cost_attempts")?,
+            })
+        })?
+        .pop()
+        .unwrap_or_default(),
+        served: rows(conn, Query::CostByServed, [], |r| {
+            Ok(ServedRow {
+                served_provider: r.get("served_provider")?,
+                served_model: r.get("served_model")?,
+                attempts: r.get("attempts")?,
+                wasted_attempts: r.get("wasted_attempts")?,
+                rerouted_attempts: r.get("rerouted_attempts")?,
+                input_tokens: r.get("input_tokens")?,
+                output_tokens: r.get("output_tokens")?,
+                cached_input_tokens: r.get("cached_input_tokens")?,
+                cost_pusd: r.get("cost_pusd")?,
+                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
+            })
+        })?,
+        amplification: rows(conn, Query::Amplification, [], |r| {
+            Ok(AmplificationRow {
+                layer: r.get("layer")?,
+                attempts: r.get("attempts")?,
+                workflows: r.get("workflows")?,
+                mean: r.get("mean")?,
+                p50: r.get("p50")?,
+                p99: r.get("p99")?,
+                max: r.get("max")?,
+            })
+        })?,
+        minutes: rows(conn, Query::RetryBudget, params![filter.retry_budget], |r| {
+            Ok(MinuteRow {
+                minute: timestamp(r.get("minute")?),
+                first_attempts: r.get("first_attempts")?,
+                retries: r.get("retries")?,
+                ratio: r.get("ratio")?,
+                over_budget: r.get("over_budget")?,
+            })
+        })?,
+        recovery: rows(conn, Query::RecoveryTime, [], |r| {
+            Ok(RecoveryRow {
+                outcome: r.get("outcome")?,
+                workflows: r.get("workflows")?,
+                total_ms: r.get("total_ms")?,
+                mean_ms: r.get("mean_ms")?,
+                p50_ms: r.get("p50_ms")?,
+                p99_ms: r.get("p99_ms")?,
+                max_ms: r.get("max_ms")?,
+            })
+        })?,
+        error_classes: rows(conn, Query::ErrorClasses, [], |r| {
+            Ok(ErrorClassRow {
+                error_class: r.get("error_class")?,
+                provider: r.get("provider")?,
+                attempts: r.get("attempts")?,
+                input_tokens: r.get("input_tokens")?,
+                output_tokens: r.get("output_tokens")?,
+                cost_pusd: r.get("cost_pusd")?,
+            })
+        })?,
+    })
+}
+
+fn rows<T, P: duckdb::Params>(
+    conn: &Connection,
+    query: Query,
+    params: P,
+    map: impl FnMut(&Row<'_>) -> duckdb::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare(query.sql())?;
+    let mapped = stmt.query_map(params, map)?;
+    Ok(mapped.collect::<Result<_, _>>()?)
+}
+
+fn timestamp(value: Value) -> DateTime<Utc> {
+    let micros = match value {
+        Value::Timestamp(TimeUnit::Second, v) => v * 1_000_000,
+        Value::Timestamp(TimeUnit::Millisecond, v) => v * 1_000,
+        Value::Timestamp(TimeUnit::Microsecond, v) => v,
+        Value::Timestamp(TimeUnit::Nanosecond, v) => v / 1_000,
+        _ => 0,
+    };
+    DateTime::from_timestamp_micros(micros).unwrap_or_else(|| NaiveDateTime::default().and_utc())
+}

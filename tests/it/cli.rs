@@ -1,0 +1,226 @@
+//! The binary as a user runs it: ingest, report, simulate, demo.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde_json::Value;
+
+use crate::FIXTURE;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"));
+    cmd.env_remove("ATTEMPT_LEDGER_DB").env_remove("ATTEMPT_LEDGER_PRICES");
+    cmd
+}
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    bin().args(args).current_dir(dir).output().unwrap()
+}
+
+fn run_with_stdin(args: &[&str], dir: &Path, input: &[u8]) -> Output {
+    let mut child = bin()
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn fixture_file(dir: &Path) -> PathBuf {
+    let path = dir.join("attempts.jsonl");
+    std::fs::write(&path, FIXTURE).unwrap();
+    path
+}
+
+fn json_report(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["report", "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = run(&args, dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn ingest_then_report_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path());
+    let out = run(&["ingest", "attempts.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "accepted 15 records, 0 duplicates of records already stored, 0 rejected\n"
+    );
+    assert!(
+        dir.path().join("attempt-ledger.duckdb").exists(),
+        "the default --db is in the working directory"
+    );
+
+    let json = json_report(dir.path(), &[]);
+    for key in ["workflows", "rates", "attempts", "tokens", "cost_usd", "by_served_provider"] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["workflows"]["total"], 11);
+    assert_eq!(json["attempts"]["total"], 15);
+
+    let table = run(&["report"], dir.path());
+    let table = text(&table.stdout);
+    assert!(table.contains("fallback recovery"), "{table}");
+    assert!(table.contains("aws.bedrock"), "{table}");
+
+    let csv = run(&["report", "--format", "csv"], dir.path());
+    let csv = text(&csv.stdout);
+    assert!(csv.starts_with("metric,value\n"), "{csv}");
+    assert!(csv.contains("\nworkflows.total,11\n"), "{csv}");
+    assert!(csv.contains("by_served_provider[aws.bedrock].attempts,1"), "{csv}");
+}
+
+#[test]
+fn rejected_lines_are_named_and_the_rest_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = FIXTURE.lines().next().unwrap();
+    let input = format!("{good}\n{{not json\n\n{{\"workflow_id\":\"x\"}}\n");
+    std::fs::write(dir.path().join("mixed.jsonl"), input).unwrap();
+    let out = run(&["ingest", "mixed.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(3), "some lines rejected: exit 3");
+    assert!(text(&out.stdout).starts_with("accepted 1 records, 0 duplicates"));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("rejected mixed.jsonl:2: not valid JSON"), "{stderr}");
+    assert!(stderr.contains("rejected mixed.jsonl:4: missing required field `started_at`"), "{stderr}");
+    assert_eq!(json_report(dir.path(), &[])["attempts"]["total"], 1);
+}
+
+#[test]
+fn re_ingesting_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path());
+    run(&["ingest", "attempts.jsonl"], dir.path());
+    let before = json_report(dir.path(), &[]);
+    let out = run(&["ingest", "attempts.jsonl"], dir.path());
+    assert_eq!(
+        text(&out.stdout),
+        "accepted 0 records, 15 duplicates of records already stored, 0 rejected\n"
+    );
+    assert_eq!(json_report(dir.path(), &[]), before);
+}
+
+#[test]
+fn gzip_files_and_stdin_are_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, rest): (Vec<_>, Vec<_>) = FIXTURE.lines().enumerate().partition(|(i, _)| *i < 7);
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    for (_, line) in &first {
+        writeln!(gz, "{line}").unwrap();
+    }
+    std::fs::write(dir.path().join("part.jsonl.gz"), gz.finish().unwrap()).unwrap();
+    let out = run(&["ingest", "--db", "x.duckdb", "part.jsonl.gz"], dir.path());
+    assert!(text(&out.stdout).starts_with("accepted 7 records"), "{}", text(&out.stderr));
+
+    let stdin: String = rest.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let out = run_with_stdin(&["ingest", "--db", "x.duckdb", "-"], dir.path(), stdin.as_bytes());
+    assert!(text(&out.stdout).starts_with("accepted 8 records"), "{}", text(&out.stderr));
+    assert_eq!(json_report(dir.path(), &["--db", "x.duckdb"])["attempts"]["total"], 15);
+}
+
+#[test]
+fn db_path_comes_from_the_environment_too() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path());
+    let out = bin()
+        .args(["ingest", "attempts.jsonl"])
+        .env("ATTEMPT_LEDGER_DB", "env.duckdb")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(dir.path().join("env.duckdb").exists());
+}
+
+#[test]
+fn report_filters_by_time_and_workflow() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path());
+    run(&["ingest", "attempts.jsonl"], dir.path());
+    let nightly = json_report(dir.path(), &["--workflow", "nightly"]);
+    assert_eq!(nightly["workflows"]["total"], 4);
+    let window =
+        json_report(dir.path(), &["--since", "2026-11-28T02:01:00Z", "--until", "2026-11-28T02:02:00Z"]);
+    assert_eq!(window["workflows"]["total"], 4);
+    let bad = run(&["report", "--since", "last tuesday"], dir.path());
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(text(&bad.stderr).contains("--since: `last tuesday` is not a time"), "{}", text(&bad.stderr));
+}
+
+#[test]
+fn report_without_a_database_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["report"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no database at attempt-ledger.duckdb"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_user_price_file_overrides_the_built_in_table() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path());
+    run(&["ingest", "attempts.jsonl"], dir.path());
+    std::fs::write(
+        dir.path().join("prices.toml"),
+        "[[provider]]\nname = \"acme\"\nmodels = [{ model = \"acme-large\", input = 1000000.0, output = 0.0 }]\n",
+    )
+    .unwrap();
+    let before = json_report(dir.path(), &[]);
+    let after = json_report(dir.path(), &["--prices", "prices.toml"]);
+    assert_eq!(before["cost_usd"]["unknown_cost_attempts"], 1);
+    assert_eq!(after["cost_usd"]["unknown_cost_attempts"], 0);
+    // 100 input tokens at $1,000,000 per million.
+    let delta = after["cost_usd"]["total"].as_f64().unwrap() - before["cost_usd"]["total"].as_f64().unwrap();
+    assert!((delta - 100.0).abs() < 1e-9, "{delta}");
+}
+
+#[test]
+fn simulate_pipes_into_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim =
+        run(&["simulate", "--scenario", "quota-exhausted", "--workflows", "300", "--seed", "4"], dir.path());
+    assert!(sim.status.success());
+    let again =
+        run(&["simulate", "--scenario", "quota-exhausted", "--workflows", "300", "--seed", "4"], dir.path());
+    assert_eq!(sim.stdout, again.stdout, "seeded output is reproducible");
+    let out = run_with_stdin(&["ingest", "-"], dir.path(), &sim.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = json_report(dir.path(), &[]);
+    let quota = report["error_classes"].as_array().unwrap().iter().find(|e| e["error_class"] == "quota");
+    assert!(quota.is_some(), "insufficient_quota is classed as quota: {report}");
+    assert!(report["workflows"]["queued"].as_i64().unwrap() > 0);
+}
+
+/// The README's first command, run as the README says (through the binary
+/// that `cargo run --release -- demo` builds).
+#[test]
+fn demo_runs_an_incident_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["demo", "--dir", dir.path().to_str().unwrap()], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in
+        ["Workflow outcomes", "nightly-classify", "chat-interactive", "aws.bedrock", "Next:", "unknown cost"]
+    {
+        assert!(stdout.contains(needle), "demo output lacks {needle}:\n{stdout}");
+    }
+    let db = dir.path().join("demo.duckdb");
+    let report = json_report(dir.path(), &["--db", db.to_str().unwrap(), "--workflow", "nightly-classify"]);
+    assert_eq!(report["workflows"]["total"], 20_000);
+    assert!(report["cost_usd"]["wasted"].as_f64().unwrap() > 0.0);
+    assert!(report["retry_budget"]["minutes_over_budget"].as_i64().unwrap() > 0);
+}

@@ -1,0 +1,47 @@
+//! One integration-test binary (faster to build than one per file).
+
+mod cli;
+mod properties;
+mod rules;
+mod snapshots;
+
+use attempt_ledger::ingest::jsonl;
+use attempt_ledger::pricing::PriceTable;
+use attempt_ledger::report::Report;
+use attempt_ledger::store::{ReportFilter, Store};
+use serde_json::{Value, json};
+
+pub const FIXTURE: &str = include_str!("fixtures/attempts.jsonl");
+
+/// A record: the required fields of a healthy attempt, with `fields` over them.
+pub fn rec(fields: Value) -> String {
+    let mut base = json!({
+        "workflow_id": "w1",
+        "started_at": "2026-11-28T02:00:00Z",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "status": "ok"
+    });
+    for (key, value) in fields.as_object().expect("an object").clone() {
+        base[key] = value;
+    }
+    base.to_string()
+}
+
+/// A fresh in-memory store holding `lines`, every line valid.
+pub fn store_with(lines: &[String]) -> Store {
+    let store = Store::open_in_memory().unwrap();
+    let decoded = jsonl::decode_lines(&lines.join("\n"), 1);
+    assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
+    store.write_batch(&decoded.attempts).unwrap();
+    store
+}
+
+pub fn report_of(store: &Store, filter: &ReportFilter) -> Report {
+    let rows = store.report_rows(filter, &PriceTable::load(None).unwrap()).unwrap();
+    Report::from_rows(&rows, filter.retry_budget)
+}
+
+pub fn report_for(lines: &[String]) -> Report {
+    report_of(&store_with(lines), &ReportFilter::default())
+}
