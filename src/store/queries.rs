@@ -85,6 +85,7 @@ pub(super) fn prepare_scope(
     filter: &ReportFilter,
     prices: &PriceTable,
 ) -> Result<(), StoreError> {
+    let began = std::time::Instant::now();
     let served: Vec<(String, String)> = conn
         .prepare("SELECT DISTINCT served_provider, served_model FROM attempts")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -108,9 +109,17 @@ pub(super) fn prepare_scope(
         }
         appender.flush()?;
     }
-    let timestamp =
-        |t: Option<DateTime<Utc>>| t.map(|t| t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string());
-    conn.execute(SCOPE_SQL, params![timestamp(filter.since), timestamp(filter.until), filter.workflow])?;
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE scope_filter (since TIMESTAMP, until TIMESTAMP, workflow VARCHAR);",
+    )?;
+    let micros =
+        |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
+    conn.execute(
+        "INSERT INTO temp.scope_filter VALUES (?, ?, ?)",
+        params![micros(filter.since), micros(filter.until), filter.workflow],
+    )?;
+    conn.execute_batch(SCOPE_SQL)?;
+    tracing::debug!(query = "scope.sql", elapsed_ms = began.elapsed().as_millis() as u64);
     Ok(())
 }
 
@@ -331,9 +340,16 @@ fn rows<T, P: duckdb::Params>(
     params: P,
     map: impl FnMut(&Row<'_>) -> duckdb::Result<T>,
 ) -> Result<Vec<T>, StoreError> {
+    let began = std::time::Instant::now();
     let mut stmt = conn.prepare(query.sql())?;
     let mapped = stmt.query_map(params, map)?;
-    Ok(mapped.collect::<Result<_, _>>()?)
+    let rows = mapped.collect::<Result<Vec<_>, _>>()?;
+    tracing::debug!(
+        query = query.file_name(),
+        rows = rows.len(),
+        elapsed_ms = began.elapsed().as_millis() as u64
+    );
+    Ok(rows)
 }
 
 fn timestamp(value: Value) -> DateTime<Utc> {

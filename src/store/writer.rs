@@ -1,11 +1,17 @@
-//! Bulk writes. A batch is appended to a connection-local staging table with
-//! DuckDB's Appender, then moved into `attempts` minus the ids already
-//! stored or repeated earlier in the batch, all in one transaction: a batch
-//! is stored whole or not at all, and an attempt is stored once however many
-//! times it is delivered.
+//! Bulk writes. In one transaction per batch: drop ids repeated within the
+//! batch (first wins), look up which of the remaining ids are already
+//! stored, and append only the new attempts, as one Arrow record batch, to
+//! `attempts`. A batch is stored whole or not at all, and an attempt is
+//! stored once however many times it is delivered.
 
-use duckdb::types::{TimeUnit, Value};
-use duckdb::{Connection, ToSql};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use duckdb::Connection;
+use duckdb::arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
 
 use super::StoreError;
 use crate::model::{Attempt, name};
@@ -26,16 +32,41 @@ impl std::ops::AddAssign for WriteStats {
     }
 }
 
-const COLUMNS: &str = "attempt_id, workflow_id, started_at, provider, model, status, attempt, \
-    workflow, layer, route, served_provider, served_model, provider_request_id, duration_ms, \
-    ttft_ms, http_status, error_class, error_code, retry_after_ms, input_tokens, output_tokens, \
-    cached_input_tokens, cost_pusd, commit_state, visible_output, decision, circuit, extra";
+/// The columns the writer fills, in `to_record_batch`'s order;
+/// `ingested_at` takes its default.
+const COLUMNS: [&str; 28] = [
+    "attempt_id",
+    "workflow_id",
+    "started_at",
+    "provider",
+    "model",
+    "status",
+    "attempt",
+    "workflow",
+    "layer",
+    "route",
+    "served_provider",
+    "served_model",
+    "provider_request_id",
+    "duration_ms",
+    "ttft_ms",
+    "http_status",
+    "error_class",
+    "error_code",
+    "retry_after_ms",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cost_pusd",
+    "commit_state",
+    "visible_output",
+    "decision",
+    "circuit",
+    "extra",
+];
 
-pub(super) fn create_staging(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch(&format!(
-        "CREATE TEMP TABLE IF NOT EXISTS staging AS
-             SELECT {COLUMNS}, 0::BIGINT AS arrival FROM attempts LIMIT 0;"
-    ))?;
+pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("CREATE TEMP TABLE IF NOT EXISTS batch_ids (attempt_id VARCHAR);")?;
     Ok(())
 }
 
@@ -44,69 +75,129 @@ pub(super) fn write_batch(conn: &Connection, attempts: &[Attempt]) -> Result<Wri
         return Ok(WriteStats::default());
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
-    match stage_and_merge(conn, attempts) {
+    match append_new(conn, attempts) {
         Ok(inserted) => {
+            let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
+            tracing::debug!(commit_ms = began.elapsed().as_millis() as u64, "batch committed");
             let inserted = inserted as u64;
             Ok(WriteStats { inserted, duplicates: attempts.len() as u64 - inserted })
         }
         Err(err) => {
-            // The staging rows vanish with the rollback too.
+            // The scratch rows vanish with the rollback too.
             let _ = conn.execute_batch("ROLLBACK");
             Err(err)
         }
     }
 }
 
-fn stage_and_merge(conn: &Connection, attempts: &[Attempt]) -> Result<usize, StoreError> {
-    {
-        let mut appender = conn.appender_to_catalog_and_db("staging", "temp", "main")?;
-        for (arrival, a) in attempts.iter().enumerate() {
-            let row: [&dyn ToSql; 29] = [
-                &a.attempt_id,
-                &a.workflow_id,
-                &Value::Timestamp(TimeUnit::Microsecond, a.started_at.timestamp_micros()),
-                &a.provider,
-                &a.model,
-                &name(a.status),
-                &a.attempt,
-                &a.workflow,
-                &name(a.layer),
-                &a.route.map(name),
-                &a.served_provider,
-                &a.served_model,
-                &a.provider_request_id,
-                &a.duration_ms,
-                &a.ttft_ms,
-                &a.http_status,
-                &a.error_class.map(name),
-                &a.error_code,
-                &a.retry_after_ms,
-                &a.tokens.input,
-                &a.tokens.output,
-                &a.tokens.cached_input,
-                &a.cost.map(|c| c.0),
-                &name(a.commit_state),
-                &a.visible_output,
-                &a.decision.map(name),
-                &a.circuit.map(name),
-                &a.extra,
-                &(arrival as i64),
-            ];
-            appender.append_row(row.as_slice())?;
-        }
+fn append_new(conn: &Connection, attempts: &[Attempt]) -> Result<usize, StoreError> {
+    let began = std::time::Instant::now();
+    let mut seen = HashSet::with_capacity(attempts.len());
+    let unique: Vec<&Attempt> = attempts.iter().filter(|a| seen.insert(a.attempt_id.as_str())).collect();
+
+    let stored = already_stored(conn, &unique)?;
+    let new: Vec<&Attempt> = unique.into_iter().filter(|a| !stored.contains(&a.attempt_id)).collect();
+    let looked_up = began.elapsed();
+    if !new.is_empty() {
+        let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
+        appender.append_record_batch(to_record_batch(&new)?)?;
         // Errors surface at flush; Drop would swallow them.
         appender.flush()?;
     }
-    let inserted = conn.execute(
-        &format!(
-            "INSERT INTO attempts ({COLUMNS})
-             SELECT {COLUMNS} FROM temp.staging s
-             WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.attempt_id = s.attempt_id)
-             QUALIFY row_number() OVER (PARTITION BY attempt_id ORDER BY arrival) = 1"
-        ),
-        [],
-    )?;
-    conn.execute_batch("DELETE FROM temp.staging")?;
-    Ok(inserted)
+    tracing::debug!(
+        batch = attempts.len(),
+        inserted = new.len(),
+        lookup_ms = looked_up.as_millis() as u64,
+        append_ms = (began.elapsed() - looked_up).as_millis() as u64,
+        "batch written"
+    );
+    Ok(new.len())
+}
+
+/// The ids of `batch` that `attempts` already holds.
+fn already_stored(conn: &Connection, batch: &[&Attempt]) -> Result<HashSet<String>, StoreError> {
+    let mut ids = StringBuilder::with_capacity(batch.len(), batch.len() * 32);
+    for a in batch {
+        ids.append_value(&a.attempt_id);
+    }
+    let ids = RecordBatch::try_from_iter([("attempt_id", Arc::new(ids.finish()) as ArrayRef)])?;
+    {
+        let mut appender = conn.appender_to_catalog_and_db("batch_ids", "temp", "main")?;
+        appender.append_record_batch(ids)?;
+        appender.flush()?;
+    }
+    let stored = conn
+        .prepare(
+            "SELECT attempt_id FROM attempts
+             WHERE attempt_id IN (SELECT attempt_id FROM temp.batch_ids)",
+        )?
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<HashSet<_>, _>>()?;
+    conn.execute_batch("DELETE FROM temp.batch_ids")?;
+    Ok(stored)
+}
+
+fn to_record_batch(attempts: &[&Attempt]) -> Result<RecordBatch, StoreError> {
+    let n = attempts.len();
+    let strings = |f: &dyn Fn(&Attempt) -> Option<&str>| {
+        let mut b = StringBuilder::with_capacity(n, n * 16);
+        for a in attempts {
+            b.append_option(f(a));
+        }
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let floats = |f: &dyn Fn(&Attempt) -> Option<f64>| {
+        let mut b = Float64Builder::with_capacity(n);
+        for a in attempts {
+            b.append_option(f(a));
+        }
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let ints = |f: &dyn Fn(&Attempt) -> Option<i64>| {
+        let mut b = Int64Builder::with_capacity(n);
+        for a in attempts {
+            b.append_option(f(a));
+        }
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let mut started_at = TimestampMicrosecondBuilder::with_capacity(n);
+    let mut http_status = Int32Builder::with_capacity(n);
+    let mut visible_output = BooleanBuilder::with_capacity(n);
+    for a in attempts {
+        started_at.append_value(a.started_at.timestamp_micros());
+        http_status.append_option(a.http_status);
+        visible_output.append_option(a.visible_output);
+    }
+    let columns: [ArrayRef; 28] = [
+        strings(&|a| Some(&a.attempt_id)),
+        strings(&|a| Some(&a.workflow_id)),
+        Arc::new(started_at.finish()),
+        strings(&|a| Some(&a.provider)),
+        strings(&|a| Some(&a.model)),
+        strings(&|a| Some(name(a.status))),
+        ints(&|a| a.attempt),
+        strings(&|a| a.workflow.as_deref()),
+        strings(&|a| Some(name(a.layer))),
+        strings(&|a| a.route.map(name)),
+        strings(&|a| Some(&a.served_provider)),
+        strings(&|a| Some(&a.served_model)),
+        strings(&|a| a.provider_request_id.as_deref()),
+        floats(&|a| a.duration_ms),
+        floats(&|a| a.ttft_ms),
+        Arc::new(http_status.finish()),
+        strings(&|a| a.error_class.map(name)),
+        strings(&|a| a.error_code.as_deref()),
+        floats(&|a| a.retry_after_ms),
+        ints(&|a| a.tokens.input),
+        ints(&|a| a.tokens.output),
+        ints(&|a| a.tokens.cached_input),
+        ints(&|a| a.cost.map(|c| c.0)),
+        strings(&|a| Some(name(a.commit_state))),
+        Arc::new(visible_output.finish()),
+        strings(&|a| a.decision.map(name)),
+        strings(&|a| a.circuit.map(name)),
+        strings(&|a| a.extra.as_deref()),
+    ];
+    Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }
