@@ -2,6 +2,7 @@
 
 mod cli;
 mod properties;
+mod readme;
 mod rules;
 mod snapshots;
 

@@ -1,0 +1,54 @@
+//! The README's own-data commands, run verbatim: a README that lies fails here.
+
+use std::process::Command;
+
+use crate::FIXTURE;
+
+/// Every line of the README's `sh` blocks that runs `attempt-ledger` (or
+/// pipes into it), without trailing comments.
+fn readme_commands() -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    for line in readme.lines() {
+        match line.trim() {
+            "```sh" => in_sh = true,
+            "```" => in_sh = false,
+            text if in_sh && text.contains("attempt-ledger ") && !text.starts_with("cargo ") => {
+                commands.push(text.split(" #").next().unwrap_or(text).trim().to_string());
+            }
+            _ => {}
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_readme_commands_work_as_written() {
+    let commands = readme_commands();
+    assert!(commands.len() >= 6, "found {commands:?}");
+    let dir = tempfile::tempdir().unwrap();
+    // The files the README's examples name.
+    let lines: Vec<&str> = FIXTURE.lines().collect();
+    std::fs::write(dir.path().join("attempts.jsonl"), lines[..5].join("\n")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, lines[5..10].join("\n").as_bytes()).unwrap();
+    std::fs::write(dir.path().join("more.jsonl.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(dir.path().join("today.jsonl"), lines[10..].join("\n")).unwrap();
+
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_attempt-ledger")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    for command in &commands {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env_remove("ATTEMPT_LEDGER_DB")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "`{command}` failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let csv = std::fs::read_to_string(dir.path().join("report.csv")).unwrap();
+    assert!(csv.contains("\nworkflows.total,11\n"), "{csv}");
+    assert!(dir.path().join("storm.jsonl").metadata().unwrap().len() > 0);
+}
