@@ -8,5 +8,6 @@ pub mod model;
 pub mod pipeline;
 pub mod pricing;
 pub mod report;
+pub mod service;
 pub mod simulate;
 pub mod store;

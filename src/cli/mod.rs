@@ -3,8 +3,8 @@
 mod demo;
 mod ingest;
 mod report;
+mod serve;
 mod simulate;
-mod time_arg;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +45,8 @@ enum Command {
     Ingest(ingest::Args),
     /// Print the recovery, waste and cost report.
     Report(report::Args),
+    /// Run the service: HTTP API, OTLP/HTTP and OTLP/gRPC receivers, reports.
+    Serve(serve::Args),
     /// Write realistic JSONL attempt records for a named scenario to stdout.
     Simulate(simulate::Args),
 }
@@ -56,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Report(args) => report::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Simulate(args) => simulate::run(args),
     };
     match result {

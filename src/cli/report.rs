@@ -7,9 +7,8 @@ use anyhow::bail;
 use chrono::Utc;
 
 use super::DbArg;
-use super::time_arg::parse_time;
 use crate::pricing::PriceTable;
-use crate::report::{Format, Report, render};
+use crate::report::{Format, Report, parse_time, render};
 use crate::store::{ReportFilter, Store};
 
 #[derive(Debug, clap::Args)]

@@ -22,12 +22,30 @@ pub fn decode_body(body: &str) -> Decoded {
 }
 
 /// Decodes JSONL text. Blank lines are skipped; `first_line` numbers the
-/// lines of a chunk that started mid-file.
+/// lines of a chunk that started mid-file. A line holding an OTLP
+/// `ExportTraceServiceRequest` (the OpenTelemetry Collector's file exporter
+/// writes one per line) is mapped span by span through `otlp`.
 pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
     let mut decoded = Decoded::default();
     for (index, line) in body.lines().enumerate() {
         let line_no = first_line + index as u64;
         if line.trim().is_empty() {
+            continue;
+        }
+        if super::otlp::is_export_request_json(line) {
+            match super::otlp::decode_json(line) {
+                Ok(spans) => {
+                    decoded.attempts.extend(spans.decoded.attempts);
+                    decoded.rejections.extend(
+                        spans
+                            .decoded
+                            .rejections
+                            .into_iter()
+                            .map(|r| Rejection { line: line_no, reason: r.reason }),
+                    );
+                }
+                Err(reason) => decoded.rejections.push(Rejection { line: line_no, reason }),
+            }
             continue;
         }
         match decode_line(line) {

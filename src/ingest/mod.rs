@@ -7,6 +7,7 @@
 //! `build_attempt`, so JSONL and OTLP cannot drift apart.
 
 pub mod jsonl;
+pub mod otlp;
 pub mod source;
 
 use chrono::{DateTime, Utc};

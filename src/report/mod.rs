@@ -3,11 +3,13 @@
 //! module only divides, converts units and arranges keys (interfaces.md).
 
 mod render;
+mod time_arg;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 pub use render::{Format, render};
+pub use time_arg::parse_time;
 
 use crate::store::ReportRows;
 use crate::store::queries::{MinuteRow, OutcomeRow};

@@ -69,13 +69,24 @@ impl Store {
 
     /// Stores a batch in one transaction, skipping attempts already stored.
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
-        writer::write_batch(&self.conn, attempts)
+        Ok(writer::write_batches(&self.conn, &[attempts])?.pop().unwrap_or_default())
+    }
+
+    /// Stores several batches in one transaction (group commit); each gets
+    /// its own counts, an id being new for the first batch that has it.
+    pub fn write_batches(&self, batches: &[&[Attempt]]) -> Result<Vec<WriteStats>, StoreError> {
+        writer::write_batches(&self.conn, batches)
     }
 
     /// Runs every report query over the workflows `filter` selects.
     pub fn report_rows(&self, filter: &ReportFilter, prices: &PriceTable) -> Result<ReportRows, StoreError> {
-        queries::prepare_scope(&self.conn, filter, prices)?;
-        queries::report_rows(&self.conn, filter)
+        // One transaction: every query sees the same snapshot while the
+        // writer goes on committing.
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::prepare_scope(&self.conn, filter, prices)
+            .and_then(|_| queries::report_rows(&self.conn, filter));
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
     }
 
     /// One report query's result as an aligned text table, for snapshots

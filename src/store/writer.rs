@@ -70,18 +70,22 @@ pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub(super) fn write_batch(conn: &Connection, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
-    if attempts.is_empty() {
-        return Ok(WriteStats::default());
+/// Writes several batches (one per request, say) in one transaction and
+/// tells each what it stored: an id is new for the first batch that has it.
+pub(super) fn write_batches(
+    conn: &Connection,
+    batches: &[&[Attempt]],
+) -> Result<Vec<WriteStats>, StoreError> {
+    if batches.iter().all(|b| b.is_empty()) {
+        return Ok(vec![WriteStats::default(); batches.len()]);
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
-    match append_new(conn, attempts) {
-        Ok(inserted) => {
+    match append_new(conn, batches) {
+        Ok(stats) => {
             let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
             tracing::debug!(commit_ms = began.elapsed().as_millis() as u64, "batch committed");
-            let inserted = inserted as u64;
-            Ok(WriteStats { inserted, duplicates: attempts.len() as u64 - inserted })
+            Ok(stats)
         }
         Err(err) => {
             // The scratch rows vanish with the rollback too.
@@ -91,13 +95,30 @@ pub(super) fn write_batch(conn: &Connection, attempts: &[Attempt]) -> Result<Wri
     }
 }
 
-fn append_new(conn: &Connection, attempts: &[Attempt]) -> Result<usize, StoreError> {
+fn append_new(conn: &Connection, batches: &[&[Attempt]]) -> Result<Vec<WriteStats>, StoreError> {
     let began = std::time::Instant::now();
-    let mut seen = HashSet::with_capacity(attempts.len());
-    let unique: Vec<&Attempt> = attempts.iter().filter(|a| seen.insert(a.attempt_id.as_str())).collect();
+    let total: usize = batches.iter().map(|b| b.len()).sum();
+    let mut seen = HashSet::with_capacity(total);
+    // (batch index, attempt) for each id's first occurrence.
+    let unique: Vec<(usize, &Attempt)> = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| b.iter().map(move |a| (i, a)))
+        .filter(|(_, a)| seen.insert(a.attempt_id.as_str()))
+        .collect();
 
-    let stored = already_stored(conn, &unique)?;
-    let new: Vec<&Attempt> = unique.into_iter().filter(|a| !stored.contains(&a.attempt_id)).collect();
+    let candidates: Vec<&Attempt> = unique.iter().map(|(_, a)| *a).collect();
+    let stored = already_stored(conn, &candidates)?;
+    let mut stats: Vec<WriteStats> =
+        batches.iter().map(|b| WriteStats { inserted: 0, duplicates: b.len() as u64 }).collect();
+    let mut new = Vec::with_capacity(unique.len());
+    for (batch, attempt) in unique {
+        if !stored.contains(&attempt.attempt_id) {
+            stats[batch].inserted += 1;
+            stats[batch].duplicates -= 1;
+            new.push(attempt);
+        }
+    }
     let looked_up = began.elapsed();
     if !new.is_empty() {
         let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
@@ -106,13 +127,13 @@ fn append_new(conn: &Connection, attempts: &[Attempt]) -> Result<usize, StoreErr
         appender.flush()?;
     }
     tracing::debug!(
-        batch = attempts.len(),
+        batch = total,
         inserted = new.len(),
         lookup_ms = looked_up.as_millis() as u64,
         append_ms = (began.elapsed() - looked_up).as_millis() as u64,
         "batch written"
     );
-    Ok(new.len())
+    Ok(stats)
 }
 
 /// The ids of `batch` that `attempts` already holds.

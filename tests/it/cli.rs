@@ -224,3 +224,34 @@ fn demo_runs_an_incident_end_to_end() {
     assert!(report["cost_usd"]["wasted"].as_f64().unwrap() > 0.0);
     assert!(report["retry_budget"]["minutes_over_budget"].as_i64().unwrap() > 0);
 }
+
+/// The OpenTelemetry Collector's file exporter writes one
+/// ExportTraceServiceRequest JSON per line; `ingest` maps it like OTLP/HTTP.
+#[test]
+fn otlp_json_files_from_the_collector_are_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "chat",
+         "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000",
+         "attributes": [{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+                        {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}},
+                        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "1000000"}}]},
+        {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b175", "name": "chat",
+         "startTimeUnixNano": "1795831200000000000",
+         "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]}
+    ]}]}]});
+    let first = FIXTURE.lines().next().unwrap();
+    std::fs::write(dir.path().join("collector.jsonl"), format!("{first}\n{export}\n")).unwrap();
+    let out = run(&["ingest", "collector.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(3), "one span lacks a model");
+    assert!(text(&out.stdout).starts_with("accepted 2 records"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("rejected collector.jsonl:2: span eee19b7ec3c1b175: no model"),
+        "{}",
+        text(&out.stderr)
+    );
+    let report = json_report(dir.path(), &[]);
+    assert_eq!(report["attempts"]["total"], 2);
+    // 1M input tokens of gpt-4o-mini at $0.15, plus the fixture's first line.
+    assert_eq!(report["by_served_model"][0]["input_tokens"], 1_001_000);
+}

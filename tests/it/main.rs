@@ -4,6 +4,7 @@ mod cli;
 mod properties;
 mod readme;
 mod rules;
+mod service;
 mod snapshots;
 
 use attempt_ledger::ingest::jsonl;

@@ -14,6 +14,8 @@ fn readme_commands() -> Vec<String> {
         match line.trim() {
             "```sh" => in_sh = true,
             "```" => in_sh = false,
+            // `serve` runs until stopped: tests/it/service.rs starts it.
+            text if text.starts_with("attempt-ledger serve") => {}
             text if in_sh && text.contains("attempt-ledger ") && !text.starts_with("cargo ") => {
                 commands.push(text.split(" #").next().unwrap_or(text).trim().to_string());
             }

@@ -1,0 +1,47 @@
+//! `attempt-ledger serve`: the long-running service.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::DbArg;
+use crate::service::{ServeConfig, serve};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    db: DbArg,
+    /// HTTP API and OTLP/HTTP address.
+    #[arg(long, default_value = "127.0.0.1:4318")]
+    listen: SocketAddr,
+    /// OTLP/gRPC address.
+    #[arg(long, default_value = "127.0.0.1:4317")]
+    otlp_grpc: SocketAddr,
+    /// A price file that overrides or extends the built-in table.
+    #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
+    prices: Option<PathBuf>,
+    /// Largest request body or gRPC message in MiB, after decompression.
+    #[arg(long, default_value_t = 20)]
+    max_body_mib: usize,
+    /// Requests that may wait for the writer before new ones get 503.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = ServeConfig {
+        db: args.db.db,
+        http: args.listen,
+        grpc: args.otlp_grpc,
+        prices: args.prices,
+        body_limit: args.max_body_mib << 20,
+        queue: args.queue.max(1),
+        max_batch: 131_072,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(config, |http, grpc| {
+        // Scripts and tests read this line to find ports chosen with :0.
+        println!("attempt-ledger listening: http={http} grpc={grpc}");
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}

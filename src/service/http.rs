@@ -1,0 +1,277 @@
+//! The HTTP side: handlers extract, decode, call the writer or the store,
+//! encode. Nothing else.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use prost::Message;
+use serde_json::json;
+
+use super::body::{BodyError, inflate};
+use super::writer::{WriteError, WriterHandle};
+use crate::ingest::{Rejection, jsonl, otlp};
+use crate::pricing::PriceTable;
+use crate::report::{Report, parse_time};
+use crate::store::{ReportFilter, Store};
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub stats: Arc<super::ServiceStats>,
+    pub writer: WriterHandle,
+    /// A connection to clone read connections from (`Store` is not `Sync`).
+    pub reader: Arc<Mutex<Store>>,
+    pub prices: Arc<PriceTable>,
+    /// Largest accepted body, after decompression.
+    pub body_limit: usize,
+}
+
+pub fn app(state: AppState) -> Router {
+    // The compressed body may not exceed the limit either.
+    let limit = state.body_limit;
+    Router::new()
+        .route("/v1/attempts", post(post_attempts))
+        .route("/v1/traces", post(post_traces))
+        .route("/api/v1/report", get(get_report))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Errors a handler answers with. Details of 5xx are logged, not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Body(BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Body(BodyError::UnsupportedEncoding(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Body(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Write(WriteError::Saturated | WriteError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Write(WriteError::Store(_)) | ApiError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    fn message(&self) -> String {
+        if let ApiError::Internal(detail) | ApiError::Write(WriteError::Store(detail)) = self {
+            tracing::error!(%detail, "request failed");
+        }
+        self.to_string()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, axum::Json(json!({"error": self.message()}))).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+fn request_body(headers: &HeaderMap, body: &[u8], limit: usize) -> Result<Vec<u8>, BodyError> {
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    inflate(body, encoding, limit)
+}
+
+async fn post_attempts(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    let bytes = request_body(&headers, &body, state.body_limit)?;
+    let decoded = tokio::task::spawn_blocking(move || {
+        std::str::from_utf8(&bytes).map(jsonl::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(ApiError::BadRequest)?;
+    super::ServiceStats::count(&state.stats.rejected_records, decoded.rejections.len() as u64);
+    let stats = state.writer.write(decoded.attempts).await?;
+    let rejected: Vec<_> = decoded
+        .rejections
+        .iter()
+        .map(|Rejection { line, reason }| json!({"line": line, "reason": reason}))
+        .collect();
+    Ok(axum::Json(json!({"accepted": stats.inserted, "duplicates": stats.duplicates, "rejected": rejected}))
+        .into_response())
+}
+
+/// google.rpc.Status, the body of an OTLP/HTTP error.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Encoding {
+    Protobuf,
+    Json,
+}
+
+impl Encoding {
+    fn content_type(self) -> &'static str {
+        match self {
+            Encoding::Protobuf => "application/x-protobuf",
+            Encoding::Json => "application/json",
+        }
+    }
+}
+
+/// OTLP/HTTP: the answer is encoded like the request; errors carry a
+/// google.rpc.Status; retryable refusals say when to retry.
+async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    super::ServiceStats::count(&state.stats.otlp_http_requests, 1);
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let encoding = match content_type.split(';').next().unwrap_or("").trim() {
+        "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
+        "application/json" => Encoding::Json,
+        other => {
+            let message =
+                format!("unsupported Content-Type `{other}`: use application/x-protobuf or application/json");
+            return otlp_error(Encoding::Json, StatusCode::UNSUPPORTED_MEDIA_TYPE, message);
+        }
+    };
+    match export_traces(&state, &headers, &body, encoding).await {
+        Ok(response) => {
+            let bytes = match encoding {
+                Encoding::Protobuf => response.encode_to_vec(),
+                Encoding::Json => serde_json::to_vec(&response).unwrap_or_default(),
+            };
+            ([(header::CONTENT_TYPE, encoding.content_type())], bytes).into_response()
+        }
+        Err(err) => {
+            let status = err.status();
+            let mut response = otlp_error(encoding, status, err.message());
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            response
+        }
+    }
+}
+
+async fn export_traces(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    encoding: Encoding,
+) -> Result<ExportTraceServiceResponse, ApiError> {
+    let bytes = request_body(headers, body, state.body_limit)?;
+    let request = match encoding {
+        Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|e| {
+            ApiError::BadRequest(format!("undecodable protobuf ExportTraceServiceRequest: {e}"))
+        })?,
+        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("undecodable JSON ExportTraceServiceRequest: {e}")))?,
+    };
+    let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
+    state.writer.write(spans.decoded.attempts).await?;
+    Ok(export_response(&spans.decoded.rejections))
+}
+
+/// OTLP partial success: how many spans were rejected and why.
+pub fn export_response(rejections: &[Rejection]) -> ExportTraceServiceResponse {
+    if rejections.is_empty() {
+        return ExportTraceServiceResponse { partial_success: None };
+    }
+    let shown: Vec<&str> = rejections.iter().take(5).map(|r| r.reason.as_str()).collect();
+    let more = rejections.len().saturating_sub(shown.len());
+    let mut message = shown.join("; ");
+    if more > 0 {
+        message.push_str(&format!("; and {more} more"));
+    }
+    ExportTraceServiceResponse {
+        partial_success: Some(ExportTracePartialSuccess {
+            rejected_spans: rejections.len() as i64,
+            error_message: message,
+        }),
+    }
+}
+
+fn otlp_error(encoding: Encoding, status: StatusCode, message: String) -> Response {
+    // gRPC codes: INVALID_ARGUMENT 3, UNAVAILABLE 14, INTERNAL 13.
+    let code = match status {
+        s if s.is_client_error() => 3,
+        StatusCode::SERVICE_UNAVAILABLE => 14,
+        _ => 13,
+    };
+    let body = match encoding {
+        Encoding::Protobuf => RpcStatus { code, message }.encode_to_vec(),
+        Encoding::Json => serde_json::to_vec(&json!({"code": code, "message": message})).unwrap_or_default(),
+    };
+    (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response()
+}
+
+async fn get_report(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let now = Utc::now();
+    let time = |key: &str| {
+        params
+            .get(key)
+            .map(|t| parse_time(t, now))
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
+    };
+    let retry_budget = match params.get("retry_budget") {
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|b| b.is_finite() && *b >= 0.0)
+            .ok_or_else(|| ApiError::BadRequest(format!("retry_budget: `{v}` is not a fraction >= 0")))?,
+        None => ReportFilter::default().retry_budget,
+    };
+    let filter = ReportFilter {
+        since: time("since")?,
+        until: time("until")?,
+        workflow: params.get("workflow").cloned(),
+        retry_budget,
+    };
+    let store = state
+        .reader
+        .lock()
+        .map_err(|_| ApiError::Internal("reader lock poisoned".into()))?
+        .try_clone()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let prices = state.prices.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        store.report_rows(&filter, &prices).map(|rows| Report::from_rows(&rows, filter.retry_budget))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(axum::Json(report).into_response())
+}

@@ -1,0 +1,119 @@
+//! The single owner of the DuckDB write connection.
+//!
+//! Requests hand their attempts over a bounded channel and wait. The writer
+//! thread takes the first job, drains whatever else has queued up meanwhile
+//! (up to `max_batch` attempts), stores them all in one transaction (group
+//! commit) and only then answers each request: an acknowledgement means the
+//! records are committed. A full channel is refused at once (`Saturated`),
+//! never queued without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::model::Attempt;
+use crate::store::{Store, WriteStats};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("the writer is saturated; retry later")]
+    Saturated,
+    #[error("the writer has stopped")]
+    Stopped,
+    #[error("storing the batch failed: {0}")]
+    Store(String),
+}
+
+struct Job {
+    attempts: Vec<Attempt>,
+    reply: oneshot::Sender<Result<WriteStats, String>>,
+}
+
+/// The writer's counters, for the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    pub batches_committed: AtomicU64,
+    pub attempts_inserted: AtomicU64,
+    pub attempts_duplicate: AtomicU64,
+    pub requests_refused: AtomicU64,
+}
+
+#[derive(Clone)]
+pub struct WriterHandle {
+    sender: mpsc::Sender<Job>,
+    capacity: usize,
+    pub stats: Arc<WriterStats>,
+}
+
+impl WriterHandle {
+    /// Stores `attempts`; returns once they are committed.
+    pub async fn write(&self, attempts: Vec<Attempt>) -> Result<WriteStats, WriteError> {
+        if attempts.is_empty() {
+            return Ok(WriteStats::default());
+        }
+        let (reply, answer) = oneshot::channel();
+        self.sender.try_send(Job { attempts, reply }).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => {
+                self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
+                WriteError::Saturated
+            }
+            mpsc::error::TrySendError::Closed(_) => WriteError::Stopped,
+        })?;
+        answer.await.map_err(|_| WriteError::Stopped)?.map_err(WriteError::Store)
+    }
+
+    /// Jobs waiting for the writer.
+    pub fn queue_depth(&self) -> usize {
+        self.capacity - self.sender.capacity()
+    }
+}
+
+/// Starts the writer thread. It stops after every handle is dropped and the
+/// queue is drained.
+pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, JoinHandle<()>) {
+    let (sender, receiver) = mpsc::channel(queue);
+    let stats = Arc::new(WriterStats::default());
+    let handle = WriterHandle { sender, capacity: queue, stats: stats.clone() };
+    let thread = std::thread::Builder::new()
+        .name("attempt-writer".into())
+        .spawn(move || run(store, receiver, max_batch, &stats))
+        .expect("spawning the writer thread");
+    (handle, thread)
+}
+
+fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
+    while let Some(first) = receiver.blocking_recv() {
+        let mut size = first.attempts.len();
+        let mut jobs = vec![first];
+        while size < max_batch {
+            match receiver.try_recv() {
+                Ok(job) => {
+                    size += job.attempts.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let batches: Vec<&[Attempt]> = jobs.iter().map(|j| j.attempts.as_slice()).collect();
+        match store.write_batches(&batches) {
+            Ok(results) => {
+                stats.batches_committed.fetch_add(1, Ordering::Relaxed);
+                for (job, result) in jobs.into_iter().zip(results) {
+                    stats.attempts_inserted.fetch_add(result.inserted, Ordering::Relaxed);
+                    stats.attempts_duplicate.fetch_add(result.duplicates, Ordering::Relaxed);
+                    // A caller that went away no longer needs the answer.
+                    let _ = job.reply.send(Ok(result));
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, jobs = jobs.len(), "batch not stored");
+                for job in jobs {
+                    let _ = job.reply.send(Err(err.to_string()));
+                }
+            }
+        }
+    }
+    tracing::info!("writer drained and stopped");
+}

@@ -1,0 +1,355 @@
+//! `attempt-ledger serve` as a process on port 0, driven by real clients.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use attempt_ledger::store::{ReportFilter, Store};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde_json::{Value, json};
+
+use crate::{FIXTURE, report_of};
+
+struct Service {
+    child: Child,
+    http: String,
+    grpc: String,
+}
+
+impl Service {
+    fn start(db: &Path, extra: &[&str]) -> Service {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+            .args([
+                "serve",
+                "--db",
+                db.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--otlp-grpc",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = |key: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+                .to_string()
+        };
+        Service {
+            http: format!("http://{}", addr("http=")),
+            grpc: format!("http://{}", addr("grpc=")),
+            child,
+        }
+    }
+
+    fn post(
+        &self,
+        path: &str,
+        content_type: &str,
+        encoding: Option<&str>,
+        body: &[u8],
+    ) -> (u16, Vec<u8>, Option<String>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut request = agent.post(&format!("{}{path}", self.http)).header("Content-Type", content_type);
+        if let Some(e) = encoding {
+            request = request.header("Content-Encoding", e);
+        }
+        let mut response = request.send(body).unwrap();
+        let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+        let body = response.body_mut().with_config().limit(64 << 20).read_to_vec().unwrap();
+        (response.status().as_u16(), body, retry_after)
+    }
+
+    fn report(&self, query: &str) -> Value {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut response = agent.get(&format!("{}/api/v1/report{query}", self.http)).call().unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap()
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
+}
+
+fn cli_report(db: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["report", "--format", "json", "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    json_of(&out.stdout)
+}
+
+fn cli_ingest(db: &Path, file: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn http_attempts_share_validation_and_dedup_with_file_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &[]);
+    let body = format!("{FIXTURE}not json\n");
+    let (status, answer, _) = service.post("/v1/attempts", "application/x-ndjson", None, body.as_bytes());
+    assert_eq!(status, 200);
+    let answer = json_of(&answer);
+    assert_eq!(answer["accepted"], 15);
+    assert_eq!(
+        answer["rejected"],
+        json!([{"line": 16, "reason": "not valid JSON: expected ident at line 1 column 2"}])
+    );
+    let (_, again, _) = service.post("/v1/attempts", "application/json", None, FIXTURE.as_bytes());
+    assert_eq!(
+        (json_of(&again)["accepted"].clone(), json_of(&again)["duplicates"].clone()),
+        (json!(0), json!(15))
+    );
+
+    // The same records through the CLI give the same report.
+    std::fs::write(dir.path().join("f.jsonl"), FIXTURE).unwrap();
+    cli_ingest(&dir.path().join("cli.duckdb"), &dir.path().join("f.jsonl"));
+    assert_eq!(service.report(""), cli_report(&dir.path().join("cli.duckdb")));
+    assert_eq!(service.report("?workflow=nightly")["workflows"]["total"], 4);
+    assert!(service.terminate().success(), "SIGTERM is a clean shutdown");
+}
+
+fn genai_span(span_id: &str, attrs: Value) -> Value {
+    json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": span_id, "name": "chat",
+           "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000",
+           "attributes": attrs})
+}
+
+fn export_json(spans: Vec<Value>) -> Vec<u8> {
+    serde_json::to_vec(&json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})).unwrap()
+}
+
+#[test]
+fn otlp_http_answers_partial_success_and_the_error_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &["--max-body-mib", "1"]);
+    let good = genai_span(
+        "eee19b7ec3c1b174",
+        json!([
+        {"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+        {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}},
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "1000"}}]),
+    );
+    let bad =
+        genai_span("eee19b7ec3c1b175", json!([{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]));
+    let db = json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b176", "name": "db",
+                    "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000"});
+    let (status, body, _) =
+        service.post("/v1/traces", "application/json", None, &export_json(vec![good, bad, db]));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer = json_of(&body);
+    assert_eq!(answer["partialSuccess"]["rejectedSpans"], 1, "{answer}");
+    assert!(answer["partialSuccess"]["errorMessage"].as_str().unwrap().contains("no model"), "{answer}");
+    assert_eq!(service.report("")["attempts"]["total"], 1);
+
+    let (status, _, _) =
+        service.post("/v1/traces", "application/x-protobuf", None, b"\xff\xff\xff not protobuf");
+    assert_eq!(status, 400);
+    let (status, _, _) = service.post("/v1/traces", "text/plain", None, b"{}");
+    assert_eq!(status, 415);
+
+    // 2 MiB of zeros gzip to ~2 KiB: refused after inflation, over the 1 MiB limit.
+    let mut bomb = GzEncoder::new(Vec::new(), Compression::best());
+    bomb.write_all(&vec![b' '; 2 << 20]).unwrap();
+    let bomb = bomb.finish().unwrap();
+    assert!(bomb.len() < 16 * 1024);
+    let (status, _, _) = service.post("/v1/traces", "application/json", Some("gzip"), &bomb);
+    assert_eq!(status, 413);
+    let (status, _, _) = service.post("/v1/attempts", "application/json", Some("gzip"), &bomb);
+    assert_eq!(status, 413);
+
+    // A gzip body under the limit is accepted.
+    let mut small = GzEncoder::new(Vec::new(), Compression::fast());
+    small.write_all(FIXTURE.as_bytes()).unwrap();
+    let (status, body, _) =
+        service.post("/v1/attempts", "application/x-ndjson", Some("gzip"), &small.finish().unwrap());
+    assert_eq!((status, json_of(&body)["accepted"].clone()), (200, json!(15)));
+}
+
+#[test]
+fn a_saturated_writer_refuses_with_retry_after_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.duckdb");
+    let service = Service::start(&db, &["--queue", "1"]);
+    let body = |n: usize| {
+        let mut out = String::new();
+        for i in 0..20_000 {
+            out.push_str(&format!(
+                "{{\"workflow_id\":\"w{n}-{i}\",\"workflow\":\"batch-{n}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"gpt-4o-mini\",\"status\":\"ok\"}}\n"
+            ));
+        }
+        out
+    };
+    let results: Vec<(usize, u16, Option<String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..12)
+            .map(|n| {
+                let service = &service;
+                let text = body(n);
+                scope.spawn(move || {
+                    let (status, _, retry) =
+                        service.post("/v1/attempts", "application/x-ndjson", None, text.as_bytes());
+                    (n, status, retry)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let refused: Vec<_> = results.iter().filter(|r| r.1 == 503).collect();
+    let accepted: Vec<_> = results.iter().filter(|r| r.1 == 200).collect();
+    assert!(!refused.is_empty(), "twelve concurrent 20k-record requests against a queue of 1: {results:?}");
+    assert!(refused.iter().all(|r| r.2.as_deref() == Some("1")), "503 carries Retry-After");
+    assert_eq!(accepted.len() + refused.len(), 12);
+    assert!(service.terminate().success());
+    let per_batch = attempts_by_workflow_name(&db);
+    for (n, _, _) in &accepted {
+        assert_eq!(per_batch.get(&format!("batch-{n}")), Some(&20_000), "batch {n} acknowledged");
+    }
+    for (n, _, _) in &refused {
+        assert_eq!(per_batch.get(&format!("batch-{n}")), None, "batch {n} refused");
+    }
+}
+
+#[test]
+fn acknowledged_batches_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.duckdb");
+    let service = Service::start(&db, &[]);
+    let mut acknowledged = Vec::new();
+    let killer = {
+        let pid = service.child.id();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        })
+    };
+    for n in 0..10_000 {
+        let body: String = (0..200)
+            .map(|i| format!("{{\"workflow_id\":\"w{n}-{i}\",\"workflow\":\"b{n}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"gpt-4o-mini\",\"status\":\"ok\"}}\n"))
+            .collect();
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        match agent.post(&format!("{}/v1/attempts", service.http)).send(body.as_bytes()) {
+            Ok(r) if r.status().as_u16() == 200 => acknowledged.push(n),
+            _ => break,
+        }
+    }
+    killer.join().unwrap();
+    drop(service);
+    assert!(acknowledged.len() > 3, "the stream ran before the kill: {}", acknowledged.len());
+    // Restart the service on the same file, then read what it holds.
+    let restarted = Service::start(&db, &[]);
+    let total = restarted.report("")["attempts"]["total"].as_u64().unwrap();
+    assert!(
+        total >= acknowledged.len() as u64 * 200,
+        "{total} stored for {} acknowledged batches",
+        acknowledged.len()
+    );
+    assert!(restarted.terminate().success());
+    let per_batch = attempts_by_workflow_name(&db);
+    for n in &acknowledged {
+        assert_eq!(per_batch.get(&format!("b{n}")), Some(&200), "acknowledged batch {n}, every record once");
+    }
+}
+
+/// Attempts per `workflow` name, from one report over the whole database.
+fn attempts_by_workflow_name(db: &Path) -> std::collections::HashMap<String, i64> {
+    let report = report_of(&Store::open(db).unwrap(), &ReportFilter::default());
+    report.by_workflow.into_iter().filter_map(|w| Some((w.workflow?, w.attempts))).collect()
+}
+
+fn python_with_otel() -> Option<&'static str> {
+    let ok = Command::new("python3")
+        .args(["-c", "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter"])
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some("python3")
+}
+
+fn otel_sdk_round_trip(protocol: &str) {
+    let python = python_with_otel().expect(
+        "this test drives the official OpenTelemetry Python SDK; install it with \
+         `pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http` \
+         (.ci/run does)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &[]);
+    let expected: PathBuf = dir.path().join("expected.jsonl");
+    let endpoint = if protocol == "grpc" { service.grpc.clone() } else { service.http.clone() };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/otel_client.py");
+    let out = Command::new(python)
+        .args([script, protocol, &endpoint, expected.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let via_otlp = service.report("");
+    cli_ingest(&dir.path().join("jsonl.duckdb"), &expected);
+    assert_eq!(via_otlp, cli_report(&dir.path().join("jsonl.duckdb")));
+    assert_eq!(via_otlp["attempts"]["total"], 5, "{via_otlp}");
+    assert_eq!(via_otlp["workflows"]["retry_recovery"], 1, "the hidden SDK retry");
+    assert_eq!(via_otlp["workflows"]["fallback_recovery"], 1);
+    let sdk =
+        via_otlp["amplification"].as_array().unwrap().iter().find(|l| l["layer"] == "sdk").unwrap().clone();
+    assert_eq!(sdk["attempts"], 2);
+}
+
+#[test]
+fn the_opentelemetry_python_sdk_over_otlp_grpc() {
+    otel_sdk_round_trip("grpc");
+}
+
+#[test]
+fn the_opentelemetry_python_sdk_over_otlp_http() {
+    otel_sdk_round_trip("http");
+}
+
+#[test]
+fn a_rust_grpc_client_with_gzip() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &[]);
+    let request: ExportTraceServiceRequest = serde_json::from_slice(&export_json(vec![genai_span(
+        "eee19b7ec3c1b174",
+        json!([{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+               {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]),
+    )]))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let answer = runtime.block_on(async {
+        let mut client = TraceServiceClient::connect(service.grpc.clone())
+            .await
+            .unwrap()
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        client.export(request).await.unwrap().into_inner()
+    });
+    assert_eq!(answer.partial_success, None);
+    assert_eq!(service.report("")["attempts"]["total"], 1);
+}
