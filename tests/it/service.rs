@@ -353,3 +353,45 @@ fn a_rust_grpc_client_with_gzip() {
     assert_eq!(answer.partial_success, None);
     assert_eq!(service.report("")["attempts"]["total"], 1);
 }
+
+#[test]
+fn a_saturated_writer_answers_grpc_unavailable_with_retry_info() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    use tonic_types::StatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &["--queue", "1"]);
+    let request = |n: usize| -> ExportTraceServiceRequest {
+        let spans: Vec<Value> = (0..20_000)
+            .map(|i| {
+                json!({"traceId": format!("{n:032x}"), "spanId": format!("{i:016x}"), "name": "chat",
+                       "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000",
+                       "attributes": [{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+                                      {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]})
+            })
+            .collect();
+        serde_json::from_slice(&export_json(spans)).unwrap()
+    };
+    let requests: Vec<_> = (0..12).map(request).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let outcomes = runtime.block_on(async {
+        let client = TraceServiceClient::connect(service.grpc.clone()).await.unwrap();
+        let calls = requests.into_iter().map(|r| {
+            let mut client = client.clone();
+            tokio::spawn(async move { client.export(r).await.map(|_| ()) })
+        });
+        let mut outcomes = Vec::new();
+        for call in calls.collect::<Vec<_>>() {
+            outcomes.push(call.await.unwrap());
+        }
+        outcomes
+    });
+    let refused: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert!(!refused.is_empty(), "twelve concurrent 20k-span exports against a queue of 1");
+    for status in &refused {
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        assert_eq!(status.get_details_retry_info().and_then(|r| r.retry_delay), Some(Duration::from_secs(1)));
+    }
+    let accepted = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
+    assert_eq!(service.report("")["attempts"]["total"].as_u64(), Some(accepted * 20_000));
+}
