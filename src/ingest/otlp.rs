@@ -32,9 +32,9 @@ pub struct DecodedSpans {
 pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
     let spans: Vec<&Span> =
         request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
-    let position: HashMap<*const Span, u64> =
-        spans.iter().enumerate().map(|(i, s)| (*s as *const Span, i as u64 + 1)).collect();
-    let model_calls: Vec<&Span> = spans.iter().copied().filter(|s| is_model_call(s)).collect();
+    // (1-based position in the request, span), for rejections to point at.
+    let model_calls: Vec<(u64, &Span)> =
+        spans.iter().enumerate().filter(|(_, s)| is_model_call(s)).map(|(i, s)| (i as u64 + 1, *s)).collect();
     let mut children: HashMap<(&[u8], &[u8]), Vec<&Span>> = HashMap::new();
     for span in &spans {
         if is_http_client(span) && !span.parent_span_id.is_empty() {
@@ -42,8 +42,7 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
         }
     }
     let mut out = DecodedSpans::default();
-    for call in model_calls {
-        let line = position[&(call as *const Span)];
+    for (line, call) in model_calls {
         let mut http =
             children.remove(&(call.trace_id.as_slice(), call.span_id.as_slice())).unwrap_or_default();
         out.model_spans += 1;

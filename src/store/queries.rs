@@ -2,7 +2,7 @@
 //! the rules (outcomes, waste, cost); this file only binds parameters and
 //! reads columns by name.
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
@@ -303,7 +303,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
         })?,
         minutes: rows(conn, Query::RetryBudget, params![filter.retry_budget], |r| {
             Ok(MinuteRow {
-                minute: timestamp(r.get("minute")?),
+                minute: timestamp(r.get("minute")?)?,
                 first_attempts: r.get("first_attempts")?,
                 retries: r.get("retries")?,
                 ratio: r.get("ratio")?,
@@ -352,13 +352,26 @@ fn rows<T, P: duckdb::Params>(
     Ok(rows)
 }
 
-fn timestamp(value: Value) -> DateTime<Utc> {
+/// A TIMESTAMP column as UTC; any other type is a query bug, reported.
+fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
     let micros = match value {
-        Value::Timestamp(TimeUnit::Second, v) => v * 1_000_000,
-        Value::Timestamp(TimeUnit::Millisecond, v) => v * 1_000,
-        Value::Timestamp(TimeUnit::Microsecond, v) => v,
-        Value::Timestamp(TimeUnit::Nanosecond, v) => v / 1_000,
-        _ => 0,
+        Value::Timestamp(TimeUnit::Second, v) => v.checked_mul(1_000_000),
+        Value::Timestamp(TimeUnit::Millisecond, v) => v.checked_mul(1_000),
+        Value::Timestamp(TimeUnit::Microsecond, v) => Some(v),
+        Value::Timestamp(TimeUnit::Nanosecond, v) => Some(v / 1_000),
+        other => {
+            return Err(duckdb::Error::FromSqlConversionFailure(
+                0,
+                duckdb::types::Type::Timestamp,
+                format!("expected a TIMESTAMP, got {other:?}").into(),
+            ));
+        }
     };
-    DateTime::from_timestamp_micros(micros).unwrap_or_else(|| NaiveDateTime::default().and_utc())
+    micros.and_then(DateTime::from_timestamp_micros).ok_or_else(|| {
+        duckdb::Error::FromSqlConversionFailure(
+            0,
+            duckdb::types::Type::Timestamp,
+            "timestamp out of range".into(),
+        )
+    })
 }
