@@ -85,12 +85,17 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let mut response = (status, axum::Json(json!({"error": self.message()}))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
+        with_retry_after((status, axum::Json(json!({"error": self.message()}))).into_response())
     }
+}
+
+/// A 503 here is the writer refusing work for now: tell clients (OTLP
+/// exporters honour it) when to retry.
+fn with_retry_after(mut response: Response) -> Response {
+    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 fn request_body(headers: &HeaderMap, body: &[u8], limit: usize) -> Result<Vec<u8>, BodyError> {
@@ -170,11 +175,7 @@ async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: By
         }
         Err(err) => {
             let status = err.status();
-            let mut response = otlp_error(encoding, status, err.message());
-            if status == StatusCode::SERVICE_UNAVAILABLE {
-                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
-            response
+            with_retry_after(otlp_error(encoding, status, err.message()))
         }
     }
 }
