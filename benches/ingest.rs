@@ -32,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         workflows: Some(target * 10 / 16),
         seed: 1,
         start: default_start(),
+        span: None,
     };
     let records = simulate(&options, &mut BufWriter::new(File::create(&file)?))?;
     let bytes = std::fs::metadata(&file)?.len();

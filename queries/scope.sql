@@ -1,6 +1,7 @@
 -- scope.sql: the derivation every report reads (attempt-record.md sections 4-6).
--- Not a report itself: it builds two temp tables, temp.scope_workflows (one row
--- per workflow in scope) and temp.scope (one row per attempt of those workflows).
+-- Not a report itself: it builds three temp tables, temp.scope_workflows (one
+-- row per workflow in scope), temp.scope (one row per attempt of those
+-- workflows) and temp.scope_fallbacks (one row per workflow that fell back).
 --
 -- Parameters: one row in temp.scope_filter (a script of several statements
 -- cannot bind `$n` parameters to each of them):
@@ -8,7 +9,10 @@
 --   until    TIMESTAMP or NULL: first attempt started before
 --   workflow VARCHAR or NULL: the workflow's name (`workflow` field)
 --   A workflow is selected as a whole, by its first attempt and its name, so a
---   window never cuts a workflow in two and changes its outcome.
+--   window never cuts a workflow in two and changes its outcome. Only
+--   workflows with an attempt inside [since, until) are sorted at all: the
+--   first attempt is one of them, so the result is the same, and a short
+--   alert window costs a scan, not a sort of every stored attempt.
 -- Reads: attempts; temp.prices (served_provider, served_model, input_pusd,
 --   cached_input_pusd, output_pusd: pico-USD per token).
 -- Columns of temp.scope_workflows:
@@ -24,14 +28,26 @@
 --   delivered         this is the workflow's delivered attempt
 --   outcome, workflow_name, wf_first_at, delivered_at  (the workflow's)
 --   cost_pusd_eff     emitter's cost, else priced from temp.prices, else NULL (unknown)
+-- Columns of temp.scope_fallbacks (a fallback activation: the workflow sent at
+-- least one attempt to a route other than its primary):
+--   workflow_id, workflow_name, primary_provider, primary_model, outcome,
+--   fallback_provider, fallback_model   the route of the first such attempt
+--   reason            error class of the last failed attempt before it
+--                     ('unknown' when unclassified, 'none' when nothing failed first)
 -- Only the columns the rules read are sorted; the full row joins back by
 -- rowid at the end (sorting wide rows costs more than the join).
 CREATE OR REPLACE TEMP TABLE scope_ordered AS
-SELECT rowid AS attempt_rowid, workflow_id, started_at, layer, workflow, route, provider, model, decision,
-       row_number() OVER (PARTITION BY workflow_id
-                          ORDER BY attempt ASC NULLS LAST, started_at, attempt_id) AS seq,
-       status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
-FROM attempts;
+SELECT a.rowid AS attempt_rowid, a.workflow_id, a.started_at, a.layer, a.workflow, a.route, a.provider,
+       a.model, a.decision,
+       row_number() OVER (PARTITION BY a.workflow_id
+                          ORDER BY a.attempt ASC NULLS LAST, a.started_at, a.attempt_id) AS seq,
+       a.status = 'ok' AND (a.decision IS NULL OR a.decision NOT IN ('retry', 'fallback')) AS deliverable
+FROM attempts a, temp.scope_filter f
+WHERE (f.since IS NULL AND f.until IS NULL)
+   OR a.workflow_id IN (SELECT workflow_id
+                      FROM attempts, temp.scope_filter g
+                      WHERE (g.since IS NULL OR started_at >= g.since)
+                        AND (g.until IS NULL OR started_at <  g.until));
 
 CREATE OR REPLACE TEMP TABLE scope_workflows AS
 WITH facts AS (
@@ -92,3 +108,26 @@ LEFT JOIN temp.prices p
        ON p.served_provider = a.served_provider AND p.served_model = a.served_model;
 
 DROP TABLE temp.scope_ordered;
+
+CREATE OR REPLACE TEMP TABLE scope_fallbacks AS
+WITH first_fallback AS (
+    SELECT workflow_id, min(seq) AS fallback_seq
+    FROM temp.scope
+    WHERE effective_route = 'fallback'
+    GROUP BY workflow_id
+),
+before_fallback AS (
+    SELECT s.workflow_id,
+           arg_max(coalesce(s.error_class, 'unknown'), s.seq)
+               FILTER (WHERE s.status = 'error' AND s.seq < f.fallback_seq) AS reason,
+           max({'provider': s.provider, 'model': s.model}) FILTER (WHERE s.seq = f.fallback_seq) AS route
+    FROM temp.scope s
+    JOIN first_fallback f ON f.workflow_id = s.workflow_id
+    WHERE s.seq <= f.fallback_seq
+    GROUP BY s.workflow_id
+)
+SELECT b.workflow_id, w.workflow_name, w.primary_provider, w.primary_model, w.outcome,
+       b.route.provider AS fallback_provider, b.route.model AS fallback_model,
+       coalesce(b.reason, 'none') AS reason
+FROM before_fallback b
+JOIN temp.scope_workflows w ON w.workflow_id = b.workflow_id;

@@ -1,9 +1,11 @@
 //! attempt-ledger: an observability and cost ledger for LLM API call
 //! attempts. See ARCHITECTURE.md for the map of this crate.
 
+pub mod alerts;
 pub mod classify;
 pub mod cli;
 pub mod ingest;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod pricing;

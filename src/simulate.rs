@@ -35,6 +35,9 @@ pub struct SimOptions {
     pub workflows: Option<u64>,
     pub seed: u64,
     pub start: DateTime<Utc>,
+    /// Spread the workflows over this instead of the scenario's own span
+    /// (hours): to replay an incident into a live service in seconds.
+    pub span: Option<Duration>,
 }
 
 /// The default start: a fixed night, so runs are reproducible.
@@ -45,14 +48,18 @@ pub fn default_start() -> DateTime<Utc> {
 /// Writes the scenario's records; returns how many.
 pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
     let spec = ScenarioSpec::of(options.scenario);
+    // A shorter span only brings arrivals closer together: each workflow
+    // still meets the provider's health of its moment in the scenario, and
+    // its retries wait as long as they would have.
+    let arrivals = options.span.filter(|s| s.num_milliseconds() > 0).unwrap_or(spec.span);
     let workflows = options.workflows.unwrap_or(spec.default_workflows);
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut written = 0;
     let mut line = Vec::with_capacity(512);
     for index in 0..workflows {
-        let arrival = spec.span.num_milliseconds() as f64 * index as f64 / workflows.max(1) as f64;
+        let arrival = arrivals.num_milliseconds() as f64 * index as f64 / workflows.max(1) as f64;
         let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
-        let elapsed = (start - options.start).num_milliseconds() as f64 / spec.span.num_milliseconds() as f64;
+        let elapsed = (start - options.start).num_milliseconds() as f64 / arrivals.num_milliseconds() as f64;
         let workflow_id = format!("{}-{index:06}", spec.prefix);
         for record in run_workflow(&spec, &workflow_id, start, elapsed, &mut rng) {
             line.clear();
@@ -408,7 +415,8 @@ mod tests {
 
     fn run(scenario: Scenario, workflows: u64, seed: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        let options = SimOptions { scenario, workflows: Some(workflows), seed, start: default_start() };
+        let options =
+            SimOptions { scenario, workflows: Some(workflows), seed, start: default_start(), span: None };
         simulate(&options, &mut out).unwrap();
         out
     }

@@ -48,7 +48,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let path = dir.join(format!("{file_name}.jsonl"));
         let mut out =
             BufWriter::new(File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-        let options = SimOptions { scenario, workflows: None, seed: args.seed, start: default_start() };
+        let options =
+            SimOptions { scenario, workflows: None, seed: args.seed, start: default_start(), span: None };
         let records = simulate(&options, &mut out)?;
         eprintln!("simulated {file_name}: {records} attempts -> {}", path.display());
         sources.push(Source::File(path));
@@ -71,7 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
          attempt-ledger report --db {db_text} --format json                    # the same, for scripts\n  \
          attempt-ledger report --db {db_text} --since 2026-11-28T02:40:00Z --until 2026-11-28T03:00:00Z\n  \
          attempt-ledger ingest --db my.duckdb {}                                # your own copy\n  \
-         attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -",
+         attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -\n  \
+         attempt-ledger alerts --check --db {db_text} --rules examples/alerts.toml --step 5m   # which alerts would have fired\n  \
+         attempt-ledger serve --db {db_text} --rules examples/alerts.toml       # live: /metrics, /api/v1/alerts",
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)

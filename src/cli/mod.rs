@@ -1,5 +1,6 @@
 //! Command-line entry: parse, dispatch, turn errors into exit codes.
 
+mod alerts;
 mod demo;
 mod ingest;
 mod report;
@@ -39,6 +40,8 @@ struct DbArg {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Show the alert history, or replay alert rules over stored data (--check).
+    Alerts(alerts::Args),
     /// Simulate an incident, ingest it into a fresh database and print the report.
     Demo(demo::Args),
     /// Ingest JSONL attempt records (`-` is stdin; `.gz` files are decompressed).
@@ -55,6 +58,7 @@ pub fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Alerts(args) => alerts::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Report(args) => report::run(args),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::DbArg;
+use crate::alerts::RuleSet;
 use crate::service::{ServeConfig, serve};
 
 #[derive(Debug, clap::Args)]
@@ -26,9 +27,17 @@ pub struct Args {
     /// Requests that may wait for the writer before new ones get 503.
     #[arg(long, default_value_t = 64)]
     queue: usize,
+    /// Alert rule file (TOML; see examples/alerts.toml).
+    #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
+    rules: Option<PathBuf>,
+    /// How often /metrics' stored-data families are recomputed, when new
+    /// data was committed ("15s", "1m").
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    metrics_refresh: std::time::Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
     let config = ServeConfig {
         db: args.db.db,
         http: args.listen,
@@ -37,6 +46,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         body_limit: args.max_body_mib << 20,
         queue: args.queue.max(1),
         max_batch: 131_072,
+        rules,
+        metrics_refresh: args.metrics_refresh,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, |http, grpc| {

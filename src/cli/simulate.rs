@@ -19,6 +19,15 @@ pub struct Args {
     /// When the simulated traffic starts (RFC 3339).
     #[arg(long)]
     start: Option<String>,
+    /// Spread the workflows over this long instead of the scenario's own
+    /// hours ("30s", "10m"): replays an incident into a live service quickly.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<chrono::Duration>,
+}
+
+fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
+    let std = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    chrono::Duration::from_std(std).map_err(|e| e.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -28,7 +37,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_timezone(&chrono::Utc),
         None => default_start(),
     };
-    let options = SimOptions { scenario: args.scenario, workflows: args.workflows, seed: args.seed, start };
+    let options = SimOptions {
+        scenario: args.scenario,
+        workflows: args.workflows,
+        seed: args.seed,
+        start,
+        span: args.duration,
+    };
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     match simulate(&options, &mut out).and_then(|_| out.flush()) {

@@ -29,6 +29,8 @@ pub struct Report {
     pub retry_budget: RetryBudget,
     pub recovery_time_ms: Vec<RecoveryTime>,
     pub error_classes: Vec<ErrorClassCount>,
+    pub by_primary_route: Vec<PrimaryRoute>,
+    pub fallbacks: Vec<FallbackActivation>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -192,6 +194,40 @@ pub struct ErrorClassCount {
     pub cost_usd: f64,
 }
 
+/// Outcomes of the workflows meant for one route: its own success rate,
+/// which fallbacks can hide behind a healthy overall rate.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PrimaryRoute {
+    pub provider: String,
+    pub model: String,
+    pub workflows: i64,
+    /// Workflows with a terminal outcome: the rates' denominator.
+    pub terminal: i64,
+    pub primary_success: i64,
+    pub retry_recovery: i64,
+    pub fallback_recovery: i64,
+    pub degraded: i64,
+    pub fail_closed: i64,
+    /// primary_success / terminal; `null` when nothing is terminal.
+    pub primary_success_rate: Option<f64>,
+}
+
+/// Workflows that sent an attempt to a route other than their primary, by
+/// the first fallback route and what failed just before it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FallbackActivation {
+    pub primary_provider: String,
+    pub primary_model: String,
+    pub fallback_provider: String,
+    pub fallback_model: String,
+    /// Error class of the last failed attempt before the fallback; `none`
+    /// when nothing had failed (an open circuit, a routing policy).
+    pub reason: String,
+    pub workflows: i64,
+    /// Of those, workflows whose outcome is `fallback_recovery`.
+    pub recovered: i64,
+}
+
 fn usd(pico: i128) -> f64 {
     pico as f64 / crate::model::PicoUsd::PER_USD
 }
@@ -326,6 +362,35 @@ impl Report {
                     input_tokens: r.input_tokens,
                     output_tokens: r.output_tokens,
                     cost_usd: usd(r.cost_pusd),
+                })
+                .collect(),
+            by_primary_route: rows
+                .routes
+                .iter()
+                .map(|r| PrimaryRoute {
+                    provider: r.primary_provider.clone(),
+                    model: r.primary_model.clone(),
+                    workflows: r.workflows,
+                    terminal: r.terminal,
+                    primary_success: r.primary_success,
+                    retry_recovery: r.retry_recovery,
+                    fallback_recovery: r.fallback_recovery,
+                    degraded: r.degraded,
+                    fail_closed: r.fail_closed,
+                    primary_success_rate: share(r.primary_success as f64, r.terminal as f64),
+                })
+                .collect(),
+            fallbacks: rows
+                .fallbacks
+                .iter()
+                .map(|r| FallbackActivation {
+                    primary_provider: r.primary_provider.clone(),
+                    primary_model: r.primary_model.clone(),
+                    fallback_provider: r.fallback_provider.clone(),
+                    fallback_model: r.fallback_model.clone(),
+                    reason: r.reason.clone(),
+                    workflows: r.workflows,
+                    recovered: r.recovered,
                 })
                 .collect(),
         }

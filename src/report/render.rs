@@ -34,8 +34,22 @@ fn csv(report: &Report) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-const IDENTITY_KEYS: [&str; 8] =
-    ["served_provider", "served_model", "workflow", "layer", "outcome", "error_class", "provider", "start"];
+const IDENTITY_KEYS: [&str; 14] = [
+    "served_provider",
+    "served_model",
+    "workflow",
+    "layer",
+    "outcome",
+    "error_class",
+    "provider",
+    "model",
+    "primary_provider",
+    "primary_model",
+    "fallback_provider",
+    "fallback_model",
+    "reason",
+    "start",
+];
 
 fn flatten(value: &Value, path: String, out: &mut Vec<(String, String)>) {
     match value {
@@ -247,6 +261,49 @@ fn table(r: &Report) -> String {
         );
     }
     out += "\n";
+
+    if !r.by_primary_route.is_empty() {
+        out += "Primary routes: how often the route a workflow was meant for answered first time\n";
+        let mut t = new_table(&[
+            "primary route",
+            "workflows",
+            "primary success",
+            "retry recovery",
+            "fallback recovery",
+            "degraded",
+            "fail-closed",
+        ]);
+        for p in &r.by_primary_route {
+            let with_rate = |n: i64| format!("{n} ({})", pct(super::share(n as f64, p.terminal as f64)));
+            t.add_row(vec![
+                Cell::new(format!("{}/{}", p.provider, p.model)),
+                right(p.workflows),
+                right(with_rate(p.primary_success)),
+                right(with_rate(p.retry_recovery)),
+                right(with_rate(p.fallback_recovery)),
+                right(with_rate(p.degraded)),
+                right(with_rate(p.fail_closed)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n\n";
+    }
+
+    if !r.fallbacks.is_empty() {
+        out += "Fallback activations (reason: the error just before the fallback)\n";
+        let mut t = new_table(&["primary route", "fallback route", "reason", "workflows", "recovered"]);
+        for f in &r.fallbacks {
+            t.add_row(vec![
+                Cell::new(format!("{}/{}", f.primary_provider, f.primary_model)),
+                Cell::new(format!("{}/{}", f.fallback_provider, f.fallback_model)),
+                Cell::new(&f.reason),
+                right(f.workflows),
+                right(f.recovered),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n\n";
+    }
 
     if !r.error_classes.is_empty() {
         out += "Failed attempts by error class\n";

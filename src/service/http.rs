@@ -34,6 +34,7 @@ pub struct AppState {
     pub prices: Arc<PriceTable>,
     /// Largest accepted body, after decompression.
     pub body_limit: usize,
+    pub observed: Arc<super::observer::Observed>,
 }
 
 pub fn app(state: AppState) -> Router {
@@ -43,6 +44,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/attempts", post(post_attempts))
         .route("/v1/traces", post(post_traces))
         .route("/api/v1/report", get(get_report))
+        .route("/api/v1/alerts", get(get_alerts))
+        .route("/metrics", get(get_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
@@ -235,6 +238,47 @@ fn otlp_error(encoding: Encoding, status: StatusCode, message: String) -> Respon
     (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response()
 }
 
+fn read_store(state: &AppState) -> Result<Store, ApiError> {
+    state
+        .reader
+        .lock()
+        .map_err(|_| ApiError::Internal("reader lock poisoned".into()))?
+        .try_clone()
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// Alerts pending and firing now, and the history (newest first).
+async fn get_alerts(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let limit = match params.get("limit") {
+        Some(v) => {
+            v.parse::<usize>().map_err(|_| ApiError::BadRequest(format!("limit: `{v}` is not a count")))?
+        }
+        None => 100,
+    };
+    let store = read_store(&state)?;
+    let history = tokio::task::spawn_blocking(move || store.alert_history(limit))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
+    let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
+    let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
+    Ok(axum::Json(json!({"firing": strip(firing), "pending": strip(pending), "history": history}))
+        .into_response())
+}
+
+async fn get_metrics(State(state): State<AppState>) -> Response {
+    let mut families = super::health::families(&state);
+    if let Ok(Some(stored)) = state.observed.stored_metrics.read().map(|s| s.clone()) {
+        families.extend(stored.families.iter().cloned());
+    }
+    let body = crate::metrics::encode(families);
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
+}
+
 async fn get_report(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
@@ -261,12 +305,7 @@ async fn get_report(
         workflow: params.get("workflow").cloned(),
         retry_budget,
     };
-    let store = state
-        .reader
-        .lock()
-        .map_err(|_| ApiError::Internal("reader lock poisoned".into()))?
-        .try_clone()
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let store = read_store(&state)?;
     let prices = state.prices.clone();
     let report = tokio::task::spawn_blocking(move || {
         store.report_rows(&filter, &prices).map(|rows| Report::from_rows(&rows, filter.retry_budget))

@@ -3,27 +3,34 @@
 //!
 //! One writer thread owns the write connection (`writer.rs`); handlers hand
 //! it batches and answer only after the commit. Reports run on their own
-//! read connections.
+//! read connections; the metrics refresher and the alert evaluator run on
+//! their own threads (`observer.rs`).
 //!
 //! Shutdown, in order: (1) a signal stops both listeners from accepting;
 //! (2) requests in flight finish, including their wait for the writer;
 //! (3) the last writer handle is dropped, the writer commits what is queued
-//! and stops; (4) the process exits.
+//! and stops; (4) the background loops stop (an evaluation in progress
+//! finishes); (5) the process exits. Notifications still queued for a
+//! receiver are not waited for: the alert history has them.
 
 pub mod body;
 pub mod grpc;
+pub mod health;
 pub mod http;
+pub mod observer;
 pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::alerts::RuleSet;
 use crate::pricing::PriceTable;
 use crate::store::Store;
 
@@ -56,6 +63,10 @@ pub struct ServeConfig {
     pub queue: usize,
     /// Attempts committed together at most.
     pub max_batch: usize,
+    /// Alert rules to evaluate; none: no evaluator runs.
+    pub rules: Option<RuleSet>,
+    /// How often the stored-data metrics are recomputed (when data changed).
+    pub metrics_refresh: Duration,
 }
 
 /// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
@@ -63,7 +74,28 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let store = Store::open(&config.db)?;
     let reader = store.try_clone()?;
     let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
+    let metrics_store = store.try_clone()?;
+    let alerts_store = store.try_clone()?;
     let (writer, writer_thread) = writer::spawn(store, config.queue, config.max_batch);
+    let observed = Arc::new(observer::Observed::default());
+    let stop_loops = Arc::new(observer::Stop::default());
+    let mut loops = vec![observer::spawn_metrics_refresher(
+        metrics_store,
+        prices.clone(),
+        writer.stats.clone(),
+        config.metrics_refresh,
+        observed.clone(),
+        stop_loops.clone(),
+    )?];
+    if let Some(rules) = config.rules.clone() {
+        loops.push(observer::spawn_alert_evaluator(
+            alerts_store,
+            prices.clone(),
+            rules,
+            observed.clone(),
+            stop_loops.clone(),
+        )?);
+    }
 
     let http_listener =
         TcpListener::bind(config.http).await.with_context(|| format!("cannot listen on {}", config.http))?;
@@ -88,6 +120,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         reader: Arc::new(Mutex::new(reader)),
         prices,
         body_limit: config.body_limit,
+        observed,
     };
     let http_server =
         axum::serve(http_listener, http::app(state)).with_graceful_shutdown(until_stopped(stopped.clone()));
@@ -103,6 +136,12 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     tokio::task::spawn_blocking(move || writer_thread.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
+    stop_loops.stop();
+    for handle in loops {
+        tokio::task::spawn_blocking(move || handle.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("a background loop panicked"))?;
+    }
     http_result.context("HTTP server")?;
     grpc_result.context("gRPC server")?;
     Ok(())

@@ -65,6 +65,10 @@ impl WriterHandle {
     }
 
     /// Jobs waiting for the writer.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub fn queue_depth(&self) -> usize {
         self.capacity - self.sender.capacity()
     }

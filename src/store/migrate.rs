@@ -16,8 +16,14 @@ pub struct Migration {
 
 /// Every migration this binary knows, oldest first. Append; never edit one
 /// that has shipped.
-pub const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "attempts", sql: include_str!("../../migrations/0001_attempts.sql") }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "attempts", sql: include_str!("../../migrations/0001_attempts.sql") },
+    Migration {
+        version: 2,
+        name: "alert_events",
+        sql: include_str!("../../migrations/0002_alert_events.sql"),
+    },
+];
 
 /// Brings the schema to the newest version in `migrations`; returns the
 /// versions applied.
@@ -63,8 +69,8 @@ pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
 
-    const V2: Migration = Migration {
-        version: 2,
+    const NEXT: Migration = Migration {
+        version: 3,
         name: "test_column",
         sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
     };
@@ -72,29 +78,30 @@ mod tests {
     #[test]
     fn an_older_database_is_upgraded_once() {
         let conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![1]);
-        let newer = [MIGRATIONS, &[V2]].concat();
-        assert_eq!(migrate(&conn, &newer).unwrap(), vec![2]);
+        assert_eq!(migrate(&conn, &MIGRATIONS[..1]).unwrap(), vec![1]);
+        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2]);
+        let newer = [MIGRATIONS, &[NEXT]].concat();
+        assert_eq!(migrate(&conn, &newer).unwrap(), vec![3]);
         assert_eq!(migrate(&conn, &newer).unwrap(), Vec::<i64>::new());
-        assert_eq!(schema_version(&conn).unwrap(), 2);
+        assert_eq!(schema_version(&conn).unwrap(), 3);
         conn.execute_batch("SELECT test_column FROM attempts").unwrap();
     }
 
     #[test]
     fn a_newer_database_is_refused() {
         let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn, &[MIGRATIONS, &[V2]].concat()).unwrap();
+        migrate(&conn, &[MIGRATIONS, &[NEXT]].concat()).unwrap();
         let err = migrate(&conn, MIGRATIONS).unwrap_err();
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 2, supported: 1 }), "{err}");
+        assert!(matches!(err, StoreError::SchemaTooNew { found: 3, supported: 2 }), "{err}");
     }
 
     #[test]
     fn a_failing_migration_leaves_the_schema_as_it_was() {
         let conn = Connection::open_in_memory().unwrap();
-        let broken = Migration { version: 2, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
+        let broken = Migration { version: 3, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
         let err = migrate(&conn, &[MIGRATIONS, &[broken]].concat()).unwrap_err();
-        assert!(matches!(err, StoreError::Migration { version: 2, .. }));
-        assert_eq!(schema_version(&conn).unwrap(), 1);
+        assert!(matches!(err, StoreError::Migration { version: 3, .. }));
+        assert_eq!(schema_version(&conn).unwrap(), 2);
         assert!(conn.execute_batch("SELECT * FROM t").is_err());
     }
 }

@@ -4,6 +4,7 @@
 //! `Sync`, so a process holds one `Store` per thread; `try_clone` opens
 //! another connection to the same database (readers beside one writer).
 
+mod alerts;
 mod migrate;
 pub mod queries;
 mod writer;
@@ -16,6 +17,9 @@ pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
 pub use writer::WriteStats;
 
+use chrono::{DateTime, Utc};
+
+use crate::alerts::AlertEvent;
 use crate::model::Attempt;
 use crate::pricing::PriceTable;
 
@@ -35,6 +39,9 @@ pub enum StoreError {
     #[error("cannot build a record batch: {0}")]
     Arrow(#[from] duckdb::arrow::error::ArrowError),
 }
+
+/// First and last instant of something stored.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
 
 pub struct Store {
     conn: Connection,
@@ -80,11 +87,35 @@ impl Store {
 
     /// Runs every report query over the workflows `filter` selects.
     pub fn report_rows(&self, filter: &ReportFilter, prices: &PriceTable) -> Result<ReportRows, StoreError> {
+        self.report_rows_of(filter, prices, &Query::ALL)
+    }
+
+    /// Runs the report `queries` only; the rows of the others are empty.
+    pub fn report_rows_of(
+        &self,
+        filter: &ReportFilter,
+        prices: &PriceTable,
+        queries: &[Query],
+    ) -> Result<ReportRows, StoreError> {
         // One transaction: every query sees the same snapshot while the
         // writer goes on committing.
         self.conn.execute_batch("BEGIN TRANSACTION")?;
         let rows = queries::prepare_scope(&self.conn, filter, prices)
-            .and_then(|_| queries::report_rows(&self.conn, filter));
+            .and_then(|_| queries::report_rows(&self.conn, filter, queries));
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
+    }
+
+    /// The stored-data samples of `/metrics` over every stored workflow, in
+    /// one transaction; `buckets` are the histogram upper bounds (seconds).
+    pub fn metric_rows(
+        &self,
+        prices: &PriceTable,
+        buckets: &[f64],
+    ) -> Result<Vec<queries::MetricRow>, StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::prepare_scope(&self.conn, &ReportFilter::default(), prices)
+            .and_then(|_| queries::metric_rows(&self.conn, buckets));
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
     }
@@ -99,6 +130,26 @@ impl Store {
     ) -> Result<String, StoreError> {
         queries::prepare_scope(&self.conn, filter, prices)?;
         queries::pretty(&self.conn, query, filter)
+    }
+
+    /// Appends one alert state change to the history.
+    pub fn record_alert_event(&self, event: &AlertEvent) -> Result<(), StoreError> {
+        alerts::record(&self.conn, event)
+    }
+
+    /// The newest `limit` alert events, newest first.
+    pub fn alert_history(&self, limit: usize) -> Result<Vec<AlertEvent>, StoreError> {
+        alerts::history(&self.conn, limit)
+    }
+
+    /// Alerts whose last recorded state is firing (to resume after a restart).
+    pub fn open_alerts(&self) -> Result<Vec<AlertEvent>, StoreError> {
+        alerts::open(&self.conn)
+    }
+
+    /// First and last `started_at` stored; `None` when there is no attempt.
+    pub fn attempt_span(&self) -> Result<Option<Span>, StoreError> {
+        alerts::attempt_span(&self.conn)
     }
 
     pub fn attempt_count(&self) -> Result<u64, StoreError> {

@@ -40,10 +40,12 @@ pub enum Query {
     RetryBudget,
     RecoveryTime,
     ErrorClasses,
+    Routes,
+    Fallbacks,
 }
 
 impl Query {
-    pub const ALL: [Query; 7] = [
+    pub const ALL: [Query; 9] = [
         Query::Outcomes,
         Query::Waste,
         Query::CostByServed,
@@ -51,6 +53,8 @@ impl Query {
         Query::RetryBudget,
         Query::RecoveryTime,
         Query::ErrorClasses,
+        Query::Routes,
+        Query::Fallbacks,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -62,6 +66,8 @@ impl Query {
             Query::RetryBudget => "retry_budget.sql",
             Query::RecoveryTime => "recovery_time.sql",
             Query::ErrorClasses => "error_classes.sql",
+            Query::Routes => "routes.sql",
+            Query::Fallbacks => "fallbacks.sql",
         }
     }
 
@@ -74,6 +80,8 @@ impl Query {
             Query::RetryBudget => include_str!("../../queries/retry_budget.sql"),
             Query::RecoveryTime => include_str!("../../queries/recovery_time.sql"),
             Query::ErrorClasses => include_str!("../../queries/error_classes.sql"),
+            Query::Routes => include_str!("../../queries/routes.sql"),
+            Query::Fallbacks => include_str!("../../queries/fallbacks.sql"),
         }
     }
 }
@@ -225,6 +233,30 @@ pub struct ErrorClassRow {
     pub cost_pusd: i128,
 }
 
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteRow {
+    pub primary_provider: String,
+    pub primary_model: String,
+    pub workflows: i64,
+    pub terminal: i64,
+    pub primary_success: i64,
+    pub retry_recovery: i64,
+    pub fallback_recovery: i64,
+    pub degraded: i64,
+    pub fail_closed: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FallbackRow {
+    pub primary_provider: String,
+    pub primary_model: String,
+    pub fallback_provider: String,
+    pub fallback_model: String,
+    pub reason: String,
+    pub workflows: i64,
+    pub recovered: i64,
+}
+
 /// Every report query's rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportRows {
@@ -235,11 +267,18 @@ pub struct ReportRows {
     pub minutes: Vec<MinuteRow>,
     pub recovery: Vec<RecoveryRow>,
     pub error_classes: Vec<ErrorClassRow>,
+    pub routes: Vec<RouteRow>,
+    pub fallbacks: Vec<FallbackRow>,
 }
 
-pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<ReportRows, StoreError> {
+/// Runs the `queries` among the report's; the others' rows are left empty.
+pub(super) fn report_rows(
+    conn: &Connection,
+    filter: &ReportFilter,
+    wanted: &[Query],
+) -> Result<ReportRows, StoreError> {
     Ok(ReportRows {
-        outcomes: rows(conn, Query::Outcomes, [], |r| {
+        outcomes: rows(conn, wanted, Query::Outcomes, [], |r| {
             Ok(OutcomeRow {
                 is_total: r.get("is_total")?,
                 workflow_name: r.get("workflow_name")?,
@@ -257,7 +296,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 wasted_cost_pusd: r.get("wasted_cost_pusd")?,
             })
         })?,
-        waste: rows(conn, Query::Waste, [], |r| {
+        waste: rows(conn, wanted, Query::Waste, [], |r| {
             Ok(WasteRow {
                 attempts: r.get("attempts")?,
                 wasted_attempts: r.get("wasted_attempts")?,
@@ -275,7 +314,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
         })?
         .pop()
         .unwrap_or_default(),
-        served: rows(conn, Query::CostByServed, [], |r| {
+        served: rows(conn, wanted, Query::CostByServed, [], |r| {
             Ok(ServedRow {
                 served_provider: r.get("served_provider")?,
                 served_model: r.get("served_model")?,
@@ -290,7 +329,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 unknown_cost_attempts: r.get("unknown_cost_attempts")?,
             })
         })?,
-        amplification: rows(conn, Query::Amplification, [], |r| {
+        amplification: rows(conn, wanted, Query::Amplification, [], |r| {
             Ok(AmplificationRow {
                 layer: r.get("layer")?,
                 attempts: r.get("attempts")?,
@@ -301,7 +340,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 max: r.get("max")?,
             })
         })?,
-        minutes: rows(conn, Query::RetryBudget, params![filter.retry_budget], |r| {
+        minutes: rows(conn, wanted, Query::RetryBudget, params![filter.retry_budget], |r| {
             Ok(MinuteRow {
                 minute: timestamp(r.get("minute")?)?,
                 first_attempts: r.get("first_attempts")?,
@@ -310,7 +349,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 over_budget: r.get("over_budget")?,
             })
         })?,
-        recovery: rows(conn, Query::RecoveryTime, [], |r| {
+        recovery: rows(conn, wanted, Query::RecoveryTime, [], |r| {
             Ok(RecoveryRow {
                 outcome: r.get("outcome")?,
                 workflows: r.get("workflows")?,
@@ -321,7 +360,7 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 max_ms: r.get("max_ms")?,
             })
         })?,
-        error_classes: rows(conn, Query::ErrorClasses, [], |r| {
+        error_classes: rows(conn, wanted, Query::ErrorClasses, [], |r| {
             Ok(ErrorClassRow {
                 error_class: r.get("error_class")?,
                 provider: r.get("provider")?,
@@ -331,15 +370,107 @@ pub(super) fn report_rows(conn: &Connection, filter: &ReportFilter) -> Result<Re
                 cost_pusd: r.get("cost_pusd")?,
             })
         })?,
+        routes: rows(conn, wanted, Query::Routes, [], |r| {
+            Ok(RouteRow {
+                primary_provider: r.get("primary_provider")?,
+                primary_model: r.get("primary_model")?,
+                workflows: r.get("workflows")?,
+                terminal: r.get("terminal")?,
+                primary_success: r.get("primary_success")?,
+                retry_recovery: r.get("retry_recovery")?,
+                fallback_recovery: r.get("fallback_recovery")?,
+                degraded: r.get("degraded")?,
+                fail_closed: r.get("fail_closed")?,
+            })
+        })?,
+        fallbacks: rows(conn, wanted, Query::Fallbacks, [], |r| {
+            Ok(FallbackRow {
+                primary_provider: r.get("primary_provider")?,
+                primary_model: r.get("primary_model")?,
+                fallback_provider: r.get("fallback_provider")?,
+                fallback_model: r.get("fallback_model")?,
+                reason: r.get("reason")?,
+                workflows: r.get("workflows")?,
+                recovered: r.get("recovered")?,
+            })
+        })?,
     })
+}
+
+const METRICS_SQL: &str = include_str!("../../queries/metrics.sql");
+
+/// The label columns of `queries/metrics.sql`, in order.
+pub const METRIC_LABEL_COLUMNS: [&str; 11] = [
+    "workflow",
+    "layer",
+    "provider",
+    "model",
+    "served_provider",
+    "status",
+    "error_class",
+    "outcome",
+    "fallback_provider",
+    "fallback_model",
+    "token_type",
+];
+
+/// One sample of `queries/metrics.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRow {
+    pub family: String,
+    /// Values of `METRIC_LABEL_COLUMNS`, in that order.
+    pub labels: [Option<String>; 11],
+    pub le: Option<f64>,
+    pub value: i128,
+    pub seconds: Option<f64>,
+}
+
+/// Runs `queries/metrics.sql` over the scope already prepared; `buckets` are
+/// the histogram upper bounds.
+pub(super) fn metric_rows(conn: &Connection, buckets: &[f64]) -> Result<Vec<MetricRow>, StoreError> {
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE metric_buckets (le DOUBLE);")?;
+    {
+        let mut appender = conn.appender_to_catalog_and_db("metric_buckets", "temp", "main")?;
+        for le in buckets {
+            appender.append_row(params![le])?;
+        }
+        appender.flush()?;
+    }
+    let began = std::time::Instant::now();
+    let mut stmt = conn.prepare(METRICS_SQL)?;
+    let rows = stmt
+        .query_map([], |r| {
+            let mut labels: [Option<String>; 11] = Default::default();
+            for (slot, column) in labels.iter_mut().zip(METRIC_LABEL_COLUMNS) {
+                *slot = r.get(column)?;
+            }
+            Ok(MetricRow {
+                family: r.get("family")?,
+                labels,
+                le: r.get("le")?,
+                value: r.get("value")?,
+                seconds: r.get("seconds")?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    tracing::debug!(
+        query = "metrics.sql",
+        rows = rows.len(),
+        elapsed_ms = began.elapsed().as_millis() as u64
+    );
+    Ok(rows)
 }
 
 fn rows<T, P: duckdb::Params>(
     conn: &Connection,
+    wanted: &[Query],
     query: Query,
     params: P,
     map: impl FnMut(&Row<'_>) -> duckdb::Result<T>,
 ) -> Result<Vec<T>, StoreError> {
+    if !wanted.contains(&query) {
+        return Ok(Vec::new());
+    }
     let began = std::time::Instant::now();
     let mut stmt = conn.prepare(query.sql())?;
     let mapped = stmt.query_map(params, map)?;
@@ -353,7 +484,7 @@ fn rows<T, P: duckdb::Params>(
 }
 
 /// A TIMESTAMP column as UTC; any other type is a query bug, reported.
-fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
+pub(super) fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
     let micros = match value {
         Value::Timestamp(TimeUnit::Second, v) => v.checked_mul(1_000_000),
         Value::Timestamp(TimeUnit::Millisecond, v) => v.checked_mul(1_000),

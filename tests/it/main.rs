@@ -1,5 +1,6 @@
 //! One integration-test binary (faster to build than one per file).
 
+mod alerts;
 mod cli;
 mod properties;
 mod readme;

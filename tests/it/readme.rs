@@ -37,6 +37,12 @@ fn the_readme_commands_work_as_written() {
     std::io::Write::write_all(&mut gz, lines[5..10].join("\n").as_bytes()).unwrap();
     std::fs::write(dir.path().join("more.jsonl.gz"), gz.finish().unwrap()).unwrap();
     std::fs::write(dir.path().join("today.jsonl"), lines[10..].join("\n")).unwrap();
+    std::fs::create_dir(dir.path().join("examples")).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/alerts.toml"),
+        dir.path().join("examples/alerts.toml"),
+    )
+    .unwrap();
 
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_attempt-ledger")).parent().unwrap().to_owned();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
@@ -53,4 +59,15 @@ fn the_readme_commands_work_as_written() {
     let csv = std::fs::read_to_string(dir.path().join("report.csv")).unwrap();
     assert!(csv.contains("\nworkflows.total,11\n"), "{csv}");
     assert!(dir.path().join("storm.jsonl").metadata().unwrap().len() > 0);
+}
+
+/// The README's rule file example is one `serve` accepts.
+#[test]
+fn the_readme_rule_file_parses() {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let rules = attempt_ledger::alerts::RuleSet::parse(block, "README.md").unwrap();
+    assert_eq!(rules.rules.len(), 2);
+    assert_eq!(rules.receivers.len(), 1);
 }

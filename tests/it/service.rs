@@ -12,14 +12,14 @@ use serde_json::{Value, json};
 
 use crate::{FIXTURE, report_of};
 
-struct Service {
+pub struct Service {
     child: Child,
-    http: String,
-    grpc: String,
+    pub http: String,
+    pub grpc: String,
 }
 
 impl Service {
-    fn start(db: &Path, extra: &[&str]) -> Service {
+    pub fn start(db: &Path, extra: &[&str]) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
             .args([
                 "serve",
@@ -50,7 +50,7 @@ impl Service {
         }
     }
 
-    fn post(
+    pub fn post(
         &self,
         path: &str,
         content_type: &str,
@@ -68,14 +68,14 @@ impl Service {
         (response.status().as_u16(), body, retry_after)
     }
 
-    fn report(&self, query: &str) -> Value {
+    pub fn report(&self, query: &str) -> Value {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         let mut response = agent.get(&format!("{}/api/v1/report{query}", self.http)).call().unwrap();
         assert_eq!(response.status().as_u16(), 200);
         serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap()
     }
 
-    fn terminate(mut self) -> std::process::ExitStatus {
+    pub fn terminate(mut self) -> std::process::ExitStatus {
         Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
         let status = self.child.wait().unwrap();
         std::mem::forget(self);

@@ -1,0 +1,20 @@
+-- routes.sql: outcomes by the workflows' primary route. Final success can stay
+-- high while fallbacks hide a failing primary; this is where it shows.
+-- Parameters: none (reads temp.scope_workflows, built by scope.sql).
+-- Columns:
+--   primary_provider, primary_model   the route the workflows were meant to use
+--   workflows          workflows in scope with that primary route
+--   terminal           those with a terminal outcome (the rates' denominator)
+--   primary_success, retry_recovery, fallback_recovery, degraded, fail_closed
+--                      terminal workflows with that outcome
+SELECT primary_provider, primary_model,
+       count(*) AS workflows,
+       count(*) FILTER (WHERE outcome NOT IN ('queued', 'in_flight')) AS terminal,
+       count(*) FILTER (WHERE outcome = 'primary_success')   AS primary_success,
+       count(*) FILTER (WHERE outcome = 'retry_recovery')    AS retry_recovery,
+       count(*) FILTER (WHERE outcome = 'fallback_recovery') AS fallback_recovery,
+       count(*) FILTER (WHERE outcome = 'degraded')          AS degraded,
+       count(*) FILTER (WHERE outcome = 'fail_closed')       AS fail_closed
+FROM temp.scope_workflows
+GROUP BY ALL
+ORDER BY workflows DESC, primary_provider, primary_model;

@@ -1,0 +1,236 @@
+//! One evaluation of every rule at an instant: each rule's value over its
+//! window, computed by the report itself (`Report::from_rows` over the
+//! workflows whose first attempt started in `[now - window, now)`), so an
+//! alert can always be checked against `attempt-ledger report`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::rules::{Rule, RuleKind};
+use crate::pricing::PriceTable;
+use crate::report::Report;
+use crate::store::{Query, ReportFilter, Store, StoreError};
+
+/// One alert instance's reading: a rule, and for `primary_success` a route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub rule: usize,
+    /// Instance labels (the route for `primary_success`; empty otherwise).
+    pub labels: BTreeMap<String, String>,
+    /// `None`: no data in the window (never a breach).
+    pub value: Option<f64>,
+    pub breaching: bool,
+    pub summary: String,
+    pub details: serde_json::Value,
+}
+
+/// A rule's evaluation: its observations, or why it could not be evaluated
+/// (its alerts then keep their state).
+#[derive(Debug)]
+pub struct RuleResult {
+    pub rule: usize,
+    pub outcome: Result<Vec<Observation>, String>,
+}
+
+/// Evaluates every rule at `now`. Rules sharing a window and workflow filter
+/// share one report.
+pub fn evaluate(store: &Store, prices: &PriceTable, rules: &[Rule], now: DateTime<Utc>) -> Vec<RuleResult> {
+    let mut reports: BTreeMap<(Duration, Option<String>), Result<Report, String>> = BTreeMap::new();
+    rules
+        .iter()
+        .enumerate()
+        .map(|(index, rule)| {
+            let report = reports
+                .entry((rule.window, rule.workflow.clone()))
+                .or_insert_with(|| window_report(store, prices, rule, now).map_err(|e| e.to_string()));
+            RuleResult {
+                rule: index,
+                outcome: report.as_ref().map(|r| observe(index, rule, r)).map_err(Clone::clone),
+            }
+        })
+        .collect()
+}
+
+/// The report queries rules read; the rest of the report is not computed.
+const ALERT_QUERIES: [Query; 6] =
+    [Query::Outcomes, Query::Waste, Query::RetryBudget, Query::ErrorClasses, Query::Routes, Query::Fallbacks];
+
+/// The report a rule reads at `now` (the parts of it rules read).
+pub fn window_report(
+    store: &Store,
+    prices: &PriceTable,
+    rule: &Rule,
+    now: DateTime<Utc>,
+) -> Result<Report, StoreError> {
+    let window = chrono::Duration::from_std(rule.window).unwrap_or(chrono::Duration::MAX);
+    let filter = ReportFilter {
+        since: now.checked_sub_signed(window),
+        until: Some(now),
+        workflow: rule.workflow.clone(),
+        ..ReportFilter::default()
+    };
+    let rows = store.report_rows_of(&filter, prices, &ALERT_QUERIES)?;
+    Ok(Report::from_rows(&rows, filter.retry_budget))
+}
+
+fn breaches(rule: &Rule, value: Option<f64>) -> bool {
+    match value {
+        Some(v) if rule.kind.fires_below() => v < rule.threshold,
+        Some(v) => v > rule.threshold,
+        None => false,
+    }
+}
+
+fn terminal(r: &Report) -> i64 {
+    let w = &r.workflows;
+    w.primary_success + w.retry_recovery + w.fallback_recovery + w.degraded + w.fail_closed
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("no data".into(), |v| format!("{:.1} %", v * 100.0))
+}
+
+/// A rule's observations from its window's report.
+pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
+    let window = humantime::format_duration(rule.window).to_string();
+    let per_hour = 3600.0 / rule.window.as_secs_f64();
+    let enough = |n: i64| n >= rule.min_workflows as i64;
+    let single = |value: Option<f64>, summary: String, details: serde_json::Value| {
+        vec![Observation {
+            rule: index,
+            labels: BTreeMap::new(),
+            breaching: breaches(rule, value),
+            value,
+            summary,
+            details,
+        }]
+    };
+    match rule.kind {
+        RuleKind::FallbackActivation | RuleKind::FallbackRate => {
+            let activations: i64 = r.fallbacks.iter().map(|f| f.workflows).sum();
+            let routes: Vec<String> = r
+                .fallbacks
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}/{} -> {}/{} ({}: {})",
+                        f.primary_provider, f.primary_model, f.fallback_provider, f.fallback_model, f.reason, f.workflows
+                    )
+                })
+                .collect();
+            let value = if rule.kind == RuleKind::FallbackActivation {
+                Some(activations as f64)
+            } else {
+                enough(r.workflows.total).then(|| activations as f64 / r.workflows.total as f64)
+            };
+            let summary = format!(
+                "{activations} of {} workflows fell back in the last {window}{}{}",
+                r.workflows.total,
+                if routes.is_empty() { "" } else { ": " },
+                routes.join(", ")
+            );
+            single(value, summary, json!({ "workflows": r.workflows.total, "activations": activations, "fallbacks": r.fallbacks }))
+        }
+        RuleKind::PrimarySuccess => r
+            .by_primary_route
+            .iter()
+            .filter(|p| rule.provider.as_ref().is_none_or(|want| *want == p.provider))
+            .filter(|p| rule.model.as_ref().is_none_or(|want| *want == p.model))
+            .map(|p| {
+                let value = if enough(p.terminal) { p.primary_success_rate } else { None };
+                Observation {
+                    rule: index,
+                    labels: BTreeMap::from([
+                        ("provider".to_string(), p.provider.clone()),
+                        ("model".to_string(), p.model.clone()),
+                    ]),
+                    breaching: breaches(rule, value),
+                    value,
+                    summary: format!(
+                        "primary route {}/{} answered first time for {} of {} terminal workflows ({}) in the last \
+                         {window}; objective {}; {} recovered by retry, {} by fallback, {} degraded, {} failed closed",
+                        p.provider,
+                        p.model,
+                        p.primary_success,
+                        p.terminal,
+                        pct(value),
+                        pct(Some(rule.threshold)),
+                        p.retry_recovery,
+                        p.fallback_recovery,
+                        p.degraded,
+                        p.fail_closed
+                    ),
+                    details: json!(p),
+                }
+            })
+            .collect(),
+        RuleKind::RetryRatio => {
+            let b = &r.retry_budget;
+            single(
+                b.ratio,
+                format!(
+                    "{} retries for {} first attempts ({}) in the last {window}; budget {}",
+                    b.retries,
+                    b.first_attempts,
+                    pct(b.ratio),
+                    pct(Some(rule.threshold))
+                ),
+                json!({ "retries": b.retries, "first_attempts": b.first_attempts, "minutes_over_budget": b.minutes_over_budget }),
+            )
+        }
+        RuleKind::FailClosedRate | RuleKind::DegradedRate => {
+            let (label, count, rate) = if rule.kind == RuleKind::FailClosedRate {
+                ("failed closed", r.workflows.fail_closed, r.rates.fail_closed)
+            } else {
+                ("degraded", r.workflows.degraded, r.rates.degraded)
+            };
+            let value = if enough(terminal(r)) { rate } else { None };
+            single(
+                value,
+                format!("{count} of {} terminal workflows {label} ({}) in the last {window}", terminal(r), pct(value)),
+                json!({ "workflows": r.workflows, "rates": r.rates }),
+            )
+        }
+        RuleKind::WastedCostPerHour => {
+            let value = r.cost_usd.wasted * per_hour;
+            single(
+                Some(value),
+                format!(
+                    "${:.2} wasted in the last {window} (${value:.2}/h) on {} attempts that returned nothing usable",
+                    r.cost_usd.wasted, r.attempts.wasted
+                ),
+                json!({ "cost_usd": r.cost_usd, "wasted_attempts": r.attempts.wasted }),
+            )
+        }
+        RuleKind::WastedTokensPerHour => {
+            let tokens = (r.tokens.wasted.input + r.tokens.wasted.output) as f64;
+            single(
+                Some(tokens * per_hour),
+                format!(
+                    "{tokens} tokens wasted in the last {window} ({:.0}/h) on {} attempts",
+                    tokens * per_hour,
+                    r.attempts.wasted
+                ),
+                json!({ "tokens": r.tokens }),
+            )
+        }
+        RuleKind::QuotaExhausted => {
+            let quota: Vec<_> = r.error_classes.iter().filter(|e| e.error_class == "quota").collect();
+            let attempts: i64 = quota.iter().map(|e| e.attempts).sum();
+            let providers: Vec<String> = quota.iter().map(|e| format!("{} ({})", e.provider, e.attempts)).collect();
+            single(
+                Some(attempts as f64),
+                format!(
+                    "{attempts} attempts failed on exhausted quota in the last {window}{}{}: retrying creates no \
+                     credit, raise the limit or pay",
+                    if providers.is_empty() { "" } else { ": " },
+                    providers.join(", ")
+                ),
+                json!({ "attempts": attempts, "by_provider": quota }),
+            )
+        }
+    }
+}

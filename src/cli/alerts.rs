@@ -1,0 +1,242 @@
+//! `attempt-ledger alerts`: the alert history, or (`--check`) a replay of a
+//! rule file over stored data, evaluation by evaluation, with the service's
+//! own evaluator and state machine, to tune thresholds on last week's
+//! traffic before they page anyone.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, SecondsFormat, Utc};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+
+use super::DbArg;
+use crate::alerts::evaluate::evaluate;
+use crate::alerts::{AlertEvent, AlertState, RuleSet, Tracker, Transition};
+use crate::pricing::PriceTable;
+use crate::report::parse_time;
+use crate::store::Store;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    db: DbArg,
+    /// Replay the rules of `--rules` over the stored attempts instead of
+    /// showing the history the service recorded.
+    #[arg(long, requires = "rules")]
+    check: bool,
+    /// Alert rule file (TOML; see examples/alerts.toml).
+    #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
+    rules: Option<PathBuf>,
+    /// --check: first evaluation instant (default: the first stored attempt).
+    #[arg(long)]
+    since: Option<String>,
+    /// --check: last evaluation instant (default: the last stored attempt
+    /// plus the longest window, so every alert can resolve).
+    #[arg(long)]
+    until: Option<String>,
+    /// --check: time between evaluations ("1m", "30s").
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    step: Duration,
+    /// History: how many events, newest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// A price file that overrides or extends the built-in table.
+    #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
+    prices: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&args.db.db)?;
+    match (&args.rules, args.check) {
+        (Some(path), true) => check(&args, &store, RuleSet::load(path)?),
+        _ => history(&args, &store),
+    }
+}
+
+fn text_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn value_text(v: Option<f64>) -> String {
+    v.map_or("no data".into(), |v| format!("{v:.4}"))
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(header.iter().copied());
+    table
+}
+
+fn events_table(events: &[AlertEvent]) -> Table {
+    let mut t = new_table(&["at", "state", "alert", "severity", "value", "threshold", "summary"]);
+    for e in events {
+        t.add_row(vec![
+            text_time(e.at),
+            <&str>::from(e.state).to_string(),
+            e.key.clone(),
+            e.severity.clone(),
+            value_text(e.value),
+            e.threshold.to_string(),
+            e.summary.clone(),
+        ]);
+    }
+    t
+}
+
+fn history(args: &Args, store: &Store) -> anyhow::Result<ExitCode> {
+    let events = store.alert_history(args.limit)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&events)?),
+        Format::Table if events.is_empty() => {
+            println!(
+                "No alert has fired yet. Run `attempt-ledger serve --rules FILE` to evaluate rules live,"
+            );
+            println!("or `attempt-ledger alerts --check --rules FILE` to replay them over stored data.");
+        }
+        Format::Table => println!("{}", events_table(&events)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `--check` found for one rule.
+#[derive(Debug, Serialize)]
+struct RuleSummary {
+    rule: String,
+    kind: String,
+    fired: usize,
+    firing_seconds: i64,
+    still_firing: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct CheckOutput {
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    step_seconds: f64,
+    evaluations: usize,
+    events: Vec<AlertEvent>,
+    rules: Vec<RuleSummary>,
+}
+
+fn check(args: &Args, store: &Store, rules: RuleSet) -> anyhow::Result<ExitCode> {
+    let prices = PriceTable::load(args.prices.as_deref())?;
+    let Some((first, last)) = store.attempt_span()? else {
+        bail!("the database {} holds no attempts to check the rules against", args.db.db.display());
+    };
+    let now = Utc::now();
+    let instant = |flag: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|t| parse_time(t, now).map_err(|e| anyhow::anyhow!("--{flag} `{t}`: {e}")))
+            .transpose()
+    };
+    let longest = rules.rules.iter().map(|r| r.window).max().unwrap_or_default();
+    let step = chrono::Duration::from_std(args.step).context("--step is too long")?;
+    if step <= chrono::Duration::zero() {
+        bail!("--step must be more than 0");
+    }
+    let since = instant("since", &args.since)?.unwrap_or(first);
+    let until = instant("until", &args.until)?
+        .unwrap_or_else(|| last + chrono::Duration::from_std(longest).unwrap_or_default() + step);
+    let total_steps = ((until - since).num_milliseconds() / step.num_milliseconds()).max(0) as u64;
+    let progress = indicatif::ProgressBar::new(total_steps);
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        progress.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+
+    let mut tracker = Tracker::default();
+    let mut events = Vec::new();
+    let mut evaluations = 0;
+    let mut t = since + step;
+    while t <= until {
+        let results = evaluate(store, &prices, &rules.rules, t);
+        if let Some((rule, err)) = results.iter().find_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e)))
+        {
+            bail!("rule {:?} failed at {}: {err}", rules.rules[rule].name, text_time(t));
+        }
+        for (transition, event) in tracker.observe(&rules.rules, &results, t, rules.repeat_interval) {
+            if transition != Transition::Repeat {
+                events.push(event);
+            }
+        }
+        evaluations += 1;
+        progress.inc(1);
+        t += step;
+    }
+    progress.finish_and_clear();
+
+    let still: Vec<AlertEvent> =
+        tracker.active().filter(|(_, firing)| *firing).map(|(e, _)| e.clone()).collect();
+    let summaries = rules
+        .rules
+        .iter()
+        .map(|rule| {
+            let mine = |e: &&AlertEvent| e.rule == rule.name;
+            let firing_seconds = events
+                .iter()
+                .filter(mine)
+                .filter(|e| e.state == AlertState::Resolved)
+                .map(|e| (e.at - e.active_since).num_seconds())
+                .sum::<i64>()
+                + still.iter().filter(mine).map(|e| (until - e.active_since).num_seconds()).sum::<i64>();
+            RuleSummary {
+                rule: rule.name.clone(),
+                kind: rule.kind.name().to_string(),
+                fired: events.iter().filter(mine).filter(|e| e.state == AlertState::Firing).count(),
+                firing_seconds,
+                still_firing: still.iter().filter(mine).count(),
+            }
+        })
+        .collect();
+    let output = CheckOutput {
+        since,
+        until,
+        step_seconds: args.step.as_secs_f64(),
+        evaluations,
+        events,
+        rules: summaries,
+    };
+
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&output)?),
+        Format::Table => {
+            println!(
+                "Replayed {} rules over {} .. {}: {} evaluations, one every {}\n",
+                rules.rules.len(),
+                text_time(output.since),
+                text_time(output.until),
+                output.evaluations,
+                humantime::format_duration(args.step)
+            );
+            if output.events.is_empty() {
+                println!("No alert would have fired.\n");
+            } else {
+                println!("{}\n", events_table(&output.events));
+            }
+            let mut t = new_table(&["rule", "kind", "fired", "time firing", "still firing at the end"]);
+            for s in &output.rules {
+                t.add_row(vec![
+                    s.rule.clone(),
+                    s.kind.clone(),
+                    s.fired.to_string(),
+                    humantime::format_duration(Duration::from_secs(s.firing_seconds.max(0) as u64))
+                        .to_string(),
+                    s.still_firing.to_string(),
+                ]);
+            }
+            println!("{t}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
