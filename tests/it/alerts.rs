@@ -223,8 +223,9 @@ max_tries = 3
         .unwrap();
     assert!(down_failed < 6.0, "the down receiver already gave up everything: {down_failed}");
     assert!(metrics.contains("attempt_ledger_notification_retries_total{receiver=\"down\"}"), "{metrics}");
-    let (status, _, _) =
-        service.post("/v1/attempts", "application/x-ndjson", None, incident(Utc::now(), 1).as_bytes());
+    // (Last night's steady traffic: outside every window, so it fires nothing.)
+    let steady = run(&["simulate", "--scenario", "steady", "--workflows", "50"]);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, steady.as_bytes());
     assert_eq!(status, 200);
 
     // History: the API and, after the service stops, the CLI.
