@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -469,7 +468,20 @@ fn the_example_rule_file_is_what_serve_reads() {
     let fixture = dir.path().join("fixture.jsonl");
     std::fs::write(&fixture, crate::FIXTURE).unwrap();
     run(&["ingest", "--db", db.to_str().unwrap(), fixture.to_str().unwrap()]);
-    let out = run(&["alerts", "--check", "--db", db.to_str().unwrap(), "--rules", example, "--step", "5m"]);
-    assert!(out.contains("quota-exhausted"), "{out}");
-    assert!(Path::new(example).exists());
+    let out = run(&[
+        "alerts",
+        "--check",
+        "--db",
+        db.to_str().unwrap(),
+        "--rules",
+        example,
+        "--step",
+        "5m",
+        "--format",
+        "json",
+    ]);
+    let check: Value = serde_json::from_str(&out).unwrap();
+    // The fixture's insufficient_quota failures trip the example's quota rule.
+    let quota = check["rules"].as_array().unwrap().iter().find(|r| r["rule"] == "quota-exhausted").unwrap();
+    assert_eq!(quota["fired"], 1, "{out}");
 }
