@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
     let store = Store::open(&dir.path().join("bench.duckdb"))?;
     let sources = [Source::File(file.clone())];
     let began = Instant::now();
-    let summary = ingest_sources(&store, &sources, false)?;
+    let summary = ingest_sources(&store, &sources, None, false)?;
     let ingest_secs = began.elapsed().as_secs_f64();
     let ingest_rate = summary.stored.inserted as f64 / ingest_secs;
     println!(
@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     );
 
     let began = Instant::now();
-    let again = ingest_sources(&store, &sources, false)?;
+    let again = ingest_sources(&store, &sources, None, false)?;
     let secs = began.elapsed().as_secs_f64();
     println!(
         "re-ingest  {} duplicates in {secs:.2} s: {:.0} records/s",

@@ -14,33 +14,45 @@
 --   first attempt is one of them, so the result is the same, and a short
 --   alert window costs a scan, not a sort of every stored attempt.
 -- Reads: attempts; temp.prices (served_provider, served_model, input_pusd,
---   cached_input_pusd, output_pusd: pico-USD per token).
+--   cached_input_pusd, cache_write_pusd, output_pusd: pico-USD per token).
+-- Routes compare by their key: the route group when the attempt has one
+-- (a gateway's logical model over several deployments), else provider and
+-- model. An explicit `route` field still wins over any comparison.
 -- Columns of temp.scope_workflows:
 --   workflow_id, workflow_name (first non-NULL `workflow` in order),
 --   attempts, n_sdk, n_gateway, n_app, n_queue (attempts by layer),
 --   wf_first_at, delivered_at (start of the first and of the delivered attempt),
---   delivered_seq, primary_provider, primary_model,
+--   delivered_seq, primary_provider, primary_model, primary_route_group,
+--   primary_route_key,
 --   outcome (section 4: primary_success | retry_recovery | fallback_recovery |
 --            degraded | queued | in_flight | fail_closed)
 -- Columns of temp.scope: the stored attempt columns, plus
 --   seq               1-based order in the workflow: attempt NULLS LAST, started_at, attempt_id
---   effective_route   route as stated, else primary iff provider+model is the primary route's
+--   route_key         the attempt's route key
+--   effective_route   route as stated, else primary iff its route key is the primary route's
 --   delivered         this is the workflow's delivered attempt
 --   outcome, workflow_name, wf_first_at, delivered_at  (the workflow's)
---   cost_pusd_eff     emitter's cost, else priced from temp.prices, else NULL (unknown)
+--   cost_pusd_eff     emitter's cost; else 0 for a failure without tokens; else NULL
+--                     (unknown) for an answer without any usage; else priced from
+--                     temp.prices; else NULL (unknown: no price)
 -- Columns of temp.scope_fallbacks (a fallback activation: the workflow sent at
 -- least one attempt to a route other than its primary):
---   workflow_id, workflow_name, primary_provider, primary_model, outcome,
---   fallback_provider, fallback_model   the route of the first such attempt
+--   workflow_id, workflow_name, primary_provider, primary_model, primary_route_group, outcome,
+--   fallback_provider, fallback_model, fallback_route_group   the route of the first such attempt
 --   reason            error class of the last failed attempt before it
 --                     ('unknown' when unclassified, 'none' when nothing failed first)
 -- Only the columns the rules read are sorted; the full row joins back by
 -- rowid at the end (sorting wide rows costs more than the join).
 CREATE OR REPLACE TEMP TABLE scope_ordered AS
 SELECT a.rowid AS attempt_rowid, a.workflow_id, a.started_at, a.layer, a.workflow, a.route, a.provider,
-       a.model, a.decision,
+       a.model, a.route_group, a.decision,
+       CASE WHEN a.route_group IS NOT NULL THEN 'group:' || a.route_group
+            ELSE 'model:' || a.provider || chr(31) || a.model END AS route_key,
+       -- Ties at equal order and start (second-resolution gateway logs):
+       -- a failure sorts before a success, then the id decides.
        row_number() OVER (PARTITION BY a.workflow_id
-                          ORDER BY a.attempt ASC NULLS LAST, a.started_at, a.attempt_id) AS seq,
+                          ORDER BY a.attempt ASC NULLS LAST, a.started_at,
+                                   CASE a.status WHEN 'error' THEN 0 ELSE 1 END, a.attempt_id) AS seq,
        a.status = 'ok' AND (a.decision IS NULL OR a.decision NOT IN ('retry', 'fallback')) AS deliverable
 FROM attempts a, temp.scope_filter f
 WHERE (f.since IS NULL AND f.until IS NULL)
@@ -60,11 +72,13 @@ WITH facts AS (
            max(started_at) FILTER (WHERE seq = 1) AS wf_first_at,
            arg_min(workflow, seq) FILTER (WHERE workflow IS NOT NULL) AS workflow_name,
            -- The primary route: the first attempt that says so, else the first attempt.
-           coalesce(arg_min({'provider': provider, 'model': model}, seq) FILTER (WHERE route = 'primary'),
-                    max({'provider': provider, 'model': model}) FILTER (WHERE seq = 1)) AS primary_route,
+           coalesce(arg_min({'provider': provider, 'model': model, 'route_group': route_group, 'key': route_key}, seq)
+                        FILTER (WHERE route = 'primary'),
+                    max({'provider': provider, 'model': model, 'route_group': route_group, 'key': route_key})
+                        FILTER (WHERE seq = 1)) AS primary_route,
            -- The delivered attempt: the first deliverable one. A struct is
            -- never NULL, so a NULL route inside it is kept, not skipped.
-           arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model, 'route': route}, seq)
+           arg_min({'seq': seq, 'started_at': started_at, 'key': route_key, 'route': route}, seq)
                FILTER (WHERE deliverable) AS delivered,
            arg_max({'decision': decision}, seq).decision AS last_decision
     FROM temp.scope_ordered
@@ -73,11 +87,11 @@ WITH facts AS (
 SELECT workflow_id, workflow_name, attempts, n_sdk, n_gateway, n_app, n_queue,
        wf_first_at, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
        primary_route.provider AS primary_provider, primary_route.model AS primary_model,
+       primary_route.route_group AS primary_route_group, primary_route.key AS primary_route_key,
        CASE WHEN delivered.seq = 1 THEN 'primary_success'
             WHEN delivered IS NOT NULL THEN
                  CASE coalesce(delivered.route,
-                               CASE WHEN delivered.provider = primary_route.provider
-                                     AND delivered.model = primary_route.model
+                               CASE WHEN delivered.key = primary_route.key
                                     THEN 'primary' ELSE 'fallback' END)
                       WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
             WHEN last_decision = 'degrade' THEN 'degraded'
@@ -90,15 +104,26 @@ WHERE (f.since IS NULL OR wf_first_at >= f.since)
   AND (f.workflow IS NULL OR workflow_name = f.workflow);
 
 CREATE OR REPLACE TEMP TABLE scope AS
-SELECT a.*, o.seq,
-       coalesce(a.route, CASE WHEN a.provider = w.primary_provider AND a.model = w.primary_model
+SELECT a.*, o.seq, o.route_key,
+       coalesce(a.route, CASE WHEN o.route_key = w.primary_route_key
                               THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        w.outcome, w.workflow_name, w.wf_first_at, w.delivered_at,
        CASE WHEN a.cost_pusd IS NOT NULL THEN a.cost_pusd::HUGEINT
+            -- A failure that billed no tokens cost nothing, priced or not.
+            WHEN a.status = 'error' AND coalesce(a.input_tokens, 0) = 0 AND coalesce(a.output_tokens, 0) = 0
+                 AND coalesce(a.cached_input_tokens, 0) = 0 AND coalesce(a.cache_write_input_tokens, 0) = 0
+                 THEN 0::HUGEINT
+            -- An answer that reported no usage at all (a stream read without
+            -- it) cost something nobody knows: unknown, not 0.
+            WHEN a.status = 'ok' AND a.input_tokens IS NULL AND a.output_tokens IS NULL
+                 AND a.cached_input_tokens IS NULL AND a.cache_write_input_tokens IS NULL
+                 THEN NULL
             WHEN p.served_model IS NOT NULL THEN
-                 (coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0))::HUGEINT * p.input_pusd
+                 (coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
+                  - coalesce(a.cache_write_input_tokens, 0))::HUGEINT * p.input_pusd
                + coalesce(a.cached_input_tokens, 0)::HUGEINT * p.cached_input_pusd
+               + coalesce(a.cache_write_input_tokens, 0)::HUGEINT * p.cache_write_pusd
                + coalesce(a.output_tokens, 0)::HUGEINT * p.output_pusd
        END AS cost_pusd_eff
 FROM temp.scope_ordered o
@@ -120,14 +145,16 @@ before_fallback AS (
     SELECT s.workflow_id,
            arg_max(coalesce(s.error_class, 'unknown'), s.seq)
                FILTER (WHERE s.status = 'error' AND s.seq < f.fallback_seq) AS reason,
-           max({'provider': s.provider, 'model': s.model}) FILTER (WHERE s.seq = f.fallback_seq) AS route
+           max({'provider': s.provider, 'model': s.model, 'route_group': s.route_group})
+               FILTER (WHERE s.seq = f.fallback_seq) AS route
     FROM temp.scope s
     JOIN first_fallback f ON f.workflow_id = s.workflow_id
     WHERE s.seq <= f.fallback_seq
     GROUP BY s.workflow_id
 )
-SELECT b.workflow_id, w.workflow_name, w.primary_provider, w.primary_model, w.outcome,
+SELECT b.workflow_id, w.workflow_name, w.primary_provider, w.primary_model, w.primary_route_group, w.outcome,
        b.route.provider AS fallback_provider, b.route.model AS fallback_model,
+       b.route.route_group AS fallback_route_group,
        coalesce(b.reason, 'none') AS reason
 FROM before_fallback b
 JOIN temp.scope_workflows w ON w.workflow_id = b.workflow_id;

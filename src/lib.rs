@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod pricing;
+pub mod providers;
 pub mod report;
 pub mod service;
 pub mod simulate;

@@ -1,5 +1,5 @@
-//! The domain: one network attempt to an LLM provider, as defined by
-//! `shared/spec/attempt-record.md`. No I/O and no wire formats live here; the
+//! The domain: one network attempt to an LLM provider, as defined in
+//! `docs/record-format.md`. No I/O and no wire formats live here; the
 //! decoders in `ingest` build these values and the `store` persists them.
 
 use chrono::{DateTime, Utc};
@@ -103,16 +103,31 @@ impl PicoUsd {
 }
 
 /// Token counts as billed or reported for one attempt. `input` includes the
-/// cached part (the OpenTelemetry GenAI convention).
+/// cached part and the cache-written part (the OpenTelemetry GenAI
+/// convention).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tokens {
     pub input: Option<i64>,
     pub output: Option<i64>,
     pub cached_input: Option<i64>,
+    pub cache_write_input: Option<i64>,
+}
+
+impl Tokens {
+    pub fn is_empty(&self) -> bool {
+        self.input.is_none()
+            && self.output.is_none()
+            && self.cached_input.is_none()
+            && self.cache_write_input.is_none()
+    }
 }
 
 /// One network attempt, validated and normalised: defaults applied, the
 /// error class derived, the id present.
+///
+/// `provider` and `served_provider` are the spellings the emitter sent
+/// (trimmed): the store maps them to canonical names through the alias
+/// table when it writes them, and keeps these beside the canonical ones.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
     pub attempt_id: String,
@@ -125,6 +140,9 @@ pub struct Attempt {
     pub workflow: Option<String>,
     pub layer: Layer,
     pub route: Option<Route>,
+    /// The logical model a gateway balanced over deployments; routes compare
+    /// by it when present.
+    pub route_group: Option<String>,
     pub served_provider: String,
     pub served_model: String,
     pub provider_request_id: Option<String>,
@@ -142,6 +160,90 @@ pub struct Attempt {
     pub circuit: Option<Circuit>,
     /// Fields the spec does not define, kept verbatim as a JSON object.
     pub extra: Option<String>,
+    /// The OTLP trace this attempt was derived from (its attempts are
+    /// re-derived when the trace gets new spans); `None` for records.
+    pub source_trace: Option<String>,
+    /// `compute_fingerprint`, computed once when the attempt is built (on
+    /// the decoding thread, not the writer's).
+    pub fingerprint: u64,
+}
+
+impl Attempt {
+    /// A hash of the mapped fields: two deliveries of one `attempt_id` with
+    /// different fingerprints are a conflict. `extra`, `source_trace` and
+    /// arrival time are not part of it; provider spellings are compared
+    /// lower-cased. Stable across versions (it is stored): SHA-256 over
+    /// length-prefixed fields, the first 8 bytes.
+    pub fn compute_fingerprint(&self) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        let mut put = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        let none: &[u8] = b"";
+        let opt_i = |v: Option<i64>| v.map(i64::to_le_bytes);
+        let opt_f = |v: Option<f64>| v.map(|f| f.to_bits().to_le_bytes());
+        put(self.workflow_id.as_bytes());
+        put(&self.started_at.timestamp_micros().to_le_bytes());
+        put(self.provider.to_lowercase().as_bytes());
+        put(self.model.as_bytes());
+        put(name(self.status).as_bytes());
+        put(opt_i(self.attempt).as_ref().map_or(none, |b| b.as_slice()));
+        put(self.workflow.as_deref().unwrap_or_default().as_bytes());
+        put(name(self.layer).as_bytes());
+        put(self.route.map_or("", name).as_bytes());
+        put(self.route_group.as_deref().unwrap_or_default().as_bytes());
+        put(self.served_provider.to_lowercase().as_bytes());
+        put(self.served_model.as_bytes());
+        put(self.provider_request_id.as_deref().unwrap_or_default().as_bytes());
+        put(opt_f(self.duration_ms).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_f(self.ttft_ms).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.http_status.map(i64::from)).as_ref().map_or(none, |b| b.as_slice()));
+        put(self.error_class.map_or("", name).as_bytes());
+        put(self.error_code.as_deref().unwrap_or_default().as_bytes());
+        put(opt_f(self.retry_after_ms).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.tokens.input).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.tokens.output).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.tokens.cached_input).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.tokens.cache_write_input).as_ref().map_or(none, |b| b.as_slice()));
+        put(opt_i(self.cost.map(|c| c.0)).as_ref().map_or(none, |b| b.as_slice()));
+        put(name(self.commit_state).as_bytes());
+        put(self.visible_output.map_or("", |v| if v { "true" } else { "false" }).as_bytes());
+        put(self.decision.map_or("", name).as_bytes());
+        put(self.circuit.map_or("", name).as_bytes());
+        let digest = hasher.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_le_bytes(first)
+    }
+}
+
+/// What a stored OTLP span is to the derivation of its trace's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
+pub enum SpanKind {
+    /// An inference call (chat, completion, embeddings, ...).
+    Model,
+    /// An HTTP client span: one network attempt when its parent is a model
+    /// span (the SDK's own retries).
+    Http,
+    /// Any other span of a trace that has model spans: kept for its parent
+    /// link only, so a model span under a model span is recognised as
+    /// wrapped however deep.
+    Link,
+}
+
+/// A received OTLP span as kept for derivation: ids in hex, and for model
+/// and HTTP spans the span itself (protobuf, with only the attributes the
+/// mapping reads: never message text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanRecord {
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent_span_id: Option<String>,
+    pub kind: SpanKind,
+    pub span: Option<Vec<u8>>,
 }
 
 /// Renders an enum the way the spec and the store spell it.

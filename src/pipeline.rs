@@ -12,9 +12,11 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::ingest::format::Format;
+use crate::ingest::otlp::derive_trace;
 use crate::ingest::source::{Source, for_each_chunk};
-use crate::ingest::{Decoded, Rejection, jsonl};
-use crate::store::{Store, WriteStats};
+use crate::ingest::{Decoded, Rejection, Warning};
+use crate::store::{Batch, Store, WriteStats};
 
 /// Lines per chunk: just over one DuckDB row group (122,880 rows), so a
 /// chunk's rows are written straight to the database file rather than
@@ -22,23 +24,44 @@ use crate::store::{Store, WriteStats};
 /// chunks in flight bound memory at a few hundred megabytes.
 const LINES_PER_CHUNK: usize = 131_072;
 
+/// Rejected and warned lines kept with their reasons; beyond these the
+/// totals still count every one.
+pub const MAX_LISTED_NOTES: usize = 1000;
+
 #[derive(Debug, Default)]
 pub struct IngestSummary {
     pub stored: WriteStats,
-    /// Rejected lines, with the input they came from.
+    /// The first `MAX_LISTED_NOTES` rejected lines, with their input.
     pub rejected: Vec<(String, Rejection)>,
+    pub rejected_total: u64,
+    /// The first `MAX_LISTED_NOTES` lines stored with a correction.
+    pub warnings: Vec<(String, Warning)>,
+    pub warnings_total: u64,
+}
+
+impl IngestSummary {
+    fn note(&mut self, source: &str, rejections: Vec<Rejection>, warnings: Vec<Warning>) {
+        self.rejected_total += rejections.len() as u64;
+        self.warnings_total += warnings.len() as u64;
+        let room = MAX_LISTED_NOTES.saturating_sub(self.rejected.len());
+        self.rejected.extend(rejections.into_iter().take(room).map(|r| (source.to_string(), r)));
+        let room = MAX_LISTED_NOTES.saturating_sub(self.warnings.len());
+        self.warnings.extend(warnings.into_iter().take(room).map(|w| (source.to_string(), w)));
+    }
 }
 
 /// Ingests every source in order into `store`. Stops at the first input
 /// that cannot be read; everything committed before stays committed.
+/// `format` `None` decides each input's format from its first record.
 pub fn ingest_sources(
     store: &Store,
     sources: &[Source],
+    format: Option<Format>,
     show_progress: bool,
 ) -> anyhow::Result<IngestSummary> {
     let mut summary = IngestSummary::default();
     for source in sources {
-        ingest_source(store, source, show_progress, &mut summary)?;
+        ingest_source(store, source, format, show_progress, &mut summary)?;
     }
     Ok(summary)
 }
@@ -46,6 +69,7 @@ pub fn ingest_sources(
 fn ingest_source(
     store: &Store,
     source: &Source,
+    format: Option<Format>,
     show_progress: bool,
     summary: &mut IngestSummary,
 ) -> anyhow::Result<()> {
@@ -58,8 +82,18 @@ fn ingest_source(
     // writes; the bounded channel keeps at most two chunks in memory.
     let (sender, receiver) = sync_channel::<Decoded>(2);
     let decoder = thread::spawn(move || {
+        let mut format = format;
         for_each_chunk(reader, LINES_PER_CHUNK, |chunk| {
-            let mut decoded = jsonl::decode_lines(&chunk.text, chunk.first_line);
+            let format = match format {
+                Some(format) => format,
+                None => {
+                    let Some(first) = chunk.text.lines().find(|l| !l.trim().is_empty()) else {
+                        return Ok(());
+                    };
+                    *format.insert(Format::detect(first).map_err(std::io::Error::other)?)
+                }
+            };
+            let mut decoded = format.decode_lines(&chunk.text, chunk.first_line);
             decoded.rejections.extend(chunk.rejections);
             // A closed channel means the writer failed; it reports why.
             sender.send(decoded).map_err(|_| std::io::Error::other("writer stopped"))
@@ -67,14 +101,15 @@ fn ingest_source(
     });
     let mut write_error = None;
     for decoded in receiver {
-        match store.write_batch(&decoded.attempts) {
-            Ok(stats) => summary.stored += stats,
+        let batch = Batch { attempts: &decoded.attempts, spans: &decoded.spans };
+        match store.write_batches(&[batch], &derive_trace) {
+            Ok(mut stats) => summary.stored += stats.pop().unwrap_or_default(),
             Err(err) => {
                 write_error = Some(err);
                 break;
             }
         }
-        summary.rejected.extend(decoded.rejections.into_iter().map(|r| (name.clone(), r)));
+        summary.note(&name, decoded.rejections, decoded.warnings);
         progress.set_position(bytes_read.load(Ordering::Relaxed));
         progress.set_message(format!("{} stored", summary.stored.inserted));
     }
@@ -85,6 +120,7 @@ fn ingest_source(
     }
     read_result.with_context(|| format!("reading {name}"))?;
     summary.rejected.sort_by(|a, b| (a.0.as_str(), a.1.line).cmp(&(b.0.as_str(), b.1.line)));
+    summary.warnings.sort_by(|a, b| (a.0.as_str(), a.1.line).cmp(&(b.0.as_str(), b.1.line)));
     Ok(())
 }
 

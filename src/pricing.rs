@@ -51,6 +51,9 @@ struct ModelPrice {
     input: f64,
     /// USD per 1M cached input tokens; the `input` price when absent.
     cached_input: Option<f64>,
+    /// USD per 1M input tokens written into a prompt cache; the `input`
+    /// price when absent.
+    cache_write: Option<f64>,
     /// USD per 1M output tokens.
     output: f64,
 }
@@ -60,6 +63,7 @@ struct ModelPrice {
 pub struct Price {
     pub input: i64,
     pub cached_input: i64,
+    pub cache_write_input: i64,
     pub output: i64,
 }
 
@@ -112,6 +116,7 @@ impl PriceTable {
                 let price = Price {
                     input: per_token("input", m.input)?,
                     cached_input: per_token("cached_input", m.cached_input.unwrap_or(m.input))?,
+                    cache_write_input: per_token("cache_write", m.cache_write.unwrap_or(m.input))?,
                     output: per_token("output", m.output)?,
                 };
                 self.entries.insert((provider_name.clone(), m.model.clone()), price);
@@ -189,7 +194,12 @@ mod tests {
         let table = PriceTable::load(None).unwrap();
         let p = table.lookup("openai", "gpt-4o-mini").unwrap();
         // $0.15 / $0.075 / $0.60 per million tokens.
-        assert_eq!(p, Price { input: 150_000, cached_input: 75_000, output: 600_000 });
+        assert_eq!(
+            p,
+            Price { input: 150_000, cached_input: 75_000, cache_write_input: 150_000, output: 600_000 }
+        );
+        let sonnet = table.lookup("anthropic", "claude-sonnet-4-5").unwrap();
+        assert_eq!(sonnet.cache_write_input, 3_750_000, "1.25x input for the 5-minute cache");
     }
 
     #[test]
@@ -204,6 +214,25 @@ mod tests {
             assert_eq!(table.lookup(provider, model), table.lookup(provider, base), "{model}");
             assert!(table.lookup(provider, model).is_some(), "{model}");
         }
+    }
+
+    #[test]
+    fn a_dated_entry_wins_over_its_base_entry() {
+        let mut table = PriceTable::load(None).unwrap();
+        table
+            .merge(
+                r#"[[provider]]
+                   name = "openai"
+                   models = [{ model = "gpt-4o-2024-05-13", input = 5.0, output = 15.0 }]"#,
+                "dated.toml",
+            )
+            .unwrap();
+        assert_eq!(table.lookup("openai", "gpt-4o-2024-05-13").unwrap().input, 5_000_000);
+        assert_eq!(
+            table.lookup("openai", "gpt-4o-2024-08-06").unwrap().input,
+            2_500_000,
+            "base serves others"
+        );
     }
 
     #[test]
@@ -228,7 +257,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             table.lookup("openai", "gpt-4o"),
-            Some(Price { input: 1_000_000, cached_input: 1_000_000, output: 2_000_000 })
+            Some(Price {
+                input: 1_000_000,
+                cached_input: 1_000_000,
+                cache_write_input: 1_000_000,
+                output: 2_000_000
+            })
         );
         assert!(table.lookup("openai", "my-finetune").is_some());
     }

@@ -114,12 +114,7 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
             let routes: Vec<String> = r
                 .fallbacks
                 .iter()
-                .map(|f| {
-                    format!(
-                        "{}/{} -> {}/{} ({}: {})",
-                        f.primary_provider, f.primary_model, f.fallback_provider, f.fallback_model, f.reason, f.workflows
-                    )
-                })
+                .map(|f| format!("{} -> {} ({}: {})", f.primary(), f.fallback(), f.reason, f.workflows))
                 .collect();
             let value = if rule.kind == RuleKind::FallbackActivation {
                 Some(activations as f64)
@@ -137,23 +132,28 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
         RuleKind::PrimarySuccess => r
             .by_primary_route
             .iter()
-            .filter(|p| rule.provider.as_ref().is_none_or(|want| *want == p.provider))
-            .filter(|p| rule.model.as_ref().is_none_or(|want| *want == p.model))
+            .filter(|p| rule.provider.as_ref().is_none_or(|want| Some(want) == p.provider.as_ref()))
+            .filter(|p| rule.model.as_ref().is_none_or(|want| Some(want) == p.model.as_ref()))
             .map(|p| {
                 let value = if enough(p.terminal) { p.primary_success_rate } else { None };
+                // A grouped route is labelled by its group; provider and
+                // model label only routes without one.
+                let labels = match &p.route_group {
+                    Some(group) => BTreeMap::from([("route_group".to_string(), group.clone())]),
+                    None => BTreeMap::from([
+                        ("provider".to_string(), p.provider.clone().unwrap_or_default()),
+                        ("model".to_string(), p.model.clone().unwrap_or_default()),
+                    ]),
+                };
                 Observation {
                     rule: index,
-                    labels: BTreeMap::from([
-                        ("provider".to_string(), p.provider.clone()),
-                        ("model".to_string(), p.model.clone()),
-                    ]),
+                    labels,
                     breaching: breaches(rule, value),
                     value,
                     summary: format!(
-                        "primary route {}/{} answered first time for {} of {} terminal workflows ({}) in the last \
+                        "primary route {} answered first time for {} of {} terminal workflows ({}) in the last \
                          {window}; objective {}; {} recovered by retry, {} by fallback, {} degraded, {} failed closed",
-                        p.provider,
-                        p.model,
+                        p.key(),
                         p.primary_success,
                         p.terminal,
                         pct(value),

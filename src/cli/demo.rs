@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sources.push(Source::File(path));
     }
     let store = Store::open(&db)?;
-    let summary = ingest_sources(&store, &sources, true)?;
+    let summary = ingest_sources(&store, &sources, None, true)?;
     eprintln!(
         "ingested {} attempts into {} in {:.1} s\n",
         summary.stored.inserted,

@@ -1,21 +1,29 @@
-//! `attempt-ledger ingest`: JSONL files (or stdin, or .gz) into the database.
+//! `attempt-ledger ingest`: JSONL files (or stdin, or .gz) into the database:
+//! attempt records, OTLP exports, LiteLLM payloads or OpenRouter generations.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{DbArg, exit};
+use super::{DbArg, ProvidersArg, exit};
+use crate::ingest::format::Format;
 use crate::ingest::source::Source;
 use crate::pipeline::{IngestSummary, ingest_sources};
 use crate::store::Store;
 
-/// Rejections printed in full; the rest are counted.
-const SHOWN_REJECTIONS: usize = 50;
+/// Rejections and warnings printed in full; the rest are counted.
+const SHOWN_NOTES: usize = 50;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     db: DbArg,
+    #[command(flatten)]
+    providers: ProvidersArg,
+    /// The inputs' format; by default decided for each input from its first
+    /// record (an input that fits none, or several, is refused).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Do not draw a progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -25,25 +33,35 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db.db)?;
+    let store = Store::open(&args.db.db)?.with_aliases(args.providers.load()?);
     let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
-    let summary = ingest_sources(&store, &sources, !args.no_progress)
+    let summary = ingest_sources(&store, &sources, args.format, !args.no_progress)
         .with_context(|| format!("ingest into {}", args.db.db.display()))?;
     print_summary(&summary);
-    Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(exit::REJECTED_LINES) })
+    Ok(if summary.rejected_total == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::REJECTED_LINES) })
 }
 
 pub fn print_summary(summary: &IngestSummary) {
+    let stored = &summary.stored;
     println!(
-        "accepted {} records, {} duplicates of records already stored, {} rejected",
-        summary.stored.inserted,
-        summary.stored.duplicates,
-        summary.rejected.len()
+        "accepted {} records, {} duplicates of records already stored, {} conflicts, {} warnings, {} rejected",
+        stored.inserted, stored.duplicates, stored.conflicts, summary.warnings_total, summary.rejected_total
     );
-    for (source, rejection) in summary.rejected.iter().take(SHOWN_REJECTIONS) {
+    for id in stored.conflict_ids.iter().take(SHOWN_NOTES) {
+        eprintln!(
+            "conflict: attempt_id {id} was stored before with different content; the first copy is kept"
+        );
+    }
+    for (source, warning) in summary.warnings.iter().take(SHOWN_NOTES) {
+        eprintln!("warning {source}:{}: {}", warning.line, warning.reason);
+    }
+    if summary.warnings_total > SHOWN_NOTES as u64 {
+        eprintln!("... and {} more warnings", summary.warnings_total - SHOWN_NOTES as u64);
+    }
+    for (source, rejection) in summary.rejected.iter().take(SHOWN_NOTES) {
         eprintln!("rejected {source}:{}: {}", rejection.line, rejection.reason);
     }
-    if summary.rejected.len() > SHOWN_REJECTIONS {
-        eprintln!("... and {} more rejected lines", summary.rejected.len() - SHOWN_REJECTIONS);
+    if summary.rejected_total > SHOWN_NOTES as u64 {
+        eprintln!("... and {} more rejected lines", summary.rejected_total - SHOWN_NOTES as u64);
     }
 }

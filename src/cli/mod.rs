@@ -3,6 +3,7 @@
 mod alerts;
 mod demo;
 mod ingest;
+mod rebuild;
 mod report;
 mod serve;
 mod simulate;
@@ -38,14 +39,31 @@ struct DbArg {
     db: PathBuf,
 }
 
+#[derive(Debug, clap::Args)]
+struct ProvidersArg {
+    /// A provider alias file merged over the shipped one
+    /// (prices/providers.toml format).
+    #[arg(long, env = "ATTEMPT_LEDGER_PROVIDERS", value_name = "FILE")]
+    providers: Option<PathBuf>,
+}
+
+impl ProvidersArg {
+    fn load(&self) -> anyhow::Result<crate::providers::ProviderAliases> {
+        Ok(crate::providers::ProviderAliases::load(self.providers.as_deref())?)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show the alert history, or replay alert rules over stored data (--check).
     Alerts(alerts::Args),
     /// Simulate an incident, ingest it into a fresh database and print the report.
     Demo(demo::Args),
-    /// Ingest JSONL attempt records (`-` is stdin; `.gz` files are decompressed).
+    /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
+    /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
+    /// Re-apply the provider alias table to every stored attempt.
+    Rebuild(rebuild::Args),
     /// Print the recovery, waste and cost report.
     Report(report::Args),
     /// Run the service: HTTP API, OTLP/HTTP and OTLP/gRPC receivers, reports.
@@ -61,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Alerts(args) => alerts::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Rebuild(args) => rebuild::run(args),
         Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Simulate(args) => simulate::run(args),

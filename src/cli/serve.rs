@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::DbArg;
+use super::{DbArg, ProvidersArg};
 use crate::alerts::RuleSet;
 use crate::service::{ServeConfig, serve};
 
@@ -12,6 +12,8 @@ use crate::service::{ServeConfig, serve};
 pub struct Args {
     #[command(flatten)]
     db: DbArg,
+    #[command(flatten)]
+    providers: ProvidersArg,
     /// HTTP API and OTLP/HTTP address.
     #[arg(long, default_value = "127.0.0.1:4318")]
     listen: SocketAddr,
@@ -43,6 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         http: args.listen,
         grpc: args.otlp_grpc,
         prices: args.prices,
+        providers: args.providers.load()?,
         body_limit: args.max_body_mib << 20,
         queue: args.queue.max(1),
         max_batch: 131_072,

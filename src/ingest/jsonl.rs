@@ -8,11 +8,11 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::{AttemptFields, Decoded, Rejection, build_attempt};
+use super::{AttemptFields, Built, Decoded, Rejection, build_attempt};
 use crate::model::{PicoUsd, Status, Tokens};
 
-/// Decodes a request body: JSONL, or a JSON array of records (which HTTP
-/// clients often send) when it starts with `[`.
+/// Decodes a request body of attempt records: JSONL, or a JSON array of
+/// records (which HTTP clients often send) when it starts with `[`.
 pub fn decode_body(body: &str) -> Decoded {
     let trimmed = body.trim_start();
     if trimmed.starts_with('[') {
@@ -21,10 +21,8 @@ pub fn decode_body(body: &str) -> Decoded {
     decode_lines(body, 1)
 }
 
-/// Decodes JSONL text. Blank lines are skipped; `first_line` numbers the
-/// lines of a chunk that started mid-file. A line holding an OTLP
-/// `ExportTraceServiceRequest` (the OpenTelemetry Collector's file exporter
-/// writes one per line) is mapped span by span through `otlp`.
+/// Decodes JSONL attempt records. Blank lines are skipped; `first_line`
+/// numbers the lines of a chunk that started mid-file.
 pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
     let mut decoded = Decoded::default();
     for (index, line) in body.lines().enumerate() {
@@ -32,26 +30,7 @@ pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
         if line.trim().is_empty() {
             continue;
         }
-        if super::otlp::is_export_request_json(line) {
-            match super::otlp::decode_json(line) {
-                Ok(spans) => {
-                    decoded.attempts.extend(spans.decoded.attempts);
-                    decoded.rejections.extend(
-                        spans
-                            .decoded
-                            .rejections
-                            .into_iter()
-                            .map(|r| Rejection { line: line_no, reason: r.reason }),
-                    );
-                }
-                Err(reason) => decoded.rejections.push(Rejection { line: line_no, reason }),
-            }
-            continue;
-        }
-        match decode_line(line) {
-            Ok(attempt) => decoded.attempts.push(attempt),
-            Err(reason) => decoded.rejections.push(Rejection { line: line_no, reason }),
-        }
+        decoded.push_built(line_no, decode_line_built(line));
     }
     decoded
 }
@@ -62,10 +41,7 @@ fn decode_array(body: &str) -> Decoded {
     match serde_json::from_str::<Vec<Value>>(body) {
         Ok(elements) => {
             for (index, element) in elements.into_iter().enumerate() {
-                match decode_value(element) {
-                    Ok(attempt) => decoded.attempts.push(attempt),
-                    Err(reason) => decoded.rejections.push(Rejection { line: index as u64 + 1, reason }),
-                }
+                decoded.push_built(index as u64 + 1, decode_value(element));
             }
         }
         Err(err) => decoded.rejections.push(Rejection {
@@ -76,18 +52,24 @@ fn decode_array(body: &str) -> Decoded {
     decoded
 }
 
-/// Decodes one non-blank line.
+/// Decodes one non-blank line (warnings dropped: for tests and tools).
 pub fn decode_line(line: &str) -> Result<crate::model::Attempt, String> {
+    decode_line_built(line).map(|built| built.attempt)
+}
+
+fn decode_line_built(line: &str) -> Result<Built, String> {
     let value: Value = serde_json::from_str(line).map_err(|err| format!("not valid JSON: {err}"))?;
     decode_value(value)
 }
 
-fn decode_value(value: Value) -> Result<crate::model::Attempt, String> {
+/// One parsed attempt record.
+pub fn decode_value(value: Value) -> Result<Built, String> {
     let Value::Object(map) = value else {
         return Err(format!("expected a JSON object, got {}", kind(&value)));
     };
-    let mut record = Record { map };
-    let fields = AttemptFields {
+    let mut record = Record { map, warnings: Vec::new() };
+    let http_status = record.http_status()?;
+    let mut fields = AttemptFields {
         workflow_id: record.required_string("workflow_id")?,
         started_at: record.required("started_at", parse_started_at)?,
         provider: record.required_string("provider")?,
@@ -98,12 +80,13 @@ fn decode_value(value: Value) -> Result<crate::model::Attempt, String> {
         workflow: record.string("workflow")?,
         layer: record.optional("layer", parse_enum)?,
         route: record.optional("route", parse_enum)?,
+        route_group: record.string("route_group")?,
         served_provider: record.string("served_provider")?,
         served_model: record.string("served_model")?,
         provider_request_id: record.string("provider_request_id")?,
         duration_ms: record.optional("duration_ms", non_negative_number)?,
         ttft_ms: record.optional("ttft_ms", non_negative_number)?,
-        http_status: record.optional("http_status", http_status)?,
+        http_status,
         error_class: record.optional("error_class", parse_enum)?,
         error_code: record.string("error_code")?,
         retry_after_ms: record.optional("retry_after_ms", non_negative_number)?,
@@ -111,14 +94,17 @@ fn decode_value(value: Value) -> Result<crate::model::Attempt, String> {
             input: record.optional("input_tokens", non_negative_integer)?,
             output: record.optional("output_tokens", non_negative_integer)?,
             cached_input: record.optional("cached_input_tokens", non_negative_integer)?,
+            cache_write_input: record.optional("cache_write_input_tokens", non_negative_integer)?,
         },
         cost: record.optional("cost_usd", cost_usd)?,
         commit_state: record.optional("commit_state", parse_enum)?,
         visible_output: record.optional("visible_output", boolean)?,
         decision: record.optional("decision", parse_enum)?,
         circuit: record.optional("circuit", parse_enum)?,
-        extra: record.rest(),
+        ..AttemptFields::default()
     };
+    fields.warnings = std::mem::take(&mut record.warnings);
+    fields.extra = record.rest();
     build_attempt(fields)
 }
 
@@ -126,12 +112,32 @@ fn decode_value(value: Value) -> Result<crate::model::Attempt, String> {
 /// the unknown extras, kept rather than rejected.
 struct Record {
     map: Map<String, Value>,
+    warnings: Vec<String>,
 }
 
 impl Record {
-    /// `null` is treated as absent: many emitters write every key.
+    /// `null` and `""` are absent: many emitters write every key, some with
+    /// an empty string for "none".
     fn take(&mut self, field: &str) -> Option<Value> {
-        self.map.remove(field).filter(|value| !value.is_null())
+        self.map.remove(field).filter(|value| match value {
+            Value::Null => false,
+            Value::String(s) => !s.trim().is_empty(),
+            _ => true,
+        })
+    }
+
+    /// Some clients log 0 (or -1) for "no response": that is no status, not
+    /// a bad record.
+    fn http_status(&mut self) -> Result<Option<i32>, String> {
+        match self.optional("http_status", integer)? {
+            Some(code @ 100..=599) => Ok(Some(code as i32)),
+            Some(code) => {
+                self.warnings
+                    .push(format!("field `http_status`: {code} is not an HTTP status (100-599), dropped"));
+                Ok(None)
+            }
+            None => Ok(None),
+        }
     }
 
     fn required<T>(
@@ -209,12 +215,8 @@ fn non_negative_number(value: &Value) -> Result<f64, String> {
     }
 }
 
-fn http_status(value: &Value) -> Result<i32, String> {
-    match value.as_i64() {
-        Some(code @ 100..=599) => Ok(code as i32),
-        Some(code) => Err(format!("{code} is not an HTTP status (100-599)")),
-        None => Err(format!("expected an integer, got {}", describe(value))),
-    }
+fn integer(value: &Value) -> Result<i64, String> {
+    value.as_i64().ok_or_else(|| format!("expected an integer, got {}", describe(value)))
 }
 
 fn cost_usd(value: &Value) -> Result<PicoUsd, String> {
@@ -286,7 +288,7 @@ mod tests {
             (r#""layer":"proxy""#, "field `layer`: `proxy` is not one of sdk, gateway, app, queue"),
             (r#""input_tokens":"12""#, "field `input_tokens`: expected an integer >= 0, got a string"),
             (r#""visible_output":1"#, "field `visible_output`: expected true or false, got a number"),
-            (r#""http_status":42"#, "field `http_status`: 42 is not an HTTP status (100-599)"),
+            (r#""http_status":"429""#, "field `http_status`: expected an integer, got a string"),
         ];
         for (extra, want) in cases {
             let line = MINIMAL.replace("\"status\":\"ok\"", &format!("\"status\":\"ok\",{extra}"));
@@ -311,6 +313,33 @@ mod tests {
         let a = decode_line(&line).unwrap();
         assert_eq!(a.extra.as_deref(), Some(r#"{"team":"search"}"#));
         assert_eq!(a.route, None);
+    }
+
+    #[test]
+    fn lenient_values_are_corrected_with_a_warning_not_rejected() {
+        let line = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            r#""status":"error","http_status":0,"error_code":"","route_group":"","input_tokens":5,"cached_input_tokens":20"#,
+        );
+        let decoded = decode_lines(&line, 7);
+        assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
+        let a = &decoded.attempts[0];
+        assert_eq!((a.http_status, a.error_code.as_deref(), a.route_group.as_deref()), (None, None, None));
+        assert_eq!(a.tokens.input, Some(25), "input counted apart from cache reads is raised");
+        let lines: Vec<u64> = decoded.warnings.iter().map(|w| w.line).collect();
+        assert_eq!(lines, [7, 7], "{:?}", decoded.warnings);
+        assert!(decoded.warnings[0].reason.contains("0 is not an HTTP status"));
+    }
+
+    #[test]
+    fn route_group_and_cache_writes_are_read() {
+        let line = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            r#""status":"ok","route_group":"gpt-4o-pool","input_tokens":100,"cache_write_input_tokens":60"#,
+        );
+        let a = decode_line(&line).unwrap();
+        assert_eq!(a.route_group.as_deref(), Some("gpt-4o-pool"));
+        assert_eq!(a.tokens.cache_write_input, Some(60));
     }
 
     #[test]

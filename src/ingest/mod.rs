@@ -6,7 +6,10 @@
 //! derived id, the derived error class, cross-field checks) live here in
 //! `build_attempt`, so JSONL and OTLP cannot drift apart.
 
+pub mod format;
 pub mod jsonl;
+pub mod litellm;
+pub mod openrouter;
 pub mod otlp;
 pub mod source;
 
@@ -15,7 +18,8 @@ use sha2::{Digest, Sha256};
 
 use crate::classify::derive_error_class;
 use crate::model::{
-    Attempt, Circuit, CommitState, Decision, ErrorClass, Layer, PicoUsd, Route, Status, Tokens, name,
+    Attempt, Circuit, CommitState, Decision, ErrorClass, Layer, PicoUsd, Route, SpanRecord, Status, Tokens,
+    name,
 };
 
 /// One record that could not be ingested: where it was and why.
@@ -26,10 +30,53 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// A record that was ingested, but with a value the decoder had to correct
+/// or drop (docs/record-format.md, "Lenient values"): where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub line: u64,
+    pub reason: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub attempts: Vec<Attempt>,
+    /// OTLP spans to keep: a trace's attempts are derived from its stored
+    /// spans, so they do not depend on how the spans were split across
+    /// exports.
+    pub spans: Vec<SpanRecord>,
     pub rejections: Vec<Rejection>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Decoded {
+    /// Keeps a built record with its warnings, or its rejection, at `line`.
+    pub fn push_built(&mut self, line: u64, built: Result<Built, String>) {
+        match built {
+            Ok(Built { attempt, warnings }) => {
+                self.attempts.push(attempt);
+                self.warnings.extend(warnings.into_iter().map(|reason| Warning { line, reason }));
+            }
+            Err(reason) => self.rejections.push(Rejection { line, reason }),
+        }
+    }
+
+    /// Appends `other`, renumbering its notes to `line` (an OTLP export that
+    /// was one line of a file).
+    pub fn absorb_at(&mut self, other: Decoded, line: u64) {
+        self.attempts.extend(other.attempts);
+        self.spans.extend(other.spans);
+        self.rejections.extend(other.rejections.into_iter().map(|r| Rejection { line, reason: r.reason }));
+        self.warnings.extend(other.warnings.into_iter().map(|w| Warning { line, reason: w.reason }));
+    }
+}
+
+/// What `build_attempt` made of a record: the attempt and what it had to
+/// correct.
+#[derive(Debug)]
+pub struct Built {
+    pub attempt: Attempt,
+    pub warnings: Vec<String>,
 }
 
 /// The fields as a wire format delivered them, before defaults and derived
@@ -46,6 +93,7 @@ pub struct AttemptFields {
     pub workflow: Option<String>,
     pub layer: Option<Layer>,
     pub route: Option<Route>,
+    pub route_group: Option<String>,
     pub served_provider: Option<String>,
     pub served_model: Option<String>,
     pub provider_request_id: Option<String>,
@@ -62,24 +110,33 @@ pub struct AttemptFields {
     pub decision: Option<Decision>,
     pub circuit: Option<Circuit>,
     pub extra: Option<String>,
+    pub source_trace: Option<String>,
+    /// Corrections a decoder already made (an HTTP status out of range).
+    pub warnings: Vec<String>,
 }
 
-/// Applies the spec's defaults and derivations and checks what no single
-/// field can check alone.
-pub fn build_attempt(fields: AttemptFields) -> Result<Attempt, String> {
+/// Applies the record format's defaults and derivations, and checks what no
+/// single field can check alone.
+pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
     let status = fields.status.ok_or("missing required field `status`")?;
-    if let (Some(cached), input) = (fields.tokens.cached_input, fields.tokens.input.unwrap_or(0))
-        && cached > input
-    {
-        return Err(format!(
-            "cached_input_tokens ({cached}) exceeds input_tokens ({input}): input_tokens \
-             must count all input tokens, cached ones included"
+    let mut warnings = std::mem::take(&mut fields.warnings);
+    let tokens = &mut fields.tokens;
+    let cached = tokens.cached_input.unwrap_or(0);
+    let cache_write = tokens.cache_write_input.unwrap_or(0);
+    if cached.saturating_add(cache_write) > tokens.input.unwrap_or(0) {
+        // Anthropic-style usage: input excludes the cache reads and writes.
+        // Counting them in is the only reading under which the record holds.
+        let input = tokens.input.unwrap_or(0);
+        let raised = input.saturating_add(cached).saturating_add(cache_write);
+        warnings.push(format!(
+            "cached_input_tokens ({cached}) + cache_write_input_tokens ({cache_write}) exceed \
+             input_tokens ({input}): read as counted apart, input_tokens raised to {raised}"
         ));
+        tokens.input = Some(raised);
     }
-    // Provider names are lower-case by the spec; emitters are not always.
-    let provider = fields.provider.trim().to_ascii_lowercase();
+    let provider = fields.provider.trim().to_string();
     let served_provider =
-        fields.served_provider.map(|p| p.trim().to_ascii_lowercase()).unwrap_or_else(|| provider.clone());
+        fields.served_provider.map(|p| p.trim().to_string()).unwrap_or_else(|| provider.clone());
     let served_model = fields.served_model.unwrap_or_else(|| fields.model.clone());
     let layer = fields.layer.unwrap_or_default();
     let error_class = match (fields.error_class, status) {
@@ -93,11 +150,11 @@ pub fn build_attempt(fields: AttemptFields) -> Result<Attempt, String> {
             fields.attempt,
             fields.started_at,
             layer,
-            &provider,
+            &crate::providers::normalise(&provider),
             &fields.model,
         )
     });
-    Ok(Attempt {
+    let attempt = Attempt {
         attempt_id,
         workflow_id: fields.workflow_id,
         started_at: fields.started_at,
@@ -108,6 +165,7 @@ pub fn build_attempt(fields: AttemptFields) -> Result<Attempt, String> {
         workflow: fields.workflow,
         layer,
         route: fields.route,
+        route_group: fields.route_group,
         served_provider,
         served_model,
         provider_request_id: fields.provider_request_id,
@@ -124,7 +182,11 @@ pub fn build_attempt(fields: AttemptFields) -> Result<Attempt, String> {
         decision: fields.decision,
         circuit: fields.circuit,
         extra: fields.extra,
-    })
+        source_trace: fields.source_trace,
+        fingerprint: 0,
+    };
+    let attempt = Attempt { fingerprint: attempt.compute_fingerprint(), ..attempt };
+    Ok(Built { attempt, warnings })
 }
 
 /// The id of a record that carries none: a hash of what identifies the
@@ -171,20 +233,32 @@ mod tests {
         let mut f = fields();
         f.http_status = Some(429);
         f.error_class = Some(ErrorClass::Transient);
-        assert_eq!(build_attempt(f).unwrap().error_class, Some(ErrorClass::Transient));
+        assert_eq!(build_attempt(f).unwrap().attempt.error_class, Some(ErrorClass::Transient));
     }
 
     #[test]
-    fn provider_is_lower_cased_and_served_defaults_to_requested() {
-        let a = build_attempt(fields()).unwrap();
-        assert_eq!((a.provider.as_str(), a.served_provider.as_str()), ("openai", "openai"));
+    fn the_received_provider_is_kept_and_served_defaults_to_requested() {
+        let a = build_attempt(fields()).unwrap().attempt;
+        assert_eq!((a.provider.as_str(), a.served_provider.as_str()), ("OpenAI", "OpenAI"));
     }
 
     #[test]
-    fn cached_tokens_cannot_exceed_input_tokens() {
+    fn the_derived_id_hashes_the_provider_spelling_lower_cased() {
         let mut f = fields();
-        f.tokens = Tokens { input: Some(10), output: None, cached_input: Some(11) };
-        assert!(build_attempt(f).unwrap_err().starts_with("cached_input_tokens (11)"));
+        f.provider = " OPENAI ".into();
+        let upper = build_attempt(f).unwrap().attempt.attempt_id;
+        assert_eq!(upper, build_attempt(fields()).unwrap().attempt.attempt_id);
+    }
+
+    #[test]
+    fn cached_tokens_above_input_are_read_as_counted_apart_with_a_warning() {
+        let mut f = fields();
+        f.tokens =
+            Tokens { input: Some(10), output: None, cached_input: Some(11), cache_write_input: Some(4) };
+        let built = build_attempt(f).unwrap();
+        assert_eq!(built.attempt.tokens.input, Some(25));
+        assert_eq!(built.warnings.len(), 1);
+        assert!(built.warnings[0].contains("input_tokens raised to 25"), "{:?}", built.warnings);
     }
 
     #[test]

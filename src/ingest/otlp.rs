@@ -1,73 +1,178 @@
-//! OpenTelemetry spans to attempts (spec section 8).
+//! OpenTelemetry spans to attempts (docs/record-format.md, "From
+//! OpenTelemetry spans" and "Gateways").
 //!
-//! A span is a model call when it carries `gen_ai.operation.name`,
-//! `gen_ai.provider.name`, `gen_ai.system` or OpenInference's
-//! `openinference.span.kind = LLM`. Other spans are ignored, not errors.
-//! A model-call span with HTTP client children hides SDK retries: each child
-//! is one attempt (`layer = sdk`), with provider and model from the parent and
-//! the parent's tokens on the child that delivered.
+//! Two steps, so that results never depend on how a trace's spans were split
+//! across export requests:
+//! 1. `decode_request` sorts a request's spans into what is kept
+//!    (`SpanRecord`s): inference spans (validated one by one, so a bad span is
+//!    rejected at once with its position), HTTP client spans, and the parent
+//!    links of the other spans of those traces. Nothing is derived yet.
+//! 2. `derive_trace` maps every stored span of one trace to its attempts. The
+//!    store calls it each time a trace gets new spans, and replaces the
+//!    trace's attempts with the result: a model span stored alone is one
+//!    attempt until its HTTP children arrive, then it becomes them.
+//!
+//! Inside a trace: a model span with a model-span descendant is a wrapper (a
+//! framework span around an SDK span), not a second attempt; a model span
+//! with HTTP client children hides the SDK's own retries, each child being
+//! one attempt (`layer = sdk`) with provider and model from the parent and
+//! the parent's tokens and cost on the child that delivered.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::span::Event;
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
+use prost::Message;
 
-use super::{AttemptFields, Decoded, Rejection, build_attempt};
-use crate::model::{Layer, PicoUsd, Status, Tokens};
+use super::{AttemptFields, Built, Decoded, build_attempt};
+use crate::model::{Attempt, Layer, PicoUsd, SpanKind, SpanRecord, Status, Tokens};
 
 /// Spans of a request, and how many of them were model calls.
 #[derive(Debug, Default)]
 pub struct DecodedSpans {
     pub decoded: Decoded,
-    /// Spans that mapped to attempts or were rejected; other spans are not
-    /// model calls and were ignored.
+    /// Inference spans kept or rejected; other spans are not model calls.
     pub model_spans: u64,
 }
 
-/// Maps every model-call span of `request`. A rejection's `line` is the
-/// span's 1-based position in the request.
+/// `gen_ai.operation.name` values that are not a call to a model, though
+/// their spans carry GenAI attributes: agent and tool steps, retrieval. Any
+/// other operation is inference: the conventions' `chat`,
+/// `text_completion`, `generate_content`, `embeddings`, and the call types
+/// LiteLLM writes there (`acompletion`, `aembedding`, ...).
+const NON_INFERENCE_OPERATIONS: [&str; 8] = [
+    "execute_tool",
+    "invoke_agent",
+    "create_agent",
+    "retrieval",
+    "retrieve",
+    "search",
+    "invoke_workflow",
+    "tokenize",
+];
+
+/// OpenInference span kinds that are a call to a model.
+const OPENINFERENCE_MODEL_KINDS: [&str; 2] = ["llm", "embedding"];
+
+/// Attributes that only say "this is a GenAI span" (with no operation name,
+/// a span carrying one of them is an inference call).
+const PROVIDER_KEYS: [&str; 5] =
+    ["gen_ai.provider.name", "gen_ai.system", "gen_ai.model.provider", "llm.provider", "llm.system"];
+
+/// Attributes an inner model span takes from the wrapper around it when it
+/// lacks them: what the application or gateway knew about the workflow.
+const INHERITED_KEYS: [&str; 4] =
+    ["attempt.workflow_id", "attempt.workflow", "attempt.route_group", "litellm.model_group"];
+
+/// The attributes the mapping reads; everything else (message text above
+/// all) is dropped before a span is stored. `attempt.*` is kept too.
+const KEPT_KEYS: &[&str] = &[
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.system",
+    "gen_ai.model.provider",
+    "llm.provider",
+    "llm.system",
+    "openinference.span.kind",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.model_name",
+    "llm.invocation_parameters",
+    "embedding.model_name",
+    "embedding.invocation_parameters",
+    "gen_ai.response.id",
+    "http.response.status_code",
+    "http.status_code",
+    "http.request.method",
+    "http.method",
+    "http.request.resend_count",
+    "error.type",
+    "error.code",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+    "llm.token_count.prompt_details.cache_creation",
+    "gen_ai.response.time_to_first_chunk",
+    "llm.cost.total",
+    "gen_ai.cost.total_cost",
+    "litellm.cost.total",
+    "gen_ai.usage.cost",
+    "litellm.model_group",
+    "litellm.call_id",
+    "server.address",
+];
+
+/// A kept attribute's string value is cut to this many bytes: the mapping
+/// reads names, numbers and a small JSON of invocation parameters.
+const MAX_KEPT_VALUE_BYTES: usize = 4096;
+
+/// Sorts the spans of `request` into what is kept. A rejection's `line` is
+/// the span's 1-based position in the request.
 pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
     let spans: Vec<&Span> =
         request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
-    // (1-based position in the request, span), for rejections to point at.
-    let model_calls: Vec<(u64, &Span)> =
-        spans.iter().enumerate().filter(|(_, s)| is_model_call(s)).map(|(i, s)| (i as u64 + 1, *s)).collect();
-    let mut children: HashMap<(&[u8], &[u8]), Vec<&Span>> = HashMap::new();
-    for span in &spans {
-        if is_http_client(span) && !span.parent_span_id.is_empty() {
-            children.entry((&span.trace_id, &span.parent_span_id)).or_default().push(span);
-        }
-    }
     let mut out = DecodedSpans::default();
-    for (line, call) in model_calls {
-        let mut http =
-            children.remove(&(call.trace_id.as_slice(), call.span_id.as_slice())).unwrap_or_default();
-        out.model_spans += 1;
-        let result = if http.is_empty() {
-            map_call(call).map(|a| vec![a])
+    let mut traces_with_calls: HashSet<&[u8]> = HashSet::new();
+    let mut kinds: Vec<Option<SpanKind>> = Vec::with_capacity(spans.len());
+    for (index, span) in spans.iter().enumerate() {
+        let kind = if is_model_call(span) {
+            out.model_spans += 1;
+            // Validated alone, so a bad span is rejected now, by position;
+            // the trace's derivation later only sees spans that map.
+            match map_call(span, &[]) {
+                Ok(built) => {
+                    let line = index as u64 + 1;
+                    out.decoded
+                        .warnings
+                        .extend(built.warnings.into_iter().map(|reason| super::Warning { line, reason }));
+                    Some(SpanKind::Model)
+                }
+                Err(reason) => {
+                    out.decoded.rejections.push(super::Rejection {
+                        line: index as u64 + 1,
+                        reason: format!("span {}: {reason}", hex(&span.span_id)),
+                    });
+                    None
+                }
+            }
+        } else if is_http_client(span) && !span.parent_span_id.is_empty() {
+            Some(SpanKind::Http)
         } else {
-            http.sort_by_key(|s| {
-                (int_attr(s, &["http.request.resend_count"]).unwrap_or(0), s.start_time_unix_nano)
-            });
-            map_hidden_retries(call, &http)
+            None
         };
-        match result {
-            Ok(attempts) => out.decoded.attempts.extend(attempts),
-            Err(reason) => out
-                .decoded
-                .rejections
-                .push(Rejection { line, reason: format!("span {}: {reason}", hex(&call.span_id)) }),
+        if kind.is_some() {
+            traces_with_calls.insert(&span.trace_id);
         }
+        kinds.push(kind);
+    }
+    for (span, kind) in spans.iter().zip(kinds) {
+        if !traces_with_calls.contains(span.trace_id.as_slice()) || span.span_id.is_empty() {
+            continue;
+        }
+        let kind = kind.unwrap_or(SpanKind::Link);
+        out.decoded.spans.push(SpanRecord {
+            trace_id: hex(&span.trace_id),
+            span_id: hex(&span.span_id),
+            parent_span_id: (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
+            kind,
+            span: (kind != SpanKind::Link).then(|| kept(span).encode_to_vec()),
+        });
     }
     out
-}
-
-/// Whether a JSON line is an OTLP trace export rather than an attempt record.
-pub fn is_export_request_json(line: &str) -> bool {
-    line.trim_start().starts_with('{') && line.contains("\"resourceSpans\"")
 }
 
 /// One OTLP/JSON `ExportTraceServiceRequest`.
@@ -77,19 +182,168 @@ pub fn decode_json(text: &str) -> Result<DecodedSpans, String> {
     Ok(decode_request(&request))
 }
 
+/// Every attempt of `request`, as if it were the whole of its traces: the
+/// two steps in one, for tests and tools.
+pub fn attempts_of_request(request: &ExportTraceServiceRequest) -> Vec<Attempt> {
+    let spans = decode_request(request).decoded.spans;
+    let mut traces: Vec<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    traces.sort_unstable();
+    traces.dedup();
+    traces
+        .into_iter()
+        .flat_map(|trace| {
+            let of_trace: Vec<SpanRecord> = spans.iter().filter(|s| s.trace_id == trace).cloned().collect();
+            derive_trace(&of_trace)
+        })
+        .collect()
+}
+
+/// The attempts of one trace from all of its stored spans. Spans that do
+/// not decode or map are skipped (they were validated when received).
+pub fn derive_trace(records: &[SpanRecord]) -> Vec<Attempt> {
+    let parent_of: HashMap<&str, &str> =
+        records.iter().filter_map(|r| r.parent_span_id.as_deref().map(|p| (r.span_id.as_str(), p))).collect();
+    let decoded: HashMap<&str, Span> = records
+        .iter()
+        .filter(|r| r.kind != SpanKind::Link)
+        .filter_map(|r| Some((r.span_id.as_str(), Span::decode(r.span.as_deref()?).ok()?)))
+        .collect();
+    let models: HashSet<&str> =
+        records.iter().filter(|r| r.kind == SpanKind::Model).map(|r| r.span_id.as_str()).collect();
+    // A model span with a model-span descendant is a wrapper. Walks are
+    // bounded by the trace's size, so a cycle of bad parent links ends.
+    let ancestors = |id: &str| {
+        let mut chain = Vec::new();
+        let mut current = id;
+        while let Some(parent) = parent_of.get(current) {
+            if chain.len() > records.len() || *parent == id {
+                break;
+            }
+            chain.push(*parent);
+            current = *parent;
+        }
+        chain
+    };
+    let wrappers: HashSet<&str> =
+        models.iter().flat_map(|id| ancestors(id)).filter(|id| models.contains(id)).collect();
+
+    let mut attempts = Vec::new();
+    let mut calls: Vec<&str> = models.iter().copied().filter(|id| !wrappers.contains(id)).collect();
+    calls.sort_unstable();
+    for id in calls {
+        let Some(call) = decoded.get(id) else { continue };
+        let around: Vec<&Span> = ancestors(id)
+            .into_iter()
+            .filter(|a| wrappers.contains(a))
+            .filter_map(|a| decoded.get(a))
+            .collect();
+        let mut http: Vec<&Span> = records
+            .iter()
+            .filter(|r| r.kind == SpanKind::Http && r.parent_span_id.as_deref() == Some(id))
+            .filter_map(|r| decoded.get(r.span_id.as_str()))
+            .collect();
+        let result = if http.is_empty() {
+            map_call(call, &around).map(|built| vec![built.attempt])
+        } else {
+            http.sort_by_key(|s| {
+                (
+                    int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
+                    s.start_time_unix_nano,
+                    s.span_id.clone(),
+                )
+            });
+            map_hidden_retries(call, &around, &http)
+        };
+        match result {
+            Ok(mapped) => attempts.extend(mapped),
+            Err(reason) => tracing::warn!(span_id = id, %reason, "stored span no longer maps; skipped"),
+        }
+    }
+    attempts
+}
+
 fn is_model_call(span: &Span) -> bool {
-    has_attr(span, "gen_ai.operation.name")
-        || has_attr(span, "gen_ai.provider.name")
-        || has_attr(span, "gen_ai.system")
-        || str_attr(span, &["openinference.span.kind"]).is_some_and(|k| k.eq_ignore_ascii_case("llm"))
+    if let Some(kind) = str_attr(span, &["openinference.span.kind"]) {
+        return OPENINFERENCE_MODEL_KINDS.iter().any(|k| kind.eq_ignore_ascii_case(k));
+    }
+    let operation = str_attr(span, &["gen_ai.operation.name"]);
+    if operation.is_some_and(|op| NON_INFERENCE_OPERATIONS.iter().any(|k| op.eq_ignore_ascii_case(k))) {
+        return false;
+    }
+    operation.is_some() || PROVIDER_KEYS.iter().any(|k| has_attr(span, k))
 }
 
 fn is_http_client(span: &Span) -> bool {
     has_attr(span, "http.request.method") || has_attr(span, "http.method")
 }
 
-fn map_call(span: &Span) -> Result<crate::model::Attempt, String> {
-    let mut fields = call_fields(span)?;
+/// The span as stored: ids, times, status and the attributes the mapping
+/// reads, values cut to `MAX_KEPT_VALUE_BYTES`.
+fn kept(span: &Span) -> Span {
+    let attributes = span
+        .attributes
+        .iter()
+        .filter(|kv| KEPT_KEYS.contains(&kv.key.as_str()) || kv.key.starts_with("attempt."))
+        .map(|kv| {
+            let mut kv = kv.clone();
+            if let Some(AnyValue { value: Some(any_value::Value::StringValue(s)) }) = kv.value.as_mut()
+                && s.len() > MAX_KEPT_VALUE_BYTES
+            {
+                let mut cut = MAX_KEPT_VALUE_BYTES;
+                while !s.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                s.truncate(cut);
+            }
+            kv
+        })
+        .collect();
+    // Of the events, only an exception's type is read (never its message).
+    let events = exception_type(span)
+        .map(|kind| {
+            vec![Event {
+                name: "exception".into(),
+                attributes: vec![KeyValue {
+                    key: "exception.type".into(),
+                    value: Some(AnyValue { value: Some(any_value::Value::StringValue(kind.into())) }),
+                    ..KeyValue::default()
+                }],
+                ..Event::default()
+            }]
+        })
+        .unwrap_or_default();
+    Span {
+        trace_id: span.trace_id.clone(),
+        span_id: span.span_id.clone(),
+        parent_span_id: span.parent_span_id.clone(),
+        name: span.name.clone(),
+        start_time_unix_nano: span.start_time_unix_nano,
+        end_time_unix_nano: span.end_time_unix_nano,
+        attributes,
+        events,
+        status: span.status.clone(),
+        ..Span::default()
+    }
+}
+
+/// Attribute lookup on a model span, falling back to the wrappers around it
+/// for the keys an inner span inherits.
+struct CallView<'a> {
+    span: &'a Span,
+    around: &'a [&'a Span],
+}
+
+impl<'a> CallView<'a> {
+    fn str(&self, keys: &[&str]) -> Option<&'a str> {
+        str_attr(self.span, keys).or_else(|| {
+            let inherited: Vec<&str> = keys.iter().copied().filter(|k| INHERITED_KEYS.contains(k)).collect();
+            self.around.iter().find_map(|w| str_attr(w, &inherited))
+        })
+    }
+}
+
+fn map_call(span: &Span, around: &[&Span]) -> Result<Built, String> {
+    let mut fields = call_fields(span, around)?;
     fields.attempt_id = Some(format!("{}{}", hex(&span.trace_id), hex(&span.span_id)));
     timing(&mut fields, span)?;
     fields.status = Some(span_status(span, fields.http_status));
@@ -97,23 +351,23 @@ fn map_call(span: &Span) -> Result<crate::model::Attempt, String> {
     build_attempt(fields)
 }
 
-fn map_hidden_retries(call: &Span, http: &[&Span]) -> Result<Vec<crate::model::Attempt>, String> {
+fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<Vec<Attempt>, String> {
     let base_index = int_attr(call, &["attempt.index"]);
     let mut attempts = Vec::with_capacity(http.len());
     let mut delivered = false;
     for (i, child) in http.iter().enumerate() {
-        let mut fields = call_fields(call)?;
+        let mut fields = call_fields(call, around)?;
         fields.attempt_id = Some(format!("{}{}", hex(&child.trace_id), hex(&child.span_id)));
         fields.layer = Some(Layer::Sdk);
         fields.attempt = base_index.map(|b| b + i as i64);
-        fields.http_status = status_code(child)?;
-        fields.error_code = str_attr(child, &["error.type"]).map(String::from);
+        fields.warnings.clear();
+        fields.http_status = status_code(child, &mut fields.warnings);
+        fields.error_code = error_code(child);
         fields.error_class = None;
         timing(&mut fields, child)?;
         let status = span_status(child, fields.http_status);
         fields.status = Some(status);
-        let is_last = i + 1 == http.len();
-        if !is_last {
+        if i + 1 != http.len() {
             // The caller's decision applies to what came after the SDK gave up.
             fields.decision = None;
         }
@@ -124,27 +378,41 @@ fn map_hidden_retries(call: &Span, http: &[&Span]) -> Result<Vec<crate::model::A
             fields.tokens = Tokens::default();
             fields.cost = None;
         }
-        attempts.push(build_attempt(fields)?);
+        attempts.push(build_attempt(fields)?.attempt);
     }
     Ok(attempts)
 }
 
-/// Fields that come from the model-call span's attributes.
-fn call_fields(span: &Span) -> Result<AttemptFields, String> {
-    let provider = str_attr(span, &["gen_ai.provider.name", "gen_ai.system", "llm.provider"])
-        .ok_or("no provider (gen_ai.provider.name, gen_ai.system or llm.provider)")?;
-    let model = str_attr(span, &["gen_ai.request.model", "llm.model_name"])
-        .ok_or("no model (gen_ai.request.model or llm.model_name)")?;
+/// Fields that come from the model span's attributes (and its wrappers').
+fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
+    let view = CallView { span, around };
+    let provider = str_attr(span, &PROVIDER_KEYS).ok_or(
+        "no provider (gen_ai.provider.name, gen_ai.system, gen_ai.model.provider, llm.provider or llm.system)",
+    )?;
+    // OpenInference's llm.model_name is the model that answered; the one
+    // asked for is inside the invocation parameters.
+    let invoked = str_attr(span, &["llm.invocation_parameters", "embedding.invocation_parameters"])
+        .and_then(invocation_model);
+    let model = str_attr(span, &["gen_ai.request.model"])
+        .map(String::from)
+        .or(invoked)
+        .or_else(|| str_attr(span, &["llm.model_name", "embedding.model_name"]).map(String::from))
+        .ok_or("no model (gen_ai.request.model, llm.invocation_parameters.model or llm.model_name)")?;
+    let mut warnings = Vec::new();
+    let http_status = status_code(span, &mut warnings);
     Ok(AttemptFields {
-        workflow_id: str_attr(span, &["attempt.workflow_id"])
+        workflow_id: view
+            .str(&["attempt.workflow_id"])
             .map(String::from)
             .unwrap_or_else(|| hex(&span.trace_id)),
         provider: provider.to_string(),
-        model: model.to_string(),
-        served_model: str_attr(span, &["gen_ai.response.model"]).map(String::from),
+        model,
+        served_model: str_attr(span, &["gen_ai.response.model", "llm.model_name", "embedding.model_name"])
+            .map(String::from),
         served_provider: str_attr(span, &["attempt.served_provider"]).map(String::from),
         attempt: int_attr(span, &["attempt.index"]),
-        workflow: str_attr(span, &["attempt.workflow"]).map(String::from),
+        workflow: view.str(&["attempt.workflow"]).map(String::from),
+        route_group: view.str(&["attempt.route_group", "litellm.model_group"]).map(String::from),
         layer: enum_attr(span, "attempt.layer")?,
         route: enum_attr(span, "attempt.route")?,
         decision: enum_attr(span, "attempt.decision")?,
@@ -153,19 +421,37 @@ fn call_fields(span: &Span) -> Result<AttemptFields, String> {
         circuit: enum_attr(span, "attempt.circuit")?,
         visible_output: attr(span, "attempt.visible_output").and_then(|v| match v {
             any_value::Value::BoolValue(b) => Some(*b),
+            any_value::Value::StringValue(s) => s.parse().ok(),
             _ => None,
         }),
         provider_request_id: str_attr(span, &["attempt.provider_request_id", "gen_ai.response.id"])
             .map(String::from),
         retry_after_ms: float_attr(span, &["attempt.retry_after_ms"]),
-        http_status: status_code(span)?,
-        error_code: str_attr(span, &["error.type"]).map(String::from),
+        http_status,
+        error_code: error_code(span),
         ttft_ms: float_attr(span, &["gen_ai.response.time_to_first_chunk"]).map(|s| s * 1000.0),
-        cost: float_attr(span, &["attempt.cost_usd", "llm.cost.total"])
-            .map(|usd| PicoUsd::from_usd(usd).ok_or(format!("cost {usd} is not a cost in dollars (>= 0)")))
-            .transpose()?,
+        cost: float_attr(
+            span,
+            &[
+                "attempt.cost_usd",
+                "llm.cost.total",
+                "gen_ai.cost.total_cost",
+                "litellm.cost.total",
+                "gen_ai.usage.cost",
+            ],
+        )
+        .map(|usd| PicoUsd::from_usd(usd).ok_or(format!("cost {usd} is not a cost in dollars (>= 0)")))
+        .transpose()?,
+        source_trace: Some(hex(&span.trace_id)),
+        warnings,
         ..AttemptFields::default()
     })
+}
+
+/// `{"model": "gpt-4o-mini", ...}` as OpenInference records the request.
+fn invocation_model(json: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    value.get("model")?.as_str().filter(|m| !m.trim().is_empty()).map(String::from)
 }
 
 fn timing(fields: &mut AttemptFields, span: &Span) -> Result<(), String> {
@@ -194,12 +480,42 @@ fn span_status(span: &Span, http_status: Option<i32>) -> Status {
     if code == StatusCode::Error as i32 || http_failed { Status::Error } else { Status::Ok }
 }
 
-fn status_code(span: &Span) -> Result<Option<i32>, String> {
-    match int_attr(span, &["http.response.status_code", "http.status_code"]) {
-        Some(code @ 100..=599) => Ok(Some(code as i32)),
-        Some(code) => Err(format!("http status {code} is not an HTTP status (100-599)")),
-        None => Ok(None),
+/// The HTTP status: the HTTP attributes, else a numeric `error.code` or
+/// `error.type` (gateways put the status there). Out of range is dropped
+/// with a warning: clients log 0 for "no response".
+fn status_code(span: &Span, warnings: &mut Vec<String>) -> Option<i32> {
+    let keys = ["http.response.status_code", "http.status_code", "error.code", "error.type"];
+    let (key, code) = keys.iter().find_map(|k| int_attr(span, &[*k]).map(|n| (*k, n)))?;
+    if (100..=599).contains(&code) {
+        Some(code as i32)
+    } else {
+        warnings.push(format!("{key}: {code} is not an HTTP status (100-599), dropped"));
+        None
     }
+}
+
+/// `error.type` (an exception class or a code), else a non-numeric
+/// `error.code` (a number in either is the HTTP status instead), else the
+/// `exception.type` of an `exception` event (where OpenInference emitters,
+/// Envoy AI Gateway among them, put the error).
+fn error_code(span: &Span) -> Option<String> {
+    ["error.type", "error.code"]
+        .iter()
+        .filter_map(|k| str_attr(span, &[*k]))
+        .find(|v| v.parse::<i64>().is_err())
+        .or_else(|| exception_type(span))
+        .map(String::from)
+}
+
+fn exception_type(span: &Span) -> Option<&str> {
+    span.events.iter().filter(|e| e.name == "exception").find_map(|e| {
+        e.attributes.iter().find(|kv| kv.key == "exception.type").and_then(|kv| {
+            match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(s) if !s.trim().is_empty() => Some(s.as_str()),
+                _ => None,
+            }
+        })
+    })
 }
 
 fn tokens(span: &Span) -> Result<Tokens, String> {
@@ -218,7 +534,15 @@ fn tokens(span: &Span) -> Result<Tokens, String> {
         ])?,
         cached_input: count(&[
             "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_read_input_tokens",
             "llm.token_count.prompt_details.cache_read",
+        ])?,
+        cache_write_input: count(&[
+            "gen_ai.usage.cache_creation.input_tokens",
+            "gen_ai.usage.cache_write.input_tokens",
+            "gen_ai.usage.cache_creation_input_tokens",
+            "llm.token_count.prompt_details.cache_write",
+            "llm.token_count.prompt_details.cache_creation",
         ])?,
     })
 }
@@ -238,25 +562,27 @@ fn has_attr(span: &Span, key: &str) -> bool {
 /// The first of `keys` present as a non-empty string.
 fn str_attr<'a>(span: &'a Span, keys: &[&str]) -> Option<&'a str> {
     keys.iter().find_map(|k| match attr(span, k) {
-        Some(any_value::Value::StringValue(s)) if !s.is_empty() => Some(s.as_str()),
+        Some(any_value::Value::StringValue(s)) if !s.trim().is_empty() => Some(s.as_str()),
         _ => None,
     })
 }
 
+/// The first of `keys` holding an integer: an int, a whole double, or a
+/// string of digits (LiteLLM sends counts and statuses as strings).
 fn int_attr(span: &Span, keys: &[&str]) -> Option<i64> {
     keys.iter().find_map(|k| match attr(span, k) {
         Some(any_value::Value::IntValue(n)) => Some(*n),
-        Some(any_value::Value::DoubleValue(d)) if d.fract() == 0.0 => Some(*d as i64),
-        Some(any_value::Value::StringValue(s)) => s.parse().ok(),
+        Some(any_value::Value::DoubleValue(d)) if d.fract() == 0.0 && d.abs() < 9.0e15 => Some(*d as i64),
+        Some(any_value::Value::StringValue(s)) => s.trim().parse().ok(),
         _ => None,
     })
 }
 
 fn float_attr(span: &Span, keys: &[&str]) -> Option<f64> {
     keys.iter().find_map(|k| match attr(span, k) {
-        Some(any_value::Value::DoubleValue(d)) => Some(*d),
+        Some(any_value::Value::DoubleValue(d)) if d.is_finite() => Some(*d),
         Some(any_value::Value::IntValue(n)) => Some(*n as f64),
-        Some(any_value::Value::StringValue(s)) => s.parse().ok(),
+        Some(any_value::Value::StringValue(s)) => s.trim().parse().ok().filter(|f: &f64| f.is_finite()),
         _ => None,
     })
 }
@@ -275,138 +601,4 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Status as SpanStatus};
-
-    fn kv(key: &str, value: Value) -> KeyValue {
-        KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
-    }
-    fn s(v: &str) -> Value {
-        Value::StringValue(v.into())
-    }
-
-    fn span(id: u8, parent: Option<u8>, start_s: u64, attrs: Vec<KeyValue>, error: bool) -> Span {
-        Span {
-            trace_id: vec![0xab; 16],
-            span_id: vec![id; 8],
-            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
-            name: "span".into(),
-            start_time_unix_nano: 1_795_831_200_000_000_000 + start_s * 1_000_000_000,
-            end_time_unix_nano: 1_795_831_200_000_000_000 + start_s * 1_000_000_000 + 250_000_000,
-            attributes: attrs,
-            status: Some(SpanStatus { code: if error { 2 } else { 1 }, message: String::new() }),
-            ..Span::default()
-        }
-    }
-
-    fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
-        ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
-                ..ResourceSpans::default()
-            }],
-        }
-    }
-
-    fn genai(extra: Vec<KeyValue>) -> Vec<KeyValue> {
-        let mut attrs = vec![
-            kv("gen_ai.operation.name", s("chat")),
-            kv("gen_ai.provider.name", s("openai")),
-            kv("gen_ai.request.model", s("gpt-4o-mini")),
-            kv("gen_ai.response.model", s("gpt-4o-mini-2024-07-18")),
-            kv("gen_ai.usage.input_tokens", Value::IntValue(1000)),
-            kv("gen_ai.usage.output_tokens", Value::IntValue(50)),
-        ];
-        attrs.extend(extra);
-        attrs
-    }
-
-    #[test]
-    fn a_genai_span_is_one_attempt_and_other_spans_are_ignored() {
-        let req = request(vec![
-            span(1, None, 0, genai(vec![kv("attempt.workflow_id", s("doc-1"))]), false),
-            span(2, None, 0, vec![kv("db.system", s("postgresql"))], false),
-        ]);
-        let out = decode_request(&req);
-        assert_eq!(out.model_spans, 1);
-        let a = &out.decoded.attempts[0];
-        assert_eq!(
-            (a.workflow_id.as_str(), a.provider.as_str(), a.served_model.as_str()),
-            ("doc-1", "openai", "gpt-4o-mini-2024-07-18")
-        );
-        assert_eq!(a.tokens.input, Some(1000));
-        assert_eq!(a.duration_ms, Some(250.0));
-        assert_eq!(a.attempt_id, format!("{}{}", "ab".repeat(16), "01".repeat(8)));
-    }
-
-    #[test]
-    fn http_children_are_the_hidden_sdk_attempts() {
-        let child = |id, start, status: i64, error| {
-            span(
-                id,
-                Some(1),
-                start,
-                vec![
-                    kv("http.request.method", s("POST")),
-                    kv("http.response.status_code", Value::IntValue(status)),
-                ],
-                error,
-            )
-        };
-        let req = request(vec![
-            span(1, None, 0, genai(vec![kv("attempt.decision", s("return"))]), false),
-            child(3, 2, 200, false),
-            child(2, 0, 529, true),
-        ]);
-        let attempts = decode_request(&req).decoded.attempts;
-        assert_eq!(attempts.len(), 2);
-        assert_eq!(attempts[0].status, Status::Error);
-        assert_eq!(attempts[0].http_status, Some(529));
-        assert_eq!(attempts[0].tokens.input, None, "tokens go to the child that delivered");
-        assert_eq!(attempts[1].tokens.input, Some(1000));
-        assert!(attempts.iter().all(|a| a.layer == Layer::Sdk && a.model == "gpt-4o-mini"));
-        assert_eq!(attempts[0].workflow_id, "ab".repeat(16), "the trace is the workflow");
-    }
-
-    #[test]
-    fn older_and_openinference_spellings_are_accepted() {
-        let req = request(vec![span(
-            1,
-            None,
-            0,
-            vec![
-                kv("openinference.span.kind", s("LLM")),
-                kv("llm.provider", s("anthropic")),
-                kv("llm.model_name", s("claude-haiku-4-5")),
-                kv("llm.token_count.prompt", Value::IntValue(7)),
-                kv("llm.cost.total", Value::DoubleValue(0.25)),
-            ],
-            false,
-        )]);
-        let a = &decode_request(&req).decoded.attempts[0];
-        assert_eq!(
-            (a.provider.as_str(), a.tokens.input, a.cost),
-            ("anthropic", Some(7), PicoUsd::from_usd(0.25))
-        );
-    }
-
-    #[test]
-    fn a_bad_model_span_is_rejected_by_position_and_reason() {
-        let req = request(vec![
-            span(9, None, 0, vec![kv("db.system", s("redis"))], false),
-            span(1, None, 0, vec![kv("gen_ai.operation.name", s("chat"))], false),
-            span(2, None, 0, genai(vec![kv("attempt.layer", s("proxy"))]), false),
-        ]);
-        let out = decode_request(&req);
-        assert!(out.decoded.attempts.is_empty());
-        let reasons: Vec<_> = out.decoded.rejections.iter().map(|r| (r.line, r.reason.as_str())).collect();
-        assert_eq!(reasons[0].0, 2);
-        assert!(
-            reasons[0].1.ends_with("no provider (gen_ai.provider.name, gen_ai.system or llm.provider)"),
-            "{reasons:?}"
-        );
-        assert!(reasons[1].1.contains("attempt.layer: `proxy` is not one of"), "{reasons:?}");
-    }
-}
+mod tests;

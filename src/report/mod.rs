@@ -78,9 +78,11 @@ pub struct TokenTotals {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TokenCounts {
+    /// All input, cached and cache-written parts included.
     pub input: i128,
     pub output: i128,
     pub cached_input: i128,
+    pub cache_write_input: i128,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -198,8 +200,11 @@ pub struct ErrorClassCount {
 /// which fallbacks can hide behind a healthy overall rate.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PrimaryRoute {
-    pub provider: String,
-    pub model: String,
+    /// The route group when the workflows' primary attempts named one (then
+    /// provider and model are `null`: a group spans deployments).
+    pub route_group: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
     pub workflows: i64,
     /// Workflows with a terminal outcome: the rates' denominator.
     pub terminal: i64,
@@ -216,10 +221,12 @@ pub struct PrimaryRoute {
 /// the first fallback route and what failed just before it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FallbackActivation {
-    pub primary_provider: String,
-    pub primary_model: String,
-    pub fallback_provider: String,
-    pub fallback_model: String,
+    pub primary_route_group: Option<String>,
+    pub primary_provider: Option<String>,
+    pub primary_model: Option<String>,
+    pub fallback_route_group: Option<String>,
+    pub fallback_provider: Option<String>,
+    pub fallback_model: Option<String>,
     /// Error class of the last failed attempt before the fallback; `none`
     /// when nothing had failed (an open circuit, a routing policy).
     pub reason: String,
@@ -263,11 +270,13 @@ impl Report {
                     input: w.input_tokens,
                     output: w.output_tokens,
                     cached_input: w.cached_input_tokens,
+                    cache_write_input: w.cache_write_input_tokens,
                 },
                 wasted: TokenCounts {
                     input: w.wasted_input_tokens,
                     output: w.wasted_output_tokens,
                     cached_input: w.wasted_cached_input_tokens,
+                    cache_write_input: w.wasted_cache_write_input_tokens,
                 },
             },
             cost_usd: CostTotals {
@@ -368,8 +377,9 @@ impl Report {
                 .routes
                 .iter()
                 .map(|r| PrimaryRoute {
-                    provider: r.primary_provider.clone(),
-                    model: r.primary_model.clone(),
+                    route_group: r.primary.route_group.clone(),
+                    provider: r.primary.provider.clone(),
+                    model: r.primary.model.clone(),
                     workflows: r.workflows,
                     terminal: r.terminal,
                     primary_success: r.primary_success,
@@ -384,15 +394,45 @@ impl Report {
                 .fallbacks
                 .iter()
                 .map(|r| FallbackActivation {
-                    primary_provider: r.primary_provider.clone(),
-                    primary_model: r.primary_model.clone(),
-                    fallback_provider: r.fallback_provider.clone(),
-                    fallback_model: r.fallback_model.clone(),
+                    primary_route_group: r.primary.route_group.clone(),
+                    primary_provider: r.primary.provider.clone(),
+                    primary_model: r.primary.model.clone(),
+                    fallback_route_group: r.fallback.route_group.clone(),
+                    fallback_provider: r.fallback.provider.clone(),
+                    fallback_model: r.fallback.model.clone(),
                     reason: r.reason.clone(),
                     workflows: r.workflows,
                     recovered: r.recovered,
                 })
                 .collect(),
+        }
+    }
+}
+
+impl PrimaryRoute {
+    pub fn key(&self) -> crate::store::queries::RouteKey {
+        crate::store::queries::RouteKey {
+            route_group: self.route_group.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+        }
+    }
+}
+
+impl FallbackActivation {
+    pub fn primary(&self) -> crate::store::queries::RouteKey {
+        crate::store::queries::RouteKey {
+            route_group: self.primary_route_group.clone(),
+            provider: self.primary_provider.clone(),
+            model: self.primary_model.clone(),
+        }
+    }
+
+    pub fn fallback(&self) -> crate::store::queries::RouteKey {
+        crate::store::queries::RouteKey {
+            route_group: self.fallback_route_group.clone(),
+            provider: self.fallback_provider.clone(),
+            model: self.fallback_model.clone(),
         }
     }
 }

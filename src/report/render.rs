@@ -34,7 +34,7 @@ fn csv(report: &Report) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-const IDENTITY_KEYS: [&str; 14] = [
+const IDENTITY_KEYS: [&str; 17] = [
     "served_provider",
     "served_model",
     "workflow",
@@ -43,8 +43,11 @@ const IDENTITY_KEYS: [&str; 14] = [
     "error_class",
     "provider",
     "model",
+    "route_group",
+    "primary_route_group",
     "primary_provider",
     "primary_model",
+    "fallback_route_group",
     "fallback_provider",
     "fallback_model",
     "reason",
@@ -134,6 +137,12 @@ fn table(r: &Report) -> String {
         Cell::new("  of which cached"),
         right(tt.total.cached_input),
         right(tt.wasted.cached_input),
+        right(""),
+    ]);
+    t.add_row(vec![
+        Cell::new("  of which cache writes"),
+        right(tt.total.cache_write_input),
+        right(tt.wasted.cache_write_input),
         right(""),
     ]);
     t.add_row(vec![
@@ -276,7 +285,7 @@ fn table(r: &Report) -> String {
         for p in &r.by_primary_route {
             let with_rate = |n: i64| format!("{n} ({})", pct(super::share(n as f64, p.terminal as f64)));
             t.add_row(vec![
-                Cell::new(format!("{}/{}", p.provider, p.model)),
+                Cell::new(p.key().to_string()),
                 right(p.workflows),
                 right(with_rate(p.primary_success)),
                 right(with_rate(p.retry_recovery)),
@@ -294,8 +303,8 @@ fn table(r: &Report) -> String {
         let mut t = new_table(&["primary route", "fallback route", "reason", "workflows", "recovered"]);
         for f in &r.fallbacks {
             t.add_row(vec![
-                Cell::new(format!("{}/{}", f.primary_provider, f.primary_model)),
-                Cell::new(format!("{}/{}", f.fallback_provider, f.fallback_model)),
+                Cell::new(f.primary().to_string()),
+                Cell::new(f.fallback().to_string()),
                 Cell::new(&f.reason),
                 right(f.workflows),
                 right(f.recovered),

@@ -19,9 +19,11 @@ use serde_json::json;
 
 use super::body::{BodyError, inflate};
 use super::writer::{WriteError, WriterHandle};
-use crate::ingest::{Rejection, jsonl, otlp};
+use crate::ingest::format::Format;
+use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
 use crate::pricing::PriceTable;
 use crate::report::{Report, parse_time};
+use crate::store::MAX_LISTED_CONFLICTS;
 use crate::store::{ReportFilter, Store};
 
 /// What the handlers share.
@@ -42,6 +44,7 @@ pub fn app(state: AppState) -> Router {
     let limit = state.body_limit;
     Router::new()
         .route("/v1/attempts", post(post_attempts))
+        .route("/v1/litellm", post(post_litellm))
         .route("/v1/traces", post(post_traces))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
@@ -106,7 +109,52 @@ fn request_body(headers: &HeaderMap, body: &[u8], limit: usize) -> Result<Vec<u8
     inflate(body, encoding, limit)
 }
 
+/// Rejections and warnings listed per answer; `rejected_total` and
+/// `warnings` count them all.
+const MAX_LISTED_NOTES: usize = 100;
+
+/// Attempt records (JSONL or a JSON array). `?format=` takes any input
+/// format (`otlp`, `litellm`, `openrouter`); without it the body's first
+/// record decides, as for files.
 async fn post_attempts(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    let format = match params.get("format") {
+        Some(name) => Some(<Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
+            ApiError::BadRequest(format!("format: `{name}` is not attempts, otlp, litellm or openrouter"))
+        })?),
+        None => None,
+    };
+    let bytes = request_body(&headers, &body, state.body_limit)?;
+    let decoded = tokio::task::spawn_blocking(move || {
+        let text = std::str::from_utf8(&bytes).map_err(|e| format!("body is not UTF-8: {e}"))?;
+        if text.trim_start().starts_with('[') && matches!(format, None | Some(Format::Attempts)) {
+            return Ok(jsonl::decode_body(text));
+        }
+        let format = match format {
+            Some(format) => format,
+            None => text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .map(Format::detect)
+                .transpose()?
+                .unwrap_or(Format::Attempts),
+        };
+        Ok(format.decode_lines(text, 1))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(ApiError::BadRequest)?;
+    store_and_answer(&state, decoded).await
+}
+
+/// What LiteLLM's generic API logger posts: a JSON array of
+/// StandardLoggingPayloads (its default), NDJSON, or one payload.
+async fn post_litellm(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
@@ -114,20 +162,46 @@ async fn post_attempts(
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
     let bytes = request_body(&headers, &body, state.body_limit)?;
     let decoded = tokio::task::spawn_blocking(move || {
-        std::str::from_utf8(&bytes).map(jsonl::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
+        std::str::from_utf8(&bytes).map(litellm::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))?
     .map_err(ApiError::BadRequest)?;
+    store_and_answer(&state, decoded).await
+}
+
+/// Stores what was decoded and answers with the ingest keys of
+/// docs/http-api.md: counts, and the first notes of each kind.
+async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ApiError> {
     super::ServiceStats::count(&state.stats.rejected_records, decoded.rejections.len() as u64);
-    let stats = state.writer.write(decoded.attempts).await?;
+    let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
     let rejected: Vec<_> = decoded
         .rejections
         .iter()
+        .take(MAX_LISTED_NOTES)
         .map(|Rejection { line, reason }| json!({"line": line, "reason": reason}))
         .collect();
-    Ok(axum::Json(json!({"accepted": stats.inserted, "duplicates": stats.duplicates, "rejected": rejected}))
-        .into_response())
+    let warnings: Vec<_> = decoded
+        .warnings
+        .iter()
+        .take(MAX_LISTED_NOTES)
+        .map(|w| json!({"line": w.line, "reason": w.reason}))
+        .collect();
+    let truncated = decoded.rejections.len() > MAX_LISTED_NOTES
+        || decoded.warnings.len() > MAX_LISTED_NOTES
+        || stats.conflicts > MAX_LISTED_CONFLICTS as u64;
+    Ok(axum::Json(json!({
+        "accepted": stats.inserted,
+        "duplicates": stats.duplicates,
+        "conflicts": stats.conflicts,
+        "conflict_ids": stats.conflict_ids,
+        "warnings": decoded.warnings.len(),
+        "warning_list": warnings,
+        "rejected": rejected,
+        "rejected_total": decoded.rejections.len(),
+        "truncated": truncated,
+    }))
+    .into_response())
 }
 
 /// google.rpc.Status, the body of an OTLP/HTTP error.
@@ -201,7 +275,7 @@ async fn export_traces(
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
-    state.writer.write(spans.decoded.attempts).await?;
+    state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
     Ok(export_response(&spans.decoded.rejections))
 }
 

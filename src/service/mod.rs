@@ -57,6 +57,8 @@ pub struct ServeConfig {
     pub http: SocketAddr,
     pub grpc: SocketAddr,
     pub prices: Option<PathBuf>,
+    /// Provider alias table applied to what is written.
+    pub providers: crate::providers::ProviderAliases,
     /// Largest request body or gRPC message, after decompression.
     pub body_limit: usize,
     /// Requests that may wait for the writer before new ones are refused.
@@ -71,7 +73,7 @@ pub struct ServeConfig {
 
 /// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
 pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAddr)) -> anyhow::Result<()> {
-    let store = Store::open(&config.db)?;
+    let store = Store::open(&config.db)?.with_aliases(config.providers.clone());
     let reader = store.try_clone()?;
     let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
     let metrics_store = store.try_clone()?;

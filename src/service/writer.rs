@@ -13,8 +13,9 @@ use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::model::Attempt;
-use crate::store::{Store, WriteStats};
+use crate::ingest::otlp::derive_trace;
+use crate::model::{Attempt, SpanRecord};
+use crate::store::{Batch, Store, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -28,6 +29,7 @@ pub enum WriteError {
 
 struct Job {
     attempts: Vec<Attempt>,
+    spans: Vec<SpanRecord>,
     reply: oneshot::Sender<Result<WriteStats, String>>,
 }
 
@@ -48,13 +50,18 @@ pub struct WriterHandle {
 }
 
 impl WriterHandle {
-    /// Stores `attempts`; returns once they are committed.
-    pub async fn write(&self, attempts: Vec<Attempt>) -> Result<WriteStats, WriteError> {
-        if attempts.is_empty() {
+    /// Stores `attempts` and `spans` (whose traces' attempts are derived
+    /// again); returns once they are committed.
+    pub async fn write(
+        &self,
+        attempts: Vec<Attempt>,
+        spans: Vec<SpanRecord>,
+    ) -> Result<WriteStats, WriteError> {
+        if attempts.is_empty() && spans.is_empty() {
             return Ok(WriteStats::default());
         }
         let (reply, answer) = oneshot::channel();
-        self.sender.try_send(Job { attempts, reply }).map_err(|err| match err {
+        self.sender.try_send(Job { attempts, spans, reply }).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
                 self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
                 WriteError::Saturated
@@ -89,19 +96,20 @@ pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, Joi
 
 fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
     while let Some(first) = receiver.blocking_recv() {
-        let mut size = first.attempts.len();
+        let mut size = first.attempts.len() + first.spans.len();
         let mut jobs = vec![first];
         while size < max_batch {
             match receiver.try_recv() {
                 Ok(job) => {
-                    size += job.attempts.len();
+                    size += job.attempts.len() + job.spans.len();
                     jobs.push(job);
                 }
                 Err(_) => break,
             }
         }
-        let batches: Vec<&[Attempt]> = jobs.iter().map(|j| j.attempts.as_slice()).collect();
-        match store.write_batches(&batches) {
+        let batches: Vec<Batch> =
+            jobs.iter().map(|j| Batch { attempts: &j.attempts, spans: &j.spans }).collect();
+        match store.write_batches(&batches, &derive_trace) {
             Ok(results) => {
                 stats.batches_committed.fetch_add(1, Ordering::Relaxed);
                 for (job, result) in jobs.into_iter().zip(results) {

@@ -23,7 +23,12 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "alert_events",
         sql: include_str!("../../migrations/0002_alert_events.sql"),
     },
+    Migration { version: 3, name: "gateways", sql: include_str!("../../migrations/0003_gateways.sql") },
 ];
+
+/// The migration after which stored provider names are canonical: the store
+/// re-applies the alias table once it has run.
+pub const CANONICAL_PROVIDERS_VERSION: i64 = 3;
 
 /// Brings the schema to the newest version in `migrations`; returns the
 /// versions applied.
@@ -70,7 +75,7 @@ mod tests {
     use super::*;
 
     const NEXT: Migration = Migration {
-        version: 3,
+        version: 4,
         name: "test_column",
         sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
     };
@@ -79,11 +84,11 @@ mod tests {
     fn an_older_database_is_upgraded_once() {
         let conn = Connection::open_in_memory().unwrap();
         assert_eq!(migrate(&conn, &MIGRATIONS[..1]).unwrap(), vec![1]);
-        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2]);
+        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2, 3]);
         let newer = [MIGRATIONS, &[NEXT]].concat();
-        assert_eq!(migrate(&conn, &newer).unwrap(), vec![3]);
+        assert_eq!(migrate(&conn, &newer).unwrap(), vec![4]);
         assert_eq!(migrate(&conn, &newer).unwrap(), Vec::<i64>::new());
-        assert_eq!(schema_version(&conn).unwrap(), 3);
+        assert_eq!(schema_version(&conn).unwrap(), 4);
         conn.execute_batch("SELECT test_column FROM attempts").unwrap();
     }
 
@@ -92,16 +97,16 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         migrate(&conn, &[MIGRATIONS, &[NEXT]].concat()).unwrap();
         let err = migrate(&conn, MIGRATIONS).unwrap_err();
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 3, supported: 2 }), "{err}");
+        assert!(matches!(err, StoreError::SchemaTooNew { found: 4, supported: 3 }), "{err}");
     }
 
     #[test]
     fn a_failing_migration_leaves_the_schema_as_it_was() {
         let conn = Connection::open_in_memory().unwrap();
-        let broken = Migration { version: 3, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
+        let broken = Migration { version: 4, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
         let err = migrate(&conn, &[MIGRATIONS, &[broken]].concat()).unwrap_err();
-        assert!(matches!(err, StoreError::Migration { version: 3, .. }));
-        assert_eq!(schema_version(&conn).unwrap(), 2);
+        assert!(matches!(err, StoreError::Migration { version: 4, .. }));
+        assert_eq!(schema_version(&conn).unwrap(), 3);
         assert!(conn.execute_batch("SELECT * FROM t").is_err());
     }
 }

@@ -15,13 +15,14 @@ use duckdb::Connection;
 
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
-pub use writer::WriteStats;
+pub use writer::{Batch, MAX_LISTED_CONFLICTS, TraceDeriver, WriteStats};
 
 use chrono::{DateTime, Utc};
 
 use crate::alerts::AlertEvent;
 use crate::model::Attempt;
 use crate::pricing::PriceTable;
+use crate::providers::ProviderAliases;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -45,6 +46,8 @@ pub type Span = (DateTime<Utc>, DateTime<Utc>);
 
 pub struct Store {
     conn: Connection,
+    /// Maps received provider spellings to canonical names on write.
+    aliases: std::sync::Arc<ProviderAliases>,
 }
 
 impl Store {
@@ -61,9 +64,14 @@ impl Store {
     }
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
-        migrate::migrate(&conn, MIGRATIONS)?;
+        let applied = migrate::migrate(&conn, MIGRATIONS)?;
         writer::create_scratch(&conn)?;
-        Ok(Self { conn })
+        let store = Self { conn, aliases: std::sync::Arc::new(ProviderAliases::builtin()) };
+        if applied.contains(&migrate::CANONICAL_PROVIDERS_VERSION) {
+            // Rows stored before canonical names existed get them now.
+            store.reapply_aliases()?;
+        }
+        Ok(store)
     }
 
     /// Another connection to the same database, for a reader or writer on
@@ -71,18 +79,43 @@ impl Store {
     pub fn try_clone(&self) -> Result<Self, StoreError> {
         let conn = self.conn.try_clone()?;
         writer::create_scratch(&conn)?;
-        Ok(Self { conn })
+        Ok(Self { conn, aliases: self.aliases.clone() })
     }
 
-    /// Stores a batch in one transaction, skipping attempts already stored.
+    /// Writes map provider spellings through `aliases` from now on (the
+    /// shipped table is the default).
+    pub fn with_aliases(mut self, aliases: ProviderAliases) -> Self {
+        self.aliases = std::sync::Arc::new(aliases);
+        self
+    }
+
+    /// Maps every stored row's received provider spellings through the
+    /// alias table again; returns the rows visited.
+    pub fn reapply_aliases(&self) -> Result<u64, StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let result = writer::reapply_aliases(&self.conn, &self.aliases);
+        self.conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        result
+    }
+
+    /// Stores attempt records in one transaction, skipping those already
+    /// stored.
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
-        Ok(writer::write_batches(&self.conn, &[attempts])?.pop().unwrap_or_default())
+        let batch = Batch { attempts, spans: &[] };
+        let no_spans: TraceDeriver = &|_| Vec::new();
+        Ok(writer::write_batches(&self.conn, &self.aliases, &[batch], no_spans)?.pop().unwrap_or_default())
     }
 
     /// Stores several batches in one transaction (group commit); each gets
     /// its own counts, an id being new for the first batch that has it.
-    pub fn write_batches(&self, batches: &[&[Attempt]]) -> Result<Vec<WriteStats>, StoreError> {
-        writer::write_batches(&self.conn, batches)
+    /// Traces that get new spans have their attempts derived again by
+    /// `derive` from all their stored spans.
+    pub fn write_batches(
+        &self,
+        batches: &[Batch],
+        derive: TraceDeriver,
+    ) -> Result<Vec<WriteStats>, StoreError> {
+        writer::write_batches(&self.conn, &self.aliases, batches, derive)
     }
 
     /// Runs every report query over the workflows `filter` selects.

@@ -102,7 +102,7 @@ pub(super) fn prepare_scope(
     conn.execute_batch(
         "CREATE OR REPLACE TEMP TABLE prices (
              served_provider VARCHAR, served_model VARCHAR,
-             input_pusd BIGINT, cached_input_pusd BIGINT, output_pusd BIGINT);",
+             input_pusd BIGINT, cached_input_pusd BIGINT, cache_write_pusd BIGINT, output_pusd BIGINT);",
     )?;
     {
         let mut appender = conn.appender_to_catalog_and_db("prices", "temp", "main")?;
@@ -112,6 +112,7 @@ pub(super) fn prepare_scope(
                 r.model,
                 r.price.input,
                 r.price.cached_input,
+                r.price.cache_write_input,
                 r.price.output
             ])?;
         }
@@ -167,9 +168,11 @@ pub struct WasteRow {
     pub input_tokens: i128,
     pub output_tokens: i128,
     pub cached_input_tokens: i128,
+    pub cache_write_input_tokens: i128,
     pub wasted_input_tokens: i128,
     pub wasted_output_tokens: i128,
     pub wasted_cached_input_tokens: i128,
+    pub wasted_cache_write_input_tokens: i128,
     pub cost_pusd: i128,
     pub wasted_cost_pusd: i128,
     pub unknown_cost_attempts: i64,
@@ -233,10 +236,29 @@ pub struct ErrorClassRow {
     pub cost_pusd: i128,
 }
 
+/// A route as the report names it: a route group (a gateway's logical model
+/// over several deployments), else a provider and model.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
+pub struct RouteKey {
+    pub route_group: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
+impl std::fmt::Display for RouteKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.route_group, &self.provider, &self.model) {
+            (Some(group), _, _) => write!(f, "group {group}"),
+            (None, provider, model) => {
+                write!(f, "{}/{}", provider.as_deref().unwrap_or("?"), model.as_deref().unwrap_or("?"))
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteRow {
-    pub primary_provider: String,
-    pub primary_model: String,
+    pub primary: RouteKey,
     pub workflows: i64,
     pub terminal: i64,
     pub primary_success: i64,
@@ -248,10 +270,8 @@ pub struct RouteRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FallbackRow {
-    pub primary_provider: String,
-    pub primary_model: String,
-    pub fallback_provider: String,
-    pub fallback_model: String,
+    pub primary: RouteKey,
+    pub fallback: RouteKey,
     pub reason: String,
     pub workflows: i64,
     pub recovered: i64,
@@ -306,6 +326,8 @@ pub(super) fn report_rows(
                 wasted_input_tokens: r.get("wasted_input_tokens")?,
                 wasted_output_tokens: r.get("wasted_output_tokens")?,
                 wasted_cached_input_tokens: r.get("wasted_cached_input_tokens")?,
+                cache_write_input_tokens: r.get("cache_write_input_tokens")?,
+                wasted_cache_write_input_tokens: r.get("wasted_cache_write_input_tokens")?,
                 cost_pusd: r.get("cost_pusd")?,
                 wasted_cost_pusd: r.get("wasted_cost_pusd")?,
                 unknown_cost_attempts: r.get("unknown_cost_attempts")?,
@@ -372,8 +394,7 @@ pub(super) fn report_rows(
         })?,
         routes: rows(conn, wanted, Query::Routes, [], |r| {
             Ok(RouteRow {
-                primary_provider: r.get("primary_provider")?,
-                primary_model: r.get("primary_model")?,
+                primary: route_key(r, "primary")?,
                 workflows: r.get("workflows")?,
                 terminal: r.get("terminal")?,
                 primary_success: r.get("primary_success")?,
@@ -385,15 +406,22 @@ pub(super) fn report_rows(
         })?,
         fallbacks: rows(conn, wanted, Query::Fallbacks, [], |r| {
             Ok(FallbackRow {
-                primary_provider: r.get("primary_provider")?,
-                primary_model: r.get("primary_model")?,
-                fallback_provider: r.get("fallback_provider")?,
-                fallback_model: r.get("fallback_model")?,
+                primary: route_key(r, "primary")?,
+                fallback: route_key(r, "fallback")?,
                 reason: r.get("reason")?,
                 workflows: r.get("workflows")?,
                 recovered: r.get("recovered")?,
             })
         })?,
+    })
+}
+
+/// `{prefix}_route_group`, `{prefix}_provider`, `{prefix}_model`.
+fn route_key(row: &Row, prefix: &str) -> duckdb::Result<RouteKey> {
+    Ok(RouteKey {
+        route_group: row.get(format!("{prefix}_route_group").as_str())?,
+        provider: row.get(format!("{prefix}_provider").as_str())?,
+        model: row.get(format!("{prefix}_model").as_str())?,
     })
 }
 

@@ -1,40 +1,72 @@
-//! Bulk writes. In one transaction per batch: drop ids repeated within the
-//! batch (first wins), look up which of the remaining ids are already
-//! stored, and append only the new attempts, as one Arrow record batch, to
-//! `attempts`. A batch is stored whole or not at all, and an attempt is
-//! stored once however many times it is delivered.
+//! Bulk writes. In one transaction per group of batches:
+//! 1. keep the OTLP spans not stored yet, and derive again the attempts of
+//!    every trace that got one (the trace's earlier attempts are replaced);
+//! 2. drop attempt ids repeated within the group (first wins), look up which
+//!    of the rest are stored already (a redelivery with a different
+//!    fingerprint is a conflict: counted, not merged);
+//! 3. append the new attempts as one Arrow record batch, with canonical
+//!    provider names from the alias table beside the received spellings.
+//!
+//! A group is stored whole or not at all, and an attempt is stored once
+//! however many times it is delivered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use duckdb::Connection;
 use duckdb::arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    TimestampMicrosecondBuilder, UInt64Builder,
 };
+use duckdb::params;
 
 use super::StoreError;
-use crate::model::{Attempt, name};
+use crate::model::{Attempt, SpanKind, SpanRecord, name};
+use crate::providers::ProviderAliases;
+
+/// At most this many conflicting ids are listed per answer; the count is
+/// exact.
+pub const MAX_LISTED_CONFLICTS: usize = 100;
+
+/// One request's (or one file chunk's) records.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Batch<'a> {
+    pub attempts: &'a [Attempt],
+    pub spans: &'a [SpanRecord],
+}
+
+/// Maps all stored spans of one trace to its attempts (`ingest::otlp`).
+pub type TraceDeriver<'a> = &'a dyn Fn(&[SpanRecord]) -> Vec<Attempt>;
 
 /// What one batch did to the store.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct WriteStats {
     /// Attempts stored for the first time.
     pub inserted: u64,
     /// Attempts whose id was already stored, or repeated within the batch.
     pub duplicates: u64,
+    /// Duplicates whose content differs from the stored copy (first wins).
+    pub conflicts: u64,
+    /// The first `MAX_LISTED_CONFLICTS` conflicting ids.
+    pub conflict_ids: Vec<String>,
+    /// OTLP spans stored for the first time.
+    pub spans_stored: u64,
 }
 
 impl std::ops::AddAssign for WriteStats {
     fn add_assign(&mut self, other: Self) {
         self.inserted += other.inserted;
         self.duplicates += other.duplicates;
+        self.conflicts += other.conflicts;
+        self.spans_stored += other.spans_stored;
+        let room = MAX_LISTED_CONFLICTS.saturating_sub(self.conflict_ids.len());
+        self.conflict_ids.extend(other.conflict_ids.into_iter().take(room));
     }
 }
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-const COLUMNS: [&str; 28] = [
+const COLUMNS: [&str; 34] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -63,10 +95,19 @@ const COLUMNS: [&str; 28] = [
     "decision",
     "circuit",
     "extra",
+    "provider_received",
+    "served_provider_received",
+    "route_group",
+    "cache_write_input_tokens",
+    "fingerprint",
+    "source_trace",
 ];
 
 pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch("CREATE TEMP TABLE IF NOT EXISTS batch_ids (attempt_id VARCHAR);")?;
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS batch_ids (attempt_id VARCHAR);
+         CREATE TEMP TABLE IF NOT EXISTS batch_traces (trace_id VARCHAR);",
+    )?;
     Ok(())
 }
 
@@ -74,13 +115,15 @@ pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
 /// tells each what it stored: an id is new for the first batch that has it.
 pub(super) fn write_batches(
     conn: &Connection,
-    batches: &[&[Attempt]],
+    aliases: &ProviderAliases,
+    batches: &[Batch],
+    derive: TraceDeriver,
 ) -> Result<Vec<WriteStats>, StoreError> {
-    if batches.iter().all(|b| b.is_empty()) {
+    if batches.iter().all(|b| b.attempts.is_empty() && b.spans.is_empty()) {
         return Ok(vec![WriteStats::default(); batches.len()]);
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
-    match append_new(conn, batches) {
+    match write_in_transaction(conn, aliases, batches, derive) {
         Ok(stats) => {
             let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
@@ -95,40 +138,85 @@ pub(super) fn write_batches(
     }
 }
 
-fn append_new(conn: &Connection, batches: &[&[Attempt]]) -> Result<Vec<WriteStats>, StoreError> {
+fn write_in_transaction(
+    conn: &Connection,
+    aliases: &ProviderAliases,
+    batches: &[Batch],
+    derive: TraceDeriver,
+) -> Result<Vec<WriteStats>, StoreError> {
     let began = std::time::Instant::now();
-    let total: usize = batches.iter().map(|b| b.len()).sum();
-    let mut seen = HashSet::with_capacity(total);
-    // (batch index, attempt) for each id's first occurrence.
-    let unique: Vec<(usize, &Attempt)> = batches
-        .iter()
-        .enumerate()
-        .flat_map(|(i, b)| b.iter().map(move |a| (i, a)))
-        .filter(|(_, a)| seen.insert(a.attempt_id.as_str()))
-        .collect();
+    let mut stats: Vec<WriteStats> = vec![WriteStats::default(); batches.len()];
 
-    let candidates: Vec<&Attempt> = unique.iter().map(|(_, a)| *a).collect();
-    let stored = already_stored(conn, &candidates)?;
-    let mut stats: Vec<WriteStats> =
-        batches.iter().map(|b| WriteStats { inserted: 0, duplicates: b.len() as u64 }).collect();
-    let mut new = Vec::with_capacity(unique.len());
-    for (batch, attempt) in unique {
-        if !stored.contains(&attempt.attempt_id) {
-            stats[batch].inserted += 1;
-            stats[batch].duplicates -= 1;
-            new.push(attempt);
+    // 1. Spans, and the attempts of the traces that got new ones.
+    let (derived, derived_owner) = store_spans_and_derive(conn, batches, derive, &mut stats)?;
+
+    // 2. Records: first occurrence of each id in the group.
+    let total: usize = batches.iter().map(|b| b.attempts.len()).sum();
+    let mut first_seen: HashMap<&str, u64> = HashMap::with_capacity(total);
+    let mut unique: Vec<(usize, &Attempt)> = Vec::with_capacity(total);
+    for (batch, attempt) in
+        batches.iter().enumerate().flat_map(|(i, b)| b.attempts.iter().map(move |a| (i, a)))
+    {
+        let fingerprint = attempt.fingerprint;
+        match first_seen.get(attempt.attempt_id.as_str()) {
+            None => {
+                first_seen.insert(&attempt.attempt_id, fingerprint);
+                unique.push((batch, attempt));
+            }
+            Some(first) => {
+                stats[batch].duplicates += 1;
+                if *first != fingerprint {
+                    note_conflict(&mut stats[batch], &attempt.attempt_id);
+                }
+            }
         }
+    }
+    let ids: Vec<&str> = unique.iter().map(|(_, a)| a.attempt_id.as_str()).collect();
+    let stored = stored_fingerprints(conn, &ids)?;
+    let mut new: Vec<(&Attempt, u64)> = Vec::with_capacity(unique.len() + derived.len());
+    for (batch, attempt) in unique {
+        let fingerprint = first_seen[attempt.attempt_id.as_str()];
+        match stored.get(&attempt.attempt_id) {
+            None => {
+                stats[batch].inserted += 1;
+                new.push((attempt, fingerprint));
+            }
+            Some(stored_fingerprint) => {
+                stats[batch].duplicates += 1;
+                if stored_fingerprint.is_some_and(|f| f != fingerprint) {
+                    note_conflict(&mut stats[batch], &attempt.attempt_id);
+                }
+            }
+        }
+    }
+    // Derived attempts replaced their trace's earlier ones: new only if
+    // the id was not there before.
+    let derived_ids: Vec<&str> = derived.iter().map(|a| a.attempt_id.as_str()).collect();
+    let existed = stored_fingerprints(conn, &derived_ids)?;
+    if !derived_owner.is_empty() {
+        conn.execute_batch(
+            "DELETE FROM attempts WHERE source_trace IN (SELECT trace_id FROM temp.batch_traces);
+             DELETE FROM temp.batch_traces;",
+        )?;
+    }
+    for attempt in &derived {
+        if !existed.contains_key(&attempt.attempt_id)
+            && let Some(owner) = attempt.source_trace.as_deref().and_then(|t| derived_owner.get(t))
+        {
+            stats[*owner].inserted += 1;
+        }
+        new.push((attempt, attempt.fingerprint));
     }
     let looked_up = began.elapsed();
     if !new.is_empty() {
         let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
-        appender.append_record_batch(to_record_batch(&new)?)?;
+        appender.append_record_batch(to_record_batch(&new, aliases)?)?;
         // Errors surface at flush; Drop would swallow them.
         appender.flush()?;
     }
     tracing::debug!(
         batch = total,
-        inserted = new.len(),
+        appended = new.len(),
         lookup_ms = looked_up.as_millis() as u64,
         append_ms = (began.elapsed() - looked_up).as_millis() as u64,
         "batch written"
@@ -136,48 +224,194 @@ fn append_new(conn: &Connection, batches: &[&[Attempt]]) -> Result<Vec<WriteStat
     Ok(stats)
 }
 
-/// The ids of `batch` that `attempts` already holds.
-fn already_stored(conn: &Connection, batch: &[&Attempt]) -> Result<HashSet<String>, StoreError> {
-    let mut ids = StringBuilder::with_capacity(batch.len(), batch.len() * 32);
-    for a in batch {
-        ids.append_value(&a.attempt_id);
+fn note_conflict(stats: &mut WriteStats, id: &str) {
+    stats.conflicts += 1;
+    if stats.conflict_ids.len() < MAX_LISTED_CONFLICTS {
+        stats.conflict_ids.push(id.to_string());
     }
-    let ids = RecordBatch::try_from_iter([("attempt_id", Arc::new(ids.finish()) as ArrayRef)])?;
+}
+
+/// Stores the spans not stored yet and returns the attempts of every trace
+/// that got a new span, with the batch each trace is counted for. Leaves
+/// those traces in `temp.batch_traces`.
+fn store_spans_and_derive(
+    conn: &Connection,
+    batches: &[Batch],
+    derive: TraceDeriver,
+    stats: &mut [WriteStats],
+) -> Result<(Vec<Attempt>, HashMap<String, usize>), StoreError> {
+    if batches.iter().all(|b| b.spans.is_empty()) {
+        return Ok((Vec::new(), HashMap::new()));
+    }
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    for (i, batch) in batches.iter().enumerate() {
+        for span in batch.spans {
+            owner.entry(span.trace_id.clone()).or_insert(i);
+        }
+    }
+    fill_scratch(conn, "batch_traces", owner.keys().map(String::as_str))?;
+    let mut stored: HashSet<(String, String)> = conn
+        .prepare(
+            "SELECT trace_id, span_id FROM spans
+             WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+        )?
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut new_spans: Vec<&SpanRecord> = Vec::new();
+    let mut touched: HashSet<&str> = HashSet::new();
+    for (i, batch) in batches.iter().enumerate() {
+        for span in batch.spans {
+            if stored.insert((span.trace_id.clone(), span.span_id.clone())) {
+                stats[i].spans_stored += 1;
+                touched.insert(&span.trace_id);
+                new_spans.push(span);
+            }
+        }
+    }
+    conn.execute_batch("DELETE FROM temp.batch_traces")?;
+    if new_spans.is_empty() {
+        return Ok((Vec::new(), HashMap::new()));
+    }
     {
-        let mut appender = conn.appender_to_catalog_and_db("batch_ids", "temp", "main")?;
-        appender.append_record_batch(ids)?;
+        let mut appender =
+            conn.appender_with_columns("spans", &["trace_id", "span_id", "parent_span_id", "kind", "span"])?;
+        for span in &new_spans {
+            let kind: &str = span.kind.into();
+            appender.append_row(params![
+                span.trace_id,
+                span.span_id,
+                span.parent_span_id,
+                kind,
+                span.span.as_deref()
+            ])?;
+        }
         appender.flush()?;
     }
+    fill_scratch(conn, "batch_traces", touched.iter().copied())?;
+    let mut by_trace: HashMap<String, Vec<SpanRecord>> = HashMap::new();
+    let rows = conn
+        .prepare(
+            "SELECT trace_id, span_id, parent_span_id, kind, span FROM spans
+             WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+        )?
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    for (trace_id, span_id, parent_span_id, kind, span) in rows {
+        // A kind this binary does not know is kept for ancestry only.
+        let kind = kind.parse().unwrap_or(SpanKind::Link);
+        by_trace.entry(trace_id.clone()).or_default().push(SpanRecord {
+            trace_id,
+            span_id,
+            parent_span_id,
+            kind,
+            span,
+        });
+    }
+    let mut traces: Vec<(String, Vec<SpanRecord>)> = by_trace.into_iter().collect();
+    traces.sort_by(|a, b| a.0.cmp(&b.0));
+    let derived = traces.iter().flat_map(|(_, spans)| derive(spans)).collect();
+    owner.retain(|trace, _| touched.contains(trace.as_str()));
+    Ok((derived, owner))
+}
+
+fn fill_scratch<'a>(
+    conn: &Connection,
+    table: &str,
+    values: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let mut column = StringBuilder::new();
+    for value in values {
+        column.append_value(value);
+    }
+    let column_name = if table == "batch_ids" { "attempt_id" } else { "trace_id" };
+    let batch = RecordBatch::try_from_iter([(column_name, Arc::new(column.finish()) as ArrayRef)])?;
+    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
+    appender.append_record_batch(batch)?;
+    appender.flush()?;
+    Ok(())
+}
+
+/// The ids of `ids` that `attempts` already holds, with their fingerprints
+/// (`None` for rows stored before fingerprints existed).
+fn stored_fingerprints(conn: &Connection, ids: &[&str]) -> Result<HashMap<String, Option<u64>>, StoreError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    fill_scratch(conn, "batch_ids", ids.iter().copied())?;
     let stored = conn
         .prepare(
-            "SELECT attempt_id FROM attempts
+            "SELECT attempt_id, fingerprint FROM attempts
              WHERE attempt_id IN (SELECT attempt_id FROM temp.batch_ids)",
         )?
-        .query_map([], |row| row.get::<_, String>(0))?
-        .collect::<Result<HashSet<_>, _>>()?;
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<u64>>(1)?)))?
+        .collect::<Result<HashMap<_, _>, _>>()?;
     conn.execute_batch("DELETE FROM temp.batch_ids")?;
     Ok(stored)
 }
 
-fn to_record_batch(attempts: &[&Attempt]) -> Result<RecordBatch, StoreError> {
+/// Re-applies `aliases` to every stored row (after the alias table changed,
+/// or right after the migration that introduced canonical names).
+pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> Result<u64, StoreError> {
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE alias_map (alias VARCHAR, canonical VARCHAR);")?;
+    {
+        let mut appender = conn.appender_to_catalog_and_db("alias_map", "temp", "main")?;
+        for (alias, canonical) in aliases.pairs() {
+            appender.append_row(params![alias, canonical])?;
+        }
+        appender.flush()?;
+    }
+    let changed = conn.execute(
+        "UPDATE attempts SET
+             provider = coalesce((SELECT m.canonical FROM temp.alias_map m
+                                  WHERE m.alias = lower(trim(attempts.provider_received))),
+                                 lower(trim(attempts.provider_received))),
+             served_provider = coalesce((SELECT m.canonical FROM temp.alias_map m
+                                         WHERE m.alias = lower(trim(attempts.served_provider_received))),
+                                        lower(trim(attempts.served_provider_received)))
+         WHERE provider_received IS NOT NULL",
+        [],
+    )?;
+    conn.execute_batch("DROP TABLE temp.alias_map;")?;
+    Ok(changed as u64)
+}
+
+fn to_record_batch(
+    attempts: &[(&Attempt, u64)],
+    aliases: &ProviderAliases,
+) -> Result<RecordBatch, StoreError> {
     let n = attempts.len();
     let strings = |f: &dyn Fn(&Attempt) -> Option<&str>| {
         let mut b = StringBuilder::with_capacity(n, n * 16);
-        for a in attempts {
+        for (a, _) in attempts {
             b.append_option(f(a));
+        }
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let owned_strings = |f: &dyn Fn(&Attempt) -> String| {
+        let mut b = StringBuilder::with_capacity(n, n * 16);
+        for (a, _) in attempts {
+            b.append_value(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
     };
     let floats = |f: &dyn Fn(&Attempt) -> Option<f64>| {
         let mut b = Float64Builder::with_capacity(n);
-        for a in attempts {
+        for (a, _) in attempts {
             b.append_option(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
     };
     let ints = |f: &dyn Fn(&Attempt) -> Option<i64>| {
         let mut b = Int64Builder::with_capacity(n);
-        for a in attempts {
+        for (a, _) in attempts {
             b.append_option(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
@@ -185,23 +419,25 @@ fn to_record_batch(attempts: &[&Attempt]) -> Result<RecordBatch, StoreError> {
     let mut started_at = TimestampMicrosecondBuilder::with_capacity(n);
     let mut http_status = Int32Builder::with_capacity(n);
     let mut visible_output = BooleanBuilder::with_capacity(n);
-    for a in attempts {
+    let mut fingerprint = UInt64Builder::with_capacity(n);
+    for (a, f) in attempts {
         started_at.append_value(a.started_at.timestamp_micros());
         http_status.append_option(a.http_status);
         visible_output.append_option(a.visible_output);
+        fingerprint.append_value(*f);
     }
-    let columns: [ArrayRef; 28] = [
+    let columns: [ArrayRef; 34] = [
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
-        strings(&|a| Some(&a.provider)),
+        owned_strings(&|a| aliases.canonical(&a.provider)),
         strings(&|a| Some(&a.model)),
         strings(&|a| Some(name(a.status))),
         ints(&|a| a.attempt),
         strings(&|a| a.workflow.as_deref()),
         strings(&|a| Some(name(a.layer))),
         strings(&|a| a.route.map(name)),
-        strings(&|a| Some(&a.served_provider)),
+        owned_strings(&|a| aliases.canonical(&a.served_provider)),
         strings(&|a| Some(&a.served_model)),
         strings(&|a| a.provider_request_id.as_deref()),
         floats(&|a| a.duration_ms),
@@ -219,6 +455,12 @@ fn to_record_batch(attempts: &[&Attempt]) -> Result<RecordBatch, StoreError> {
         strings(&|a| a.decision.map(name)),
         strings(&|a| a.circuit.map(name)),
         strings(&|a| a.extra.as_deref()),
+        strings(&|a| Some(&a.provider)),
+        strings(&|a| Some(&a.served_provider)),
+        strings(&|a| a.route_group.as_deref()),
+        ints(&|a| a.tokens.cache_write_input),
+        Arc::new(fingerprint.finish()),
+        strings(&|a| a.source_trace.as_deref()),
     ];
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

@@ -314,7 +314,7 @@ fn the_offline_check_replays_the_same_alerts_and_agrees_with_the_report() {
 }
 
 fn python_parse(exposition: &str) -> Value {
-    let mut child = Command::new("python3")
+    let mut child = crate::python()
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/parse_metrics.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -325,7 +325,7 @@ fn python_parse(exposition: &str) -> Value {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "prometheus_client rejected the exposition (pip install prometheus-client; .ci/run does): {}\n{exposition}",
+        "prometheus_client rejected the exposition: {}\n{exposition}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()

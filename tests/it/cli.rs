@@ -59,7 +59,7 @@ fn ingest_then_report_in_every_format() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "accepted 15 records, 0 duplicates of records already stored, 0 rejected\n"
+        "accepted 15 records, 0 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected\n"
     );
     assert!(
         dir.path().join("attempt-ledger.duckdb").exists(),
@@ -109,7 +109,7 @@ fn re_ingesting_adds_nothing() {
     let out = run(&["ingest", "attempts.jsonl"], dir.path());
     assert_eq!(
         text(&out.stdout),
-        "accepted 0 records, 15 duplicates of records already stored, 0 rejected\n"
+        "accepted 0 records, 15 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected\n"
     );
     assert_eq!(json_report(dir.path(), &[]), before);
 }
@@ -240,18 +240,41 @@ fn otlp_json_files_from_the_collector_are_ingested() {
          "startTimeUnixNano": "1795831200000000000",
          "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]}
     ]}]}]});
-    let first = FIXTURE.lines().next().unwrap();
-    std::fs::write(dir.path().join("collector.jsonl"), format!("{first}\n{export}\n")).unwrap();
+    std::fs::write(dir.path().join("collector.jsonl"), format!("{export}\n")).unwrap();
     let out = run(&["ingest", "collector.jsonl"], dir.path());
     assert_eq!(out.status.code(), Some(3), "one span lacks a model");
-    assert!(text(&out.stdout).starts_with("accepted 2 records"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).starts_with("accepted 1 records"), "{}", text(&out.stdout));
     assert!(
-        text(&out.stderr).contains("rejected collector.jsonl:2: span eee19b7ec3c1b175: no model"),
+        text(&out.stderr).contains("rejected collector.jsonl:1: span eee19b7ec3c1b175: no model"),
         "{}",
         text(&out.stderr)
     );
     let report = json_report(dir.path(), &[]);
-    assert_eq!(report["attempts"]["total"], 2);
-    // 1M input tokens of gpt-4o-mini at $0.15, plus the fixture's first line.
-    assert_eq!(report["by_served_model"][0]["input_tokens"], 1_001_000);
+    assert_eq!(report["attempts"]["total"], 1);
+    assert_eq!(report["by_served_model"][0]["input_tokens"], 1_000_000);
+}
+
+/// The first record decides an input's format: an export line inside a file
+/// of attempt records is rejected with a reason, never silently dropped or
+/// read as something else.
+#[test]
+fn an_input_has_one_format_decided_by_its_first_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FIXTURE.lines().next().unwrap();
+    let export = r#"{"resourceSpans": []}"#;
+    std::fs::write(dir.path().join("mixed.jsonl"), format!("{first}\n{export}\n")).unwrap();
+    let out = run(&["ingest", "mixed.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("rejected mixed.jsonl:2: missing required field `workflow_id`"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(dir.path().join("unknown.jsonl"), "{\"foo\": 1}\n").unwrap();
+    let out = run(&["ingest", "unknown.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--format"), "{}", text(&out.stderr));
+    let out = run(&["ingest", "--format", "attempts", "unknown.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(3), "named, the format is used and the line rejected");
 }

@@ -2,6 +2,7 @@
 
 mod alerts;
 mod cli;
+mod gateways;
 mod properties;
 mod readme;
 mod rules;
@@ -43,6 +44,20 @@ pub fn store_with(lines: &[String]) -> Store {
 pub fn report_of(store: &Store, filter: &ReportFilter) -> Report {
     let rows = store.report_rows(filter, &PriceTable::load(None).unwrap()).unwrap();
     Report::from_rows(&rows, filter.retry_budget)
+}
+
+/// The interpreter of the tests' Python environment: the pinned, real
+/// clients (OpenTelemetry SDK, Prometheus' parser, LiteLLM, OpenInference)
+/// that `scripts/test.sh` installs and names in ATTEMPT_LEDGER_TEST_PYTHON.
+pub fn python() -> std::process::Command {
+    let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON").unwrap_or_else(|| {
+        panic!(
+            "this test drives real Python clients from the pinned environment that scripts/test.sh \
+             creates; run the suite with scripts/test.sh (or set ATTEMPT_LEDGER_TEST_PYTHON to a Python \
+             with tests/python/requirements.txt installed)"
+        )
+    });
+    std::process::Command::new(path)
 }
 
 pub fn report_for(lines: &[String]) -> Report {

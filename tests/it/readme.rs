@@ -37,6 +37,14 @@ fn the_readme_commands_work_as_written() {
     std::io::Write::write_all(&mut gz, lines[5..10].join("\n").as_bytes()).unwrap();
     std::fs::write(dir.path().join("more.jsonl.gz"), gz.finish().unwrap()).unwrap();
     std::fs::write(dir.path().join("today.jsonl"), lines[10..].join("\n")).unwrap();
+    // Real LiteLLM output: two requests (a retry, and a fallback after three
+    // failures) as its custom logger wrote them, times moved next to the
+    // fixture's so `alerts --check` replays one short range.
+    std::fs::write(
+        dir.path().join("litellm-payloads.jsonl"),
+        include_str!("fixtures/litellm_payloads.jsonl"),
+    )
+    .unwrap();
     std::fs::create_dir(dir.path().join("examples")).unwrap();
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/examples/alerts.toml"),
@@ -57,7 +65,9 @@ fn the_readme_commands_work_as_written() {
         assert!(out.status.success(), "`{command}` failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let csv = std::fs::read_to_string(dir.path().join("report.csv")).unwrap();
-    assert!(csv.contains("\nworkflows.total,11\n"), "{csv}");
+    // The fixture's 11 workflows and LiteLLM's 2.
+    assert!(csv.contains("\nworkflows.total,13\n"), "{csv}");
+    assert!(csv.contains("\nworkflows.fallback_recovery,"), "{csv}");
     assert!(dir.path().join("storm.jsonl").metadata().unwrap().len() > 0);
 }
 

@@ -439,3 +439,116 @@ fn the_same_attempt_delivered_twice_is_stored_once() {
     let stats = store.write_batch(&again.attempts).unwrap();
     assert_eq!((stats.inserted, stats.duplicates), (0, 1));
 }
+
+// ---- Gateways: route groups, ties, cache writes, cost without usage, ------
+// ---- provider spellings, conflicts, lenient values --------------------------
+
+#[test]
+fn at_equal_order_and_start_a_failure_sorts_before_a_success() {
+    // Second-resolution gateway logs: the failure came first even though
+    // its id sorts last.
+    let at = "2026-11-28T02:00:00Z";
+    only(
+        "retry_recovery",
+        &[
+            rec(json!({"attempt_id": "a", "started_at": at})),
+            rec(json!({"attempt_id": "z", "started_at": at, "status": "error"})),
+        ],
+    );
+}
+
+#[test]
+fn two_deployments_of_one_route_group_are_one_route() {
+    let group = |provider: &str, status: &str, second: u32| {
+        rec(json!({"provider": provider, "route_group": "chat", "status": status,
+                   "started_at": format!("2026-11-28T02:00:0{second}Z")}))
+    };
+    only("retry_recovery", &[group("azure", "error", 0), group("openai", "ok", 1)]);
+    // Without the group, the other provider is a fallback.
+    only(
+        "fallback_recovery",
+        &[
+            rec(json!({"provider": "azure", "status": "error", "started_at": "2026-11-28T02:00:00Z"})),
+            rec(json!({"provider": "openai", "started_at": "2026-11-28T02:00:01Z"})),
+        ],
+    );
+    let report = report_for(&[group("azure", "error", 0), group("openai", "ok", 1)]);
+    assert_eq!(report.by_primary_route[0].route_group.as_deref(), Some("chat"));
+    assert_eq!(report.by_primary_route[0].provider, None, "a group spans deployments");
+}
+
+#[test]
+fn a_fallback_between_groups_names_both_groups() {
+    let report = report_for(&[
+        rec(json!({"route_group": "chat", "status": "error", "http_status": 503,
+                   "started_at": "2026-11-28T02:00:00Z"})),
+        rec(json!({"route_group": "chat-backup", "model": "gpt-4o", "started_at": "2026-11-28T02:00:01Z"})),
+    ]);
+    assert_eq!(report.workflows.fallback_recovery, 1);
+    let f = &report.fallbacks[0];
+    assert_eq!(
+        (f.primary_route_group.as_deref(), f.fallback_route_group.as_deref()),
+        (Some("chat"), Some("chat-backup"))
+    );
+    assert_eq!(f.reason, "transient");
+}
+
+#[test]
+fn cache_writes_are_priced_at_the_cache_write_price() {
+    // claude-sonnet-4-5: $3 input, $0.30 cached, $3.75 cache write, $15 output per 1M.
+    let report = report_for(&[rec(json!({"provider": "anthropic", "model": "claude-sonnet-4-5",
+        "input_tokens": 10_000, "cached_input_tokens": 4000, "cache_write_input_tokens": 2000,
+        "output_tokens": 1000}))]);
+    // 4000 x 3 + 4000 x 0.30 + 2000 x 3.75 + 1000 x 15 = 12000 + 1200 + 7500 + 15000 = 35700 per 1M
+    assert_eq!(report.cost_usd.total, 0.0357);
+    assert_eq!(report.tokens.total.cache_write_input, 2000);
+}
+
+#[test]
+fn an_answer_without_usage_has_unknown_cost_and_a_failure_without_tokens_costs_nothing() {
+    let report = report_for(&[
+        // A stream read without usage: priced model, but nothing to price.
+        rec(json!({"workflow_id": "a"})),
+        // A failure on a model nobody priced, billing no tokens.
+        rec(json!({"workflow_id": "b", "model": "my-finetune", "status": "error", "input_tokens": 0})),
+    ]);
+    assert_eq!(report.cost_usd.unknown_cost_attempts, 1);
+    assert_eq!(report.cost_usd.total, 0.0);
+    let finetune = report.by_served_model.iter().find(|m| m.served_model == "my-finetune").unwrap();
+    assert_eq!(finetune.unknown_cost_attempts, 0);
+}
+
+#[test]
+fn every_spelling_of_a_provider_is_one_served_provider() {
+    let report = report_for(&[
+        rec(
+            json!({"workflow_id": "a", "provider": "azure", "model": "gpt-4o-mini", "input_tokens": 1_000_000}),
+        ),
+        rec(
+            json!({"workflow_id": "b", "provider": "Azure OpenAI", "model": "gpt-4o-mini", "input_tokens": 1_000_000}),
+        ),
+        rec(
+            json!({"workflow_id": "c", "provider": "az.ai.openai", "model": "gpt-4o-mini", "input_tokens": 1_000_000}),
+        ),
+    ]);
+    assert_eq!(report.by_served_provider.len(), 1);
+    assert_eq!(report.by_served_provider[0].served_provider, "azure.ai.openai");
+    assert_eq!(report.cost_usd.unknown_cost_attempts, 0, "priced as one provider, not three unknowns");
+    assert_eq!(report.cost_usd.total, 0.45);
+}
+
+#[test]
+fn a_redelivery_with_different_content_is_a_conflict_and_the_first_copy_wins() {
+    let store = store_with(&[rec(json!({"attempt_id": "x", "input_tokens": 10}))]);
+    let same =
+        attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 10})), 1);
+    let stats = store.write_batch(&same.attempts).unwrap();
+    assert_eq!((stats.duplicates, stats.conflicts), (1, 0), "an identical redelivery is no conflict");
+    let changed =
+        attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 999})), 1);
+    let stats = store.write_batch(&changed.attempts).unwrap();
+    assert_eq!((stats.inserted, stats.duplicates, stats.conflicts), (0, 1, 1));
+    assert_eq!(stats.conflict_ids, vec!["x".to_string()]);
+    let report = report_of(&store, &ReportFilter::default());
+    assert_eq!(report.tokens.total.input, 10, "the first stored copy wins");
+}

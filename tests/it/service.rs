@@ -94,7 +94,7 @@ fn json_of(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
 }
 
-fn cli_report(db: &Path) -> Value {
+pub fn cli_report(db: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
         .args(["report", "--format", "json", "--db", db.to_str().unwrap()])
         .output()
@@ -103,7 +103,7 @@ fn cli_report(db: &Path) -> Value {
     json_of(&out.stdout)
 }
 
-fn cli_ingest(db: &Path, file: &Path) {
+pub fn cli_ingest(db: &Path, file: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
         .args(["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()])
         .output()
@@ -285,29 +285,14 @@ fn attempts_by_workflow_name(db: &Path) -> std::collections::HashMap<String, i64
     report.by_workflow.into_iter().filter_map(|w| Some((w.workflow?, w.attempts))).collect()
 }
 
-fn python_with_otel() -> Option<&'static str> {
-    let ok = Command::new("python3")
-        .args(["-c", "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter"])
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some("python3")
-}
-
 fn otel_sdk_round_trip(protocol: &str) {
-    let python = python_with_otel().expect(
-        "this test drives the official OpenTelemetry Python SDK; install it with \
-         `pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http` \
-         (.ci/run does)",
-    );
     let dir = tempfile::tempdir().unwrap();
     let service = Service::start(&dir.path().join("s.duckdb"), &[]);
     let expected: PathBuf = dir.path().join("expected.jsonl");
     let endpoint = if protocol == "grpc" { service.grpc.clone() } else { service.http.clone() };
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/otel_client.py");
-    let out = Command::new(python)
-        .args([script, protocol, &endpoint, expected.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out =
+        crate::python().args([script, protocol, &endpoint, expected.to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let via_otlp = service.report("");
     cli_ingest(&dir.path().join("jsonl.duckdb"), &expected);

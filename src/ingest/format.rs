@@ -1,0 +1,120 @@
+//! Which wire format an input is in. Decided once per input, from the keys
+//! of its first record, never guessed line by line: a record that merely
+//! contains the text of another format's key is still what its input is.
+
+use serde_json::{Map, Value};
+
+use super::{Decoded, jsonl, litellm, openrouter, otlp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum Format {
+    /// Attempt records, one JSON object per line (docs/record-format.md).
+    Attempts,
+    /// OTLP trace exports in JSON, one `ExportTraceServiceRequest` per line
+    /// (the OpenTelemetry Collector's file exporter).
+    Otlp,
+    /// LiteLLM's StandardLoggingPayload, one per line.
+    Litellm,
+    /// OpenRouter generation records, one per line.
+    Openrouter,
+}
+
+impl Format {
+    /// The format of an input whose first non-blank line is `first_line`.
+    /// A first line that is not a JSON object decides nothing: the input is
+    /// read as attempt records, and that line is rejected with its reason.
+    pub fn detect(first_line: &str) -> Result<Format, String> {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(first_line) else {
+            return Ok(Format::Attempts);
+        };
+        let candidates: Vec<Format> = [
+            (Format::Otlp, map.contains_key("resourceSpans") || map.contains_key("resource_spans")),
+            (Format::Attempts, map.contains_key("workflow_id") || map.contains_key("started_at")),
+            (Format::Litellm, litellm::looks_like(&map)),
+            (Format::Openrouter, openrouter::looks_like(&map)),
+        ]
+        .into_iter()
+        .filter_map(|(format, matches)| matches.then_some(format))
+        .collect();
+        match candidates.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!(
+                "cannot tell the format from the first record (keys: {}); name it with --format \
+                 attempts|otlp|litellm|openrouter",
+                keys(&map)
+            )),
+            several => Err(format!(
+                "the first record fits several formats ({}); name one with --format",
+                several.iter().map(|f| <&str>::from(*f)).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    /// Decodes lines of this format; `first_line` numbers a chunk that
+    /// started mid-input.
+    pub fn decode_lines(self, text: &str, first_line: u64) -> Decoded {
+        match self {
+            Format::Attempts => jsonl::decode_lines(text, first_line),
+            Format::Litellm => litellm::decode_lines(text, first_line),
+            Format::Openrouter => openrouter::decode_lines(text, first_line),
+            Format::Otlp => {
+                let mut decoded = Decoded::default();
+                for (index, line) in text.lines().enumerate() {
+                    let line_no = first_line + index as u64;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    match otlp::decode_json(line) {
+                        Ok(spans) => decoded.absorb_at(spans.decoded, line_no),
+                        Err(reason) => decoded.rejections.push(super::Rejection { line: line_no, reason }),
+                    }
+                }
+                decoded
+            }
+        }
+    }
+}
+
+fn keys(map: &Map<String, Value>) -> String {
+    let mut keys: Vec<&str> = map.keys().map(String::as_str).take(12).collect();
+    keys.sort_unstable();
+    let more = if map.len() > keys.len() { ", ..." } else { "" };
+    format!("{}{more}", keys.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_record_decides_and_text_inside_a_value_does_not() {
+        let attempt = r#"{"workflow_id":"w","started_at":1,"provider":"p","model":"m","status":"ok","note":"\"resourceSpans\""}"#;
+        assert_eq!(Format::detect(attempt), Ok(Format::Attempts));
+        assert_eq!(Format::detect(r#"{"resourceSpans":[]}"#), Ok(Format::Otlp));
+        assert_eq!(
+            Format::detect(r#"{"call_type":"completion","litellm_call_id":"x","startTime":1.0}"#),
+            Ok(Format::Litellm)
+        );
+        assert_eq!(
+            Format::detect(r#"{"data":{"id":"gen-1","provider_responses":[]}}"#),
+            Ok(Format::Openrouter)
+        );
+        assert_eq!(Format::detect("not json"), Ok(Format::Attempts));
+    }
+
+    #[test]
+    fn an_unknown_or_ambiguous_first_record_names_the_flag() {
+        let err = Format::detect(r#"{"foo":1}"#).unwrap_err();
+        assert!(err.contains("--format") && err.contains("keys: foo"), "{err}");
+        let err = Format::detect(r#"{"workflow_id":"w","resourceSpans":[]}"#).unwrap_err();
+        assert!(err.contains("otlp, attempts"), "{err}");
+    }
+
+    #[test]
+    fn an_attempt_record_mentioning_resource_spans_is_kept_as_an_attempt() {
+        let line = r#"{"workflow_id":"w","started_at":1,"provider":"p","model":"m","status":"ok","resourceSpans_note":"x"}"#;
+        let decoded = Format::detect(line).unwrap().decode_lines(line, 1);
+        assert_eq!(decoded.attempts.len(), 1, "{:?}", decoded.rejections);
+    }
+}

@@ -1,0 +1,276 @@
+//! LiteLLM's StandardLoggingPayload (docs/record-format.md, "LiteLLM"): one
+//! JSON object per call to a provider, success and failure alike, as its
+//! custom loggers, its generic API logger and its bucket loggers write it.
+//!
+//! Every payload is one attempt. `trace_id` groups the calls LiteLLM made
+//! for one request (its retries and fallbacks), so it is the workflow.
+//! Message and response text is never read into the record.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::{AttemptFields, Built, Decoded, build_attempt};
+use crate::model::{Layer, PicoUsd, Status, Tokens};
+
+/// Payload fields kept in `extra`: small identifiers that help find the call
+/// in LiteLLM's own logs. Everything else (messages, response, metadata) is
+/// dropped.
+const KEPT_EXTRA: [&str; 6] = ["id", "call_type", "api_base", "model_id", "cache_hit", "stream"];
+
+/// JSONL of payloads; `first_line` numbers a chunk that started mid-file.
+pub fn decode_lines(text: &str, first_line: u64) -> Decoded {
+    let mut decoded = Decoded::default();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let built = serde_json::from_str::<Value>(line)
+            .map_err(|e| format!("not valid JSON: {e}"))
+            .and_then(decode_value);
+        decoded.push_built(first_line + index as u64, built);
+    }
+    decoded
+}
+
+/// What LiteLLM's generic API logger posts: a JSON array of payloads (its
+/// default), NDJSON, or one payload.
+pub fn decode_body(body: &str) -> Decoded {
+    let trimmed = body.trim();
+    if trimmed.starts_with('[') {
+        let mut decoded = Decoded::default();
+        match serde_json::from_str::<Vec<Value>>(trimmed) {
+            Ok(items) => {
+                for (index, item) in items.into_iter().enumerate() {
+                    decoded.push_built(index as u64 + 1, decode_value(item));
+                }
+            }
+            Err(e) => decoded.rejections.push(super::Rejection {
+                line: e.line() as u64,
+                reason: format!("not a JSON array of payloads: {e}"),
+            }),
+        }
+        return decoded;
+    }
+    if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
+        let mut decoded = Decoded::default();
+        decoded.push_built(1, decode_value(value));
+        return decoded;
+    }
+    decode_lines(body, 1)
+}
+
+/// Whether a parsed record looks like a StandardLoggingPayload.
+pub fn looks_like(map: &Map<String, Value>) -> bool {
+    map.contains_key("call_type")
+        && (map.contains_key("litellm_call_id") || map.contains_key("custom_llm_provider"))
+        && map.contains_key("startTime")
+}
+
+fn decode_value(value: Value) -> Result<Built, String> {
+    let Value::Object(map) = value else {
+        return Err("expected a JSON object (a StandardLoggingPayload)".into());
+    };
+    let p = Payload(&map);
+    let status = match p.str("status") {
+        Some("success") => Status::Ok,
+        Some("failure") => Status::Error,
+        Some(other) => return Err(format!("field `status`: `{other}` is not success or failure")),
+        None => return Err("missing required field `status`".into()),
+    };
+    let started = p.epoch("startTime")?.ok_or("missing required field `startTime`")?;
+    let ended = p.epoch("endTime")?;
+    let first_chunk = p.epoch("completionStartTime")?;
+    let error = map.get("error_information").and_then(Value::as_object);
+    let error_str =
+        |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let mut warnings = Vec::new();
+    // `error_code` is the HTTP status when LiteLLM knew it, else the
+    // provider's own code (`server_error`).
+    let (http_status, provider_code) = match error_str("error_code").map(|c| (c, c.trim().parse::<i64>())) {
+        Some((_, Ok(code @ 100..=599))) => (Some(code as i32), None),
+        Some((_, Ok(code))) => {
+            warnings.push(format!("error_information.error_code: {code} is not an HTTP status, dropped"));
+            (None, None)
+        }
+        Some((code, Err(_))) => (None, Some(code)),
+        None => (None, None),
+    };
+    let hidden = map.get("hidden_params").and_then(Value::as_object);
+    let usage = hidden
+        .and_then(|h| h.get("usage_object"))
+        .or_else(|| map.get("metadata").and_then(|m| m.get("usage_object")))
+        .and_then(Value::as_object);
+    let provider = p
+        .str("custom_llm_provider")
+        .or_else(|| error_str("llm_provider"))
+        .ok_or("missing required field `custom_llm_provider`")?;
+    let model = p.str("model").ok_or("missing required field `model`")?;
+    // LiteLLM names deployments `provider/model`; the route's model is the
+    // part after the provider.
+    let model = model.strip_prefix(provider).and_then(|m| m.strip_prefix('/')).unwrap_or(model);
+    let response_model = map.get("response").and_then(|r| r.get("model")).and_then(Value::as_str);
+    let upstream = hidden.and_then(|h| h.get("upstream_provider")).and_then(Value::as_str);
+    let streamed = map.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let fields = AttemptFields {
+        workflow_id: p
+            .str("trace_id")
+            .or_else(|| p.str("litellm_call_id"))
+            .or_else(|| p.str("id"))
+            .ok_or("missing required field `trace_id`")?
+            .to_string(),
+        attempt_id: p.str("litellm_call_id").or_else(|| p.str("id")).map(String::from),
+        started_at: started,
+        duration_ms: ended.and_then(|end| millis_between(started, end)),
+        ttft_ms: first_chunk.filter(|_| streamed).and_then(|first| millis_between(started, first)),
+        provider: provider.to_string(),
+        model: model.to_string(),
+        served_provider: upstream.filter(|u| !u.is_empty()).map(String::from),
+        served_model: response_model.filter(|m| !m.is_empty()).map(String::from),
+        route_group: p.str("model_group").map(String::from),
+        status: Some(status),
+        layer: Some(Layer::Gateway),
+        http_status,
+        error_code: provider_code.or_else(|| error_str("error_class")).map(String::from),
+        provider_request_id: error_str("error_provider_request_id")
+            .or_else(|| map.get("response").and_then(|r| r.get("id")).and_then(Value::as_str))
+            .map(String::from),
+        tokens: Tokens {
+            input: p.count("prompt_tokens")?,
+            output: p.count("completion_tokens")?,
+            cached_input: usage.and_then(cached_tokens),
+            cache_write_input: usage
+                .and_then(|u| u.get("cache_creation_input_tokens"))
+                .and_then(Value::as_i64)
+                .filter(|n| *n > 0),
+        },
+        cost: match map.get("response_cost").and_then(Value::as_f64) {
+            Some(usd) => {
+                Some(PicoUsd::from_usd(usd).ok_or(format!("field `response_cost`: {usd} is not a cost"))?)
+            }
+            None => None,
+        },
+        extra: extra(&map),
+        warnings,
+        ..AttemptFields::default()
+    };
+    build_attempt(fields)
+}
+
+struct Payload<'a>(&'a Map<String, Value>);
+
+impl Payload<'_> {
+    fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// Epoch seconds (a float), as LiteLLM writes its times.
+    fn epoch(&self, key: &str) -> Result<Option<DateTime<Utc>>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_f64()
+                .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e11)
+                .and_then(|s| DateTime::from_timestamp_micros((s * 1e6).round() as i64))
+                .map(Some)
+                .ok_or_else(|| format!("field `{key}`: {n} is not epoch seconds")),
+            Some(other) => Err(format!("field `{key}`: expected epoch seconds, got {other}")),
+        }
+    }
+
+    fn count(&self, key: &str) -> Result<Option<i64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_i64() {
+                Some(n) if n >= 0 => Ok(Some(n)),
+                _ => Err(format!("field `{key}`: expected a token count >= 0, got {v}")),
+            },
+        }
+    }
+}
+
+fn millis_between(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<f64> {
+    let micros = (to - from).num_microseconds()?;
+    (micros >= 0).then(|| micros as f64 / 1000.0)
+}
+
+/// OpenAI-style `prompt_tokens_details.cached_tokens`, or Anthropic-style
+/// `cache_read_input_tokens`.
+fn cached_tokens(usage: &Map<String, Value>) -> Option<i64> {
+    usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .or_else(|| usage.get("cache_read_input_tokens"))
+        .and_then(Value::as_i64)
+        .filter(|n| *n > 0)
+}
+
+fn extra(map: &Map<String, Value>) -> Option<String> {
+    let kept: Map<String, Value> = KEPT_EXTRA
+        .iter()
+        .filter_map(|k| map.get(*k).filter(|v| !v.is_null()).map(|v| (format!("litellm.{k}"), v.clone())))
+        .collect();
+    (!kept.is_empty()).then(|| Value::Object(kept).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ErrorClass;
+
+    fn payload(status: &str, extra: &str) -> String {
+        format!(
+            r#"{{"id":"c1","litellm_call_id":"c1","trace_id":"t1","call_type":"acompletion","status":"{status}",
+            "custom_llm_provider":"azure","model":"gpt-4o","model_group":"gpt-4o-pool","api_base":"http://x",
+            "startTime":1795831200.25,"endTime":1795831201.0,"completionStartTime":1795831201.0,
+            "prompt_tokens":100,"completion_tokens":20,"response_cost":0.0012,
+            "messages":[{{"role":"user","content":"secret"}}],"response":{{"model":"gpt-4o-2024-08-06","id":"chatcmpl-9"}}
+            {extra}}}"#
+        )
+        .replace('\n', " ")
+    }
+
+    #[test]
+    fn a_success_payload_is_one_gateway_attempt() {
+        let decoded = decode_lines(&payload("success", ""), 1);
+        assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
+        let a = &decoded.attempts[0];
+        assert_eq!((a.workflow_id.as_str(), a.attempt_id.as_str()), ("t1", "c1"));
+        assert_eq!((a.provider.as_str(), a.route_group.as_deref()), ("azure", Some("gpt-4o-pool")));
+        assert_eq!(a.served_model, "gpt-4o-2024-08-06");
+        assert_eq!(a.duration_ms, Some(750.0));
+        assert_eq!(a.ttft_ms, None, "completionStartTime means first token only when streaming");
+        assert_eq!(a.cost, PicoUsd::from_usd(0.0012));
+        assert_eq!(a.layer, Layer::Gateway);
+        let extra = a.extra.as_deref().unwrap();
+        assert!(!extra.contains("secret"), "message text is dropped: {extra}");
+        assert!(extra.contains("litellm.api_base"));
+    }
+
+    #[test]
+    fn a_failure_payload_carries_status_and_class() {
+        let line = payload(
+            "failure",
+            r#","error_information":{"error_code":"429","error_class":"RateLimitError","llm_provider":"azure"}"#,
+        );
+        let a = &decode_lines(&line, 1).attempts[0];
+        assert_eq!((a.status, a.http_status), (Status::Error, Some(429)));
+        assert_eq!(a.error_code.as_deref(), Some("RateLimitError"));
+        assert_eq!(a.error_class, Some(ErrorClass::RateLimit));
+    }
+
+    #[test]
+    fn the_generic_api_loggers_three_formats_are_read() {
+        let one = payload("success", "");
+        assert_eq!(decode_body(&format!("[{one},{one}]")).attempts.len(), 2);
+        assert_eq!(decode_body(&format!("{one}\n{one}\n")).attempts.len(), 2);
+        assert_eq!(decode_body(&one).attempts.len(), 1);
+    }
+
+    #[test]
+    fn a_bad_payload_is_rejected_by_line_and_field() {
+        let decoded = decode_lines(&format!("{}\n{{\"status\":\"success\"}}", payload("maybe", "")), 10);
+        let reasons: Vec<_> = decoded.rejections.iter().map(|r| (r.line, r.reason.clone())).collect();
+        assert_eq!(reasons[0], (10, "field `status`: `maybe` is not success or failure".to_string()));
+        assert_eq!(reasons[1], (11, "missing required field `startTime`".to_string()));
+    }
+}

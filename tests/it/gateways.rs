@@ -1,0 +1,393 @@
+//! Real emitters into the service: the LiteLLM gateway (its OpenTelemetry
+//! callback and its StandardLoggingPayload) and Arize OpenInference's openai
+//! instrumentation, each in front of a loopback provider that answers on a
+//! plan; and one SDK call's spans split across exports.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value as AttrValue};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status as SpanStatus};
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::service::{Service, cli_ingest, cli_report};
+
+const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
+
+/// Requests the fake provider saw, per workflow name, from its own log.
+fn provider_requests(log: &Path) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        *counts.entry(entry["workflow"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    counts
+}
+
+/// Requests the fake provider failed, per workflow name.
+fn provider_failures(log: &Path) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let failed = entry["status"].as_u64() != Some(200);
+        *counts.entry(entry["workflow"].as_str().unwrap().to_string()).or_default() += usize::from(failed);
+    }
+    counts
+}
+
+fn run_python(script: &str, args: &[&str]) -> Value {
+    let out = crate::python()
+        .current_dir(PYTHON_DIR)
+        .arg(script)
+        .args(args)
+        // LiteLLM would otherwise try to download its price map first.
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap()
+}
+
+fn outcomes(report: &Value) -> Value {
+    let w = &report["workflows"];
+    json!({
+        "total": w["total"], "primary_success": w["primary_success"], "retry_recovery": w["retry_recovery"],
+        "fallback_recovery": w["fallback_recovery"], "degraded": w["degraded"], "fail_closed": w["fail_closed"],
+        "in_flight": w["in_flight"], "queued": w["queued"],
+    })
+}
+
+/// Waits until the service's report holds `attempts` attempts: OTLP
+/// exporters send in the background, and the test must not race them.
+fn report_with(service: &Service, attempts: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let report = service.report("");
+        if report["attempts"]["total"].as_u64() == Some(attempts) || std::time::Instant::now() > deadline {
+            return report;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_litellm_router_reports_the_planned_outcomes_by_spans_and_by_payloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("otlp.duckdb"), &[]);
+    let payloads = dir.path().join("payloads.jsonl");
+    let provider_log = dir.path().join("provider.jsonl");
+    // Router: group `chat` (an openai and an azure deployment), 2 retries,
+    // then the `chat-backup` group; the SDK's own retries are off.
+    let plan = json!({
+        "ok": [],
+        "retry": [429],
+        "retry-twice": [500, 503],
+        "fallback": [500, 500, 500],
+        "fail": [500, 500, 500, 500, 500, 500],
+    });
+    let answered = run_python(
+        "litellm_gateway.py",
+        &[
+            &format!("{}/v1/traces", service.http),
+            payloads.to_str().unwrap(),
+            provider_log.to_str().unwrap(),
+            &plan.to_string(),
+        ],
+    );
+    assert_eq!(answered["fail"], "InternalServerError", "{answered}");
+    let requests = provider_requests(&provider_log);
+    let sent: usize = requests.values().sum();
+    assert_eq!(requests["fallback"], 4, "3 tries on `chat`, then the backup answered: {requests:?}");
+
+    let expected = json!({
+        "total": 5, "primary_success": 1, "retry_recovery": 2, "fallback_recovery": 1,
+        "degraded": 0, "fail_closed": 1, "in_flight": 0, "queued": 0,
+    });
+    // Payloads: every call LiteLLM made is one attempt.
+    let by_payload_db = dir.path().join("payloads.duckdb");
+    cli_ingest(&by_payload_db, &payloads);
+    let by_payload = cli_report(&by_payload_db);
+    assert_eq!(outcomes(&by_payload), expected, "{by_payload:#}");
+    assert_eq!(by_payload["attempts"]["total"], sent, "one attempt per request the provider saw");
+    assert_eq!(by_payload["attempts"]["per_workflow"]["max"], requests["fail"]);
+    let served: Vec<&str> = by_payload["by_served_provider"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["served_provider"].as_str().unwrap())
+        .collect();
+    assert!(served.contains(&"azure.ai.openai"), "LiteLLM's `azure` is the canonical provider: {served:?}");
+    let routes = by_payload["by_primary_route"].as_array().unwrap();
+    assert!(
+        routes.iter().all(|r| r["route_group"] == "chat"),
+        "both deployments of `chat` are one route: {routes:#?}"
+    );
+    let fallback = &by_payload["fallbacks"][0];
+    assert_eq!(
+        (&fallback["primary_route_group"], &fallback["fallback_route_group"]),
+        (&json!("chat"), &json!("chat-backup"))
+    );
+
+    // Spans: the same outcomes through OTLP/HTTP, but not every attempt.
+    // LiteLLM 1.110.2 marks "failure span sent" in the request's metadata,
+    // which its Router shares across retries and fallbacks: a request gets
+    // one span for its first failure and one for its success, and every
+    // later failure is lost (measured: 8 of the 16 attempts here).
+    let failed_requests = provider_failures(&provider_log);
+    let spans_sent: usize = requests
+        .iter()
+        .map(|(name, n)| usize::from(failed_requests[name] > 0) + (n - failed_requests[name]))
+        .sum();
+    assert!(spans_sent < sent);
+    let by_span = report_with(&service, spans_sent as u64);
+    assert_eq!(outcomes(&by_span), expected, "{by_span:#}");
+    assert_eq!(by_span["attempts"]["total"], spans_sent, "{by_span:#}");
+    assert_eq!(
+        by_span["cost_usd"]["total"], by_payload["cost_usd"]["total"],
+        "failures cost nothing either way"
+    );
+
+    // The generic API logger's default body, a JSON array, on its route.
+    let array = format!("[{}]", std::fs::read_to_string(&payloads).unwrap().trim().replace('\n', ","));
+    let (status, body, _) = service.post("/v1/litellm", "application/json", None, array.as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (answer["accepted"].as_u64(), answer["rejected_total"].as_u64()),
+        (Some(sent as u64), Some(0))
+    );
+    service.terminate();
+}
+
+#[test]
+fn openinference_openai_spans_with_httpx_retries_are_the_sdk_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("oi.duckdb"), &[]);
+    let provider_log = dir.path().join("provider.jsonl");
+    // openai's default max_retries=2: three tries at most per call.
+    let plan = json!({
+        "w1": [], "w2": [], "w3": [], "w4": [], "w5": [], "w6": [],
+        "w7": [429], "w8": [500], "w9": [500, 503], "w10": [500, 500, 500],
+    });
+    let answered = run_python(
+        "openinference_openai.py",
+        &[&format!("{}/v1/traces", service.http), provider_log.to_str().unwrap(), &plan.to_string()],
+    );
+    assert_eq!(answered["w10"], "InternalServerError", "{answered}");
+    let sent: usize = provider_requests(&provider_log).values().sum();
+    assert_eq!(sent, 16);
+    let report = report_with(&service, sent as u64);
+    assert_eq!(
+        outcomes(&report),
+        json!({"total": 10, "primary_success": 6, "retry_recovery": 3, "fallback_recovery": 0,
+               "degraded": 0, "fail_closed": 1, "in_flight": 0, "queued": 0}),
+        "{report:#}"
+    );
+    let sdk = report["amplification"].as_array().unwrap().iter().find(|l| l["layer"] == "sdk").unwrap();
+    assert_eq!(sdk["attempts"], sent, "each HTTP retry of the SDK is an attempt");
+    assert_eq!(report["tokens"]["total"]["input"], 9 * 120, "tokens on the attempt that delivered, once");
+    service.terminate();
+}
+
+fn kv(key: &str, value: AttrValue) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
+}
+
+fn span(id: u8, parent: Option<u8>, offset_ms: u64, attributes: Vec<KeyValue>, error: bool) -> Span {
+    let start = 1_795_831_200_000_000_000 + offset_ms * 1_000_000;
+    Span {
+        trace_id: vec![0x5e; 16],
+        span_id: vec![id; 8],
+        parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+        name: "span".into(),
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + 200_000_000,
+        attributes,
+        status: Some(SpanStatus { code: if error { 2 } else { 1 }, message: String::new() }),
+        ..Span::default()
+    }
+}
+
+fn export(spans: Vec<Span>) -> Vec<u8> {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
+            ..ResourceSpans::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// One SDK call: a GenAI span and three HTTP attempts under it (529, 529, 200).
+fn sdk_call() -> (Span, Vec<Span>) {
+    let s = |v: &str| AttrValue::StringValue(v.into());
+    let parent = span(
+        1,
+        None,
+        0,
+        vec![
+            kv("gen_ai.operation.name", s("chat")),
+            kv("gen_ai.provider.name", s("anthropic")),
+            kv("gen_ai.request.model", s("claude-sonnet-4-5")),
+            kv("gen_ai.usage.input_tokens", AttrValue::IntValue(2000)),
+            kv("gen_ai.usage.output_tokens", AttrValue::IntValue(300)),
+        ],
+        false,
+    );
+    let child = |id, offset, status: i64, error| {
+        span(
+            id,
+            Some(1),
+            offset,
+            vec![
+                kv("http.request.method", s("POST")),
+                kv("http.response.status_code", AttrValue::IntValue(status)),
+            ],
+            error,
+        )
+    };
+    (parent, vec![child(2, 0, 529, true), child(3, 600, 529, true), child(4, 1500, 200, false)])
+}
+
+#[test]
+fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (parent, children) = sdk_call();
+    let post = |service: &Service, spans: Vec<Span>| {
+        let (status, body, _) = service.post("/v1/traces", "application/x-protobuf", None, &export(spans));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    };
+    let summary = |report: &Value| {
+        json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(report), "tokens": report["tokens"],
+               "cost": report["cost_usd"], "amplification": report["amplification"]})
+    };
+
+    let together = Service::start(&dir.path().join("together.duckdb"), &[]);
+    post(&together, [vec![parent.clone()], children.clone()].concat());
+    let expected = summary(&together.report(""));
+    together.terminate();
+    assert_eq!(expected["attempts"], 3, "{expected:#}");
+    assert_eq!(expected["outcomes"]["retry_recovery"], 1);
+
+    let parent_first = Service::start(&dir.path().join("parent-first.duckdb"), &[]);
+    post(&parent_first, vec![parent.clone()]);
+    assert_eq!(parent_first.report("")["attempts"]["total"], 1, "a parent alone is one attempt");
+    post(&parent_first, children.clone());
+    assert_eq!(summary(&parent_first.report("")), expected, "parent first");
+    parent_first.terminate();
+
+    let db = dir.path().join("children-first.duckdb");
+    let children_first = Service::start(&db, &[]);
+    post(&children_first, children.clone());
+    assert_eq!(children_first.report("")["attempts"]["total"], 0, "HTTP spans alone are not model calls");
+    children_first.terminate();
+    // The children were kept durably: the parent, after a restart, finds them.
+    let restarted = Service::start(&db, &[]);
+    post(&restarted, vec![parent.clone()]);
+    assert_eq!(summary(&restarted.report("")), expected, "children first, across a restart");
+    // A redelivered export changes nothing.
+    post(&restarted, [vec![parent], children].concat());
+    assert_eq!(summary(&restarted.report("")), expected, "redelivery");
+    restarted.terminate();
+}
+
+/// A fixture export stored through the same path as `POST /v1/traces`, and
+/// the report over it.
+fn report_of_fixture(name: &str) -> Value {
+    let path = format!("{}/tests/it/fixtures/gateways/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let decoded = attempt_ledger::ingest::otlp::decode_json(&text).unwrap().decoded;
+    assert!(decoded.rejections.is_empty(), "{name}: {:?}", decoded.rejections);
+    let stored = decoded.spans.iter().filter_map(|s| s.span.as_deref()).map(String::from_utf8_lossy);
+    for span in stored {
+        assert!(!span.contains("private"), "{name}: message text reached the stored span");
+    }
+    let store = attempt_ledger::store::Store::open_in_memory().unwrap();
+    let batch = attempt_ledger::store::Batch { attempts: &decoded.attempts, spans: &decoded.spans };
+    store.write_batches(&[batch], &attempt_ledger::ingest::otlp::derive_trace).unwrap();
+    serde_json::to_value(crate::report_of(&store, &attempt_ledger::store::ReportFilter::default())).unwrap()
+}
+
+fn usd(value: &Value) -> f64 {
+    value.as_f64().unwrap()
+}
+
+#[test]
+fn envoy_ai_gateway_openinference_spans() {
+    let r = report_of_fixture("envoy_openinference.json");
+    assert_eq!(r["attempts"]["total"], 2);
+    assert_eq!((&r["workflows"]["primary_success"], &r["workflows"]["fail_closed"]), (&json!(1), &json!(1)));
+    let served: Vec<&Value> =
+        r["by_served_model"].as_array().unwrap().iter().map(|m| &m["served_model"]).collect();
+    assert!(served.contains(&&json!("gpt-4o-mini-2024-07-18")), "llm.model_name is who answered: {served:?}");
+    assert_eq!(
+        r["tokens"]["total"],
+        json!({"input": 1000, "output": 50, "cached_input": 400, "cache_write_input": 100})
+    );
+    // 500 plain x $0.15 + 400 cached x $0.075 + 100 cache-written (no premium
+    // listed: input price) x $0.15 + 50 out x $0.60, per 1M tokens.
+    assert!((usd(&r["cost_usd"]["total"]) - 150e-6).abs() < 1e-12, "{}", r["cost_usd"]);
+    assert_eq!(r["error_classes"][0]["error_class"], "rate_limit", "from the exception event's type");
+}
+
+#[test]
+fn envoy_ai_gateway_genai_spans() {
+    let r = report_of_fixture("envoy_genai.json");
+    assert_eq!(r["attempts"]["total"], 2, "the tokenize span is not a model call");
+    assert_eq!(
+        r["by_served_provider"][0]["served_provider"], "azure.ai.openai",
+        "`azure.openai` is an alias"
+    );
+    assert_eq!(r["error_classes"][0]["error_class"], "transient", "error.type 500 is the HTTP status");
+    // gpt-4o: 1000 plain x $2.50 + 1000 cached x $1.25 + 100 out x $10.
+    assert!((usd(&r["cost_usd"]["total"]) - 4750e-6).abs() < 1e-12, "{}", r["cost_usd"]);
+}
+
+#[test]
+fn cloudflare_ai_gateway_spans() {
+    let r = report_of_fixture("cloudflare.json");
+    assert_eq!(r["attempts"]["total"], 2);
+    assert_eq!(r["workflows"]["primary_success"], 2);
+    assert_eq!(r["cost_usd"]["total"], 0.0005, "gen_ai.usage.cost is the emitter's cost");
+    assert_eq!(r["cost_usd"]["unknown_cost_attempts"], 1, "workers-ai has no price: unknown, not 0");
+}
+
+#[test]
+fn kong_ai_gateway_spans() {
+    let r = report_of_fixture("kong.json");
+    assert_eq!(r["attempts"]["total"], 1, "the balancer span is not an HTTP client attempt");
+    assert_eq!(r["by_served_model"][0]["served_model"], "gpt-4.1-mini-2025-04-14");
+    // gpt-4.1-mini: 500 in x $0.40 + 60 out x $1.60 per 1M.
+    assert!((usd(&r["cost_usd"]["total"]) - 296e-6).abs() < 1e-12, "{}", r["cost_usd"]);
+}
+
+#[test]
+fn openrouter_generations_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("generations.jsonl");
+    let generation = json!({"data": {
+    "id": "gen-77", "created_at": "2026-11-01T10:00:00Z", "model": "anthropic/claude-sonnet-4.5",
+    "provider_name": "Amazon Bedrock", "total_cost": 0.0042, "native_tokens_prompt": 900,
+    "native_tokens_completion": 120, "native_tokens_cached": 0, "cancelled": false,
+    "provider_responses": [
+        {"provider_name": "Anthropic", "model_permaslug": "anthropic/claude-sonnet-4.5", "status": 529, "latency": 300},
+        {"provider_name": "Amazon Bedrock", "model_permaslug": "anthropic/claude-sonnet-4.5", "status": 200, "latency": 1800}
+    ]}});
+    std::fs::write(&file, format!("{generation}\n")).unwrap();
+    let db = dir.path().join("or.duckdb");
+    cli_ingest(&db, &file);
+    let r = cli_report(&db);
+    assert_eq!(r["attempts"]["total"], 2);
+    assert_eq!(r["workflows"]["retry_recovery"], 1, "another provider of the same slug is the same route");
+    let served: Vec<(String, f64)> = r["by_served_provider"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["served_provider"].as_str().unwrap().to_string(), p["cost_usd"].as_f64().unwrap()))
+        .collect();
+    assert!(served.contains(&("aws.bedrock".to_string(), 0.0042)), "cost on who served: {served:?}");
+    assert!(served.contains(&("anthropic".to_string(), 0.0)), "{served:?}");
+}

@@ -1,0 +1,52 @@
+"""Drives the openai SDK instrumented with Arize OpenInference (and the
+OpenTelemetry httpx instrumentation for the SDK's own retries, over httpx2 as
+openai 3.x sends) against the fake provider, exporting over OTLP/HTTP to the
+ledger under test. Each call is its own trace, as an uninstrumented app
+makes them; the SDK's default `max_retries=2` retries on its own.
+
+Usage: openinference_openai.py OTLP_TRACES_URL PROVIDER_LOG.jsonl PLAN_JSON
+"""
+
+import json
+import sys
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from openinference.instrumentation.openai import OpenAIInstrumentor
+
+from fake_provider import FakeProvider
+
+
+def main():
+    otlp_url, provider_log, plan_json = sys.argv[1:4]
+    plan = json.loads(plan_json)
+    provider = TracerProvider(resource=Resource.create({"service.name": "openinference-test-app"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_url)))
+    trace.set_tracer_provider(provider)
+    HTTPX2ClientInstrumentor().instrument(tracer_provider=provider)
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+
+    import openai
+
+    outcomes = {}
+    with FakeProvider(plan, provider_log) as fake:
+        client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
+        for name in plan:
+            try:
+                client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
+                )
+                outcomes[name] = "ok"
+            except openai.APIError as err:
+                outcomes[name] = type(err).__name__
+    provider.force_flush()
+    provider.shutdown()
+    print(json.dumps(outcomes))
+
+
+if __name__ == "__main__":
+    main()
