@@ -2,9 +2,10 @@
 --
 -- provider / served_provider now hold the canonical provider name (the
 -- alias table, prices/providers.toml); the spelling the emitter sent is kept
--- beside them so `rebuild` can re-apply an edited alias table. Rows stored
--- before this migration keep their (lower-cased) spelling in both until the
--- store re-applies the aliases right after migrating.
+-- beside them (NULL: the same as the canonical name) so `rebuild` can
+-- re-apply an edited alias table. Rows stored before this migration keep
+-- their (lower-cased) spelling in both until the store re-applies the
+-- aliases right after migrating.
 ALTER TABLE attempts ADD COLUMN provider_received VARCHAR;
 ALTER TABLE attempts ADD COLUMN served_provider_received VARCHAR;
 UPDATE attempts SET provider_received = provider, served_provider_received = served_provider;

@@ -23,13 +23,11 @@
 --   attempts, n_sdk, n_gateway, n_app, n_queue (attempts by layer),
 --   wf_first_at, delivered_at (start of the first and of the delivered attempt),
 --   delivered_seq, primary_provider, primary_model, primary_route_group,
---   primary_route_key,
 --   outcome (section 4: primary_success | retry_recovery | fallback_recovery |
 --            degraded | queued | in_flight | fail_closed)
 -- Columns of temp.scope: the stored attempt columns, plus
 --   seq               1-based order in the workflow: attempt NULLS LAST, started_at, attempt_id
---   route_key         the attempt's route key
---   effective_route   route as stated, else primary iff its route key is the primary route's
+--   effective_route   route as stated, else primary iff same_route() as the primary route
 --   delivered         this is the workflow's delivered attempt
 --   outcome, workflow_name, wf_first_at, delivered_at  (the workflow's)
 --   cost_pusd_eff     emitter's cost; else 0 for a failure without tokens; else NULL
@@ -43,16 +41,20 @@
 --                     ('unknown' when unclassified, 'none' when nothing failed first)
 -- Only the columns the rules read are sorted; the full row joins back by
 -- rowid at the end (sorting wide rows costs more than the join).
+-- Two routes are the same when both have a route group and it is the same,
+-- or neither has one and provider and model are the same. (Compared field
+-- by field: building a key string per attempt cost a third of the report.)
+CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, provider_b, model_b) AS
+    CASE WHEN group_a IS NOT NULL OR group_b IS NOT NULL THEN coalesce(group_a = group_b, false)
+         ELSE provider_a = provider_b AND model_a = model_b END;
+
 CREATE OR REPLACE TEMP TABLE scope_ordered AS
 SELECT a.rowid AS attempt_rowid, a.workflow_id, a.started_at, a.layer, a.workflow, a.route, a.provider,
        a.model, a.route_group, a.decision,
-       CASE WHEN a.route_group IS NOT NULL THEN 'group:' || a.route_group
-            ELSE 'model:' || a.provider || chr(31) || a.model END AS route_key,
        -- Ties at equal order and start (second-resolution gateway logs):
-       -- a failure sorts before a success, then the id decides.
+       -- a failure sorts before a success ('error' < 'ok'), then the id.
        row_number() OVER (PARTITION BY a.workflow_id
-                          ORDER BY a.attempt ASC NULLS LAST, a.started_at,
-                                   CASE a.status WHEN 'error' THEN 0 ELSE 1 END, a.attempt_id) AS seq,
+                          ORDER BY a.attempt ASC NULLS LAST, a.started_at, a.status, a.attempt_id) AS seq,
        a.status = 'ok' AND (a.decision IS NULL OR a.decision NOT IN ('retry', 'fallback')) AS deliverable
 FROM attempts a, temp.scope_filter f
 WHERE (f.since IS NULL AND f.until IS NULL)
@@ -72,13 +74,14 @@ WITH facts AS (
            max(started_at) FILTER (WHERE seq = 1) AS wf_first_at,
            arg_min(workflow, seq) FILTER (WHERE workflow IS NOT NULL) AS workflow_name,
            -- The primary route: the first attempt that says so, else the first attempt.
-           coalesce(arg_min({'provider': provider, 'model': model, 'route_group': route_group, 'key': route_key}, seq)
+           coalesce(arg_min({'provider': provider, 'model': model, 'route_group': route_group}, seq)
                         FILTER (WHERE route = 'primary'),
-                    max({'provider': provider, 'model': model, 'route_group': route_group, 'key': route_key})
+                    max({'provider': provider, 'model': model, 'route_group': route_group})
                         FILTER (WHERE seq = 1)) AS primary_route,
            -- The delivered attempt: the first deliverable one. A struct is
            -- never NULL, so a NULL route inside it is kept, not skipped.
-           arg_min({'seq': seq, 'started_at': started_at, 'key': route_key, 'route': route}, seq)
+           arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model,
+                    'route_group': route_group, 'route': route}, seq)
                FILTER (WHERE deliverable) AS delivered,
            arg_max({'decision': decision}, seq).decision AS last_decision
     FROM temp.scope_ordered
@@ -87,11 +90,13 @@ WITH facts AS (
 SELECT workflow_id, workflow_name, attempts, n_sdk, n_gateway, n_app, n_queue,
        wf_first_at, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
        primary_route.provider AS primary_provider, primary_route.model AS primary_model,
-       primary_route.route_group AS primary_route_group, primary_route.key AS primary_route_key,
+       primary_route.route_group AS primary_route_group,
        CASE WHEN delivered.seq = 1 THEN 'primary_success'
             WHEN delivered IS NOT NULL THEN
                  CASE coalesce(delivered.route,
-                               CASE WHEN delivered.key = primary_route.key
+                               CASE WHEN same_route(delivered.route_group, delivered.provider, delivered.model,
+                                                    primary_route.route_group, primary_route.provider,
+                                                    primary_route.model)
                                     THEN 'primary' ELSE 'fallback' END)
                       WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
             WHEN last_decision = 'degrade' THEN 'degraded'
@@ -104,8 +109,9 @@ WHERE (f.since IS NULL OR wf_first_at >= f.since)
   AND (f.workflow IS NULL OR workflow_name = f.workflow);
 
 CREATE OR REPLACE TEMP TABLE scope AS
-SELECT a.*, o.seq, o.route_key,
-       coalesce(a.route, CASE WHEN o.route_key = w.primary_route_key
+SELECT a.*, o.seq,
+       coalesce(a.route, CASE WHEN same_route(a.route_group, a.provider, a.model,
+                                              w.primary_route_group, w.primary_provider, w.primary_model)
                               THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        w.outcome, w.workflow_name, w.wf_first_at, w.delivered_at,

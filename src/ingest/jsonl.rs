@@ -103,8 +103,8 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
         circuit: record.optional("circuit", parse_enum)?,
         ..AttemptFields::default()
     };
-    fields.warnings = std::mem::take(&mut record.warnings);
     fields.extra = record.rest();
+    fields.warnings = std::mem::take(&mut record.warnings);
     build_attempt(fields)
 }
 
@@ -167,9 +167,46 @@ impl Record {
         self.optional(field, non_empty_string)
     }
 
-    fn rest(self) -> Option<String> {
-        (!self.map.is_empty()).then(|| Value::Object(self.map).to_string())
+    /// The unknown fields, as a JSON object: message text dropped, and the
+    /// whole dropped (with a warning) past `MAX_EXTRA_BYTES`.
+    fn rest(&mut self) -> Option<String> {
+        let content: Vec<String> = self.map.keys().filter(|k| is_content_key(k)).cloned().collect();
+        for key in content {
+            self.map.remove(&key);
+        }
+        if self.map.is_empty() {
+            return None;
+        }
+        let text = Value::Object(std::mem::take(&mut self.map)).to_string();
+        if text.len() > MAX_EXTRA_BYTES {
+            self.warnings.push(format!(
+                "unknown fields take {} bytes, over the {MAX_EXTRA_BYTES}-byte limit: not kept",
+                text.len()
+            ));
+            return None;
+        }
+        Some(text)
     }
+}
+
+/// Unknown fields are kept up to this size per record (as JSON text).
+pub const MAX_EXTRA_BYTES: usize = 16 * 1024;
+
+/// Prompt and completion text is never stored, whatever the emitter calls it.
+fn is_content_key(key: &str) -> bool {
+    const CONTENT: [&str; 10] = [
+        "messages",
+        "response",
+        "prompt",
+        "completion",
+        "input",
+        "output",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "input.value",
+        "output.value",
+    ];
+    CONTENT.contains(&key) || key.starts_with("llm.input_messages") || key.starts_with("llm.output_messages")
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -340,6 +377,20 @@ mod tests {
         let a = decode_line(&line).unwrap();
         assert_eq!(a.route_group.as_deref(), Some("gpt-4o-pool"));
         assert_eq!(a.tokens.cache_write_input, Some(60));
+    }
+
+    #[test]
+    fn message_text_is_never_kept_and_extras_are_bounded() {
+        let line = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            r#""status":"ok","team":"search","messages":[{"role":"user","content":"secret"}],"response":"secret""#,
+        );
+        assert_eq!(decode_line(&line).unwrap().extra.as_deref(), Some(r#"{"team":"search"}"#));
+        let big = MINIMAL
+            .replace("\"status\":\"ok\"", &format!(r#""status":"ok","note":"{}""#, "x".repeat(20_000)));
+        let decoded = decode_lines(&big, 1);
+        assert_eq!(decoded.attempts[0].extra, None);
+        assert!(decoded.warnings[0].reason.contains("16384-byte limit"), "{:?}", decoded.warnings);
     }
 
     #[test]

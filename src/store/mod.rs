@@ -189,3 +189,37 @@ impl Store {
         Ok(self.conn.query_row("SELECT count(*) FROM attempts", [], |row| row.get::<_, i64>(0))? as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database written before canonical provider names gets them when
+    /// it is opened, and keeps the spelling it had.
+    #[test]
+    fn opening_an_older_database_canonicalises_its_providers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.duckdb");
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate::migrate(&conn, &MIGRATIONS[..2]).unwrap();
+            conn.execute_batch(
+                "INSERT INTO attempts (attempt_id, workflow_id, started_at, provider, model, status, layer,
+                                       served_provider, served_model, commit_state)
+                 VALUES ('a', 'w', TIMESTAMP '2026-11-28 02:00:00', 'azure', 'gpt-4o', 'ok', 'app',
+                         'bedrock', 'claude-sonnet-4-5', 'none')",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let row: (String, String, String, String) = store
+            .conn
+            .query_row(
+                "SELECT provider, served_provider, provider_received, served_provider_received FROM attempts",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(row, ("azure.ai.openai".into(), "aws.bedrock".into(), "azure".into(), "bedrock".into()));
+    }
+}

@@ -368,6 +368,12 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
         }
         appender.flush()?;
     }
+    // A NULL received spelling means "the canonical name itself": pin it
+    // before the names move, so no spelling is ever lost.
+    conn.execute_batch(
+        "UPDATE attempts SET provider_received = coalesce(provider_received, provider),
+                             served_provider_received = coalesce(served_provider_received, served_provider)",
+    )?;
     let changed = conn.execute(
         "UPDATE attempts SET
              provider = coalesce((SELECT m.canonical FROM temp.alias_map m
@@ -375,8 +381,7 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
                                  lower(trim(attempts.provider_received))),
              served_provider = coalesce((SELECT m.canonical FROM temp.alias_map m
                                          WHERE m.alias = lower(trim(attempts.served_provider_received))),
-                                        lower(trim(attempts.served_provider_received)))
-         WHERE provider_received IS NOT NULL",
+                                        lower(trim(attempts.served_provider_received)))",
         [],
     )?;
     conn.execute_batch("DROP TABLE temp.alias_map;")?;
@@ -395,13 +400,24 @@ fn to_record_batch(
         }
         Arc::new(b.finish()) as ArrayRef
     };
-    let owned_strings = |f: &dyn Fn(&Attempt) -> String| {
-        let mut b = StringBuilder::with_capacity(n, n * 16);
-        for (a, _) in attempts {
-            b.append_value(f(a));
+    // The canonical name, and the received spelling only where it differs
+    // (most records already use the canonical name: NULL is cheaper to
+    // append and store). A batch holds few distinct spellings: each is
+    // looked up once.
+    let canonical = |spelling: &dyn Fn(&Attempt) -> &str| {
+        let mut memo: HashMap<&str, String> = HashMap::new();
+        let mut names = StringBuilder::with_capacity(n, n * 12);
+        let mut received = StringBuilder::with_capacity(n, 0);
+        for &(a, _) in attempts {
+            let spelled = spelling(a);
+            let name = memo.entry(spelled).or_insert_with(|| aliases.canonical(spelled));
+            names.append_value(&*name);
+            received.append_option((spelled != name.as_str()).then_some(spelled));
         }
-        Arc::new(b.finish()) as ArrayRef
+        (Arc::new(names.finish()) as ArrayRef, Arc::new(received.finish()) as ArrayRef)
     };
+    let (provider, provider_received) = canonical(&|a| &a.provider);
+    let (served_provider, served_provider_received) = canonical(&|a| &a.served_provider);
     let floats = |f: &dyn Fn(&Attempt) -> Option<f64>| {
         let mut b = Float64Builder::with_capacity(n);
         for (a, _) in attempts {
@@ -430,14 +446,14 @@ fn to_record_batch(
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
-        owned_strings(&|a| aliases.canonical(&a.provider)),
+        provider,
         strings(&|a| Some(&a.model)),
         strings(&|a| Some(name(a.status))),
         ints(&|a| a.attempt),
         strings(&|a| a.workflow.as_deref()),
         strings(&|a| Some(name(a.layer))),
         strings(&|a| a.route.map(name)),
-        owned_strings(&|a| aliases.canonical(&a.served_provider)),
+        served_provider,
         strings(&|a| Some(&a.served_model)),
         strings(&|a| a.provider_request_id.as_deref()),
         floats(&|a| a.duration_ms),
@@ -455,8 +471,8 @@ fn to_record_batch(
         strings(&|a| a.decision.map(name)),
         strings(&|a| a.circuit.map(name)),
         strings(&|a| a.extra.as_deref()),
-        strings(&|a| Some(&a.provider)),
-        strings(&|a| Some(&a.served_provider)),
+        provider_received,
+        served_provider_received,
         strings(&|a| a.route_group.as_deref()),
         ints(&|a| a.tokens.cache_write_input),
         Arc::new(fingerprint.finish()),

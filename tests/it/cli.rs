@@ -278,3 +278,30 @@ fn an_input_has_one_format_decided_by_its_first_record() {
     let out = run(&["ingest", "--format", "attempts", "unknown.jsonl"], dir.path());
     assert_eq!(out.status.code(), Some(3), "named, the format is used and the line rejected");
 }
+
+/// Stored records keep the spelling they arrived with: an alias added
+/// later reaches them through `rebuild`, without re-ingesting.
+#[test]
+fn rebuild_applies_an_edited_provider_alias_table_to_stored_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = crate::rec(serde_json::json!({"provider": "corp-gateway-openai", "input_tokens": 1_000_000}));
+    std::fs::write(dir.path().join("a.jsonl"), format!("{line}\n")).unwrap();
+    assert_eq!(run(&["ingest", "a.jsonl"], dir.path()).status.code(), Some(0));
+    let before = json_report(dir.path(), &[]);
+    assert_eq!(before["by_served_provider"][0]["served_provider"], "corp-gateway-openai");
+    assert_eq!(before["cost_usd"]["unknown_cost_attempts"], 1);
+
+    std::fs::write(
+        dir.path().join("aliases.toml"),
+        "[[provider]]\nname = \"openai\"\naliases = [\"corp-gateway-openai\"]\n",
+    )
+    .unwrap();
+    let out = run(&["rebuild", "--providers", "aliases.toml"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let after = json_report(dir.path(), &[]);
+    assert_eq!(after["by_served_provider"][0]["served_provider"], "openai");
+    assert_eq!(after["cost_usd"]["total"], 0.15, "now priced as openai/gpt-4o-mini");
+    // Re-ingesting the same line is still a duplicate: the id hashes the spelling received.
+    let again = run(&["ingest", "--providers", "aliases.toml", "a.jsonl"], dir.path());
+    assert!(text(&again.stdout).starts_with("accepted 0 records, 1 duplicates"), "{}", text(&again.stdout));
+}
