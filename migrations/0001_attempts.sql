@@ -1,4 +1,4 @@
--- The fact table: one row per network attempt (attempt-record.md section 2).
+-- The fact table: one row per network attempt (docs/record-format.md, "Fields").
 -- No primary key or unique index: DuckDB maintains them row by row and they
 -- slow bulk appends several times over. The writer deduplicates on
 -- attempt_id instead (store/writer.rs), inside the batch's transaction.

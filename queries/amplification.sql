@@ -1,5 +1,5 @@
 -- amplification.sql: attempts per workflow, all layers and split by layer
--- (attempt-record.md section 7). An app's max_retries of 3 is not 3 calls
+-- (docs/record-format.md, "Waste, cost, amplification"). An app's max_retries of 3 is not 3 calls
 -- when the SDK and the gateway retry under it.
 -- Parameters: none (reads temp.scope_workflows, built by scope.sql).
 -- Columns:

@@ -1,4 +1,4 @@
--- cost_by_served.sql: the cost ledger (attempt-record.md section 6), charged to
+-- cost_by_served.sql: the cost ledger (docs/record-format.md, "Waste, cost, amplification"), charged to
 -- the provider and model that served each attempt, never the one requested.
 -- Parameters: none (reads temp.scope).
 -- Columns:

@@ -1,5 +1,5 @@
 -- error_classes.sql: failed attempts by error class ("who owns the failure",
--- attempt-record.md section 3) and the requested provider.
+-- docs/record-format.md, "Error classes") and the requested provider.
 -- Parameters: none (reads temp.scope).
 -- Columns:
 --   error_class   explicit or derived class; 'unknown' when neither applied

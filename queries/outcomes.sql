@@ -1,4 +1,4 @@
--- outcomes.sql: workflow outcomes (attempt-record.md section 4), overall and
+-- outcomes.sql: workflow outcomes (docs/record-format.md, "Outcomes"), overall and
 -- per workflow name.
 -- Parameters: none (reads temp.scope_workflows and temp.scope, built by scope.sql).
 -- Columns:

@@ -1,5 +1,5 @@
--- recovery_time.sql: time spent waiting and retrying (attempt-record.md
--- section 7): from the first attempt's start to the delivered attempt's start,
+-- recovery_time.sql: time spent waiting and retrying (docs/record-format.md,
+-- "Waste, cost, amplification"): from the first attempt's start to the delivered attempt's start,
 -- for workflows that were delivered after more than one attempt.
 -- Parameters: none (reads temp.scope_workflows, built by scope.sql).
 -- Columns:

@@ -1,4 +1,4 @@
--- retry_budget.sql: retry ratio per minute (attempt-record.md section 7):
+-- retry_budget.sql: retry ratio per minute (docs/record-format.md, "Waste, cost, amplification"):
 -- attempts that are not a workflow's first / first attempts, by the minute
 -- the attempt started. A minute above the budget is an incident.
 -- Parameters: $1 budget DOUBLE (0.10 = gRPC's default retry budget).

@@ -1,4 +1,4 @@
--- scope.sql: the derivation every report reads (attempt-record.md sections 4-6).
+-- scope.sql: the derivation every report reads (docs/record-format.md, "Outcomes" and "Waste, cost, amplification").
 -- Not a report itself: it builds three temp tables, temp.scope_workflows (one
 -- row per workflow in scope), temp.scope (one row per attempt of those
 -- workflows) and temp.scope_fallbacks (one row per workflow that fell back).
@@ -23,7 +23,7 @@
 --   attempts, n_sdk, n_gateway, n_app, n_queue (attempts by layer),
 --   wf_first_at, delivered_at (start of the first and of the delivered attempt),
 --   delivered_seq, primary_provider, primary_model, primary_route_group,
---   outcome (section 4: primary_success | retry_recovery | fallback_recovery |
+--   outcome ("Outcomes": primary_success | retry_recovery | fallback_recovery |
 --            degraded | queued | in_flight | fail_closed)
 -- Columns of temp.scope: the stored attempt columns, plus
 --   seq               1-based order in the workflow: attempt NULLS LAST, started_at, attempt_id

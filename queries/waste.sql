@@ -1,5 +1,5 @@
--- waste.sql: attempts, tokens and cost, total and wasted (attempt-record.md
--- section 5: every attempt that is not its workflow's delivered attempt is wasted).
+-- waste.sql: attempts, tokens and cost, total and wasted (docs/record-format.md,
+-- "Waste, cost, amplification": every attempt that is not its workflow's delivered attempt is wasted).
 -- Parameters: none (reads temp.scope).
 -- Columns (one row):
 --   attempts, wasted_attempts

@@ -1,4 +1,4 @@
-//! Error-class derivation (spec section 3): "who owns the failure".
+//! Error-class derivation (docs/record-format.md, "Error classes"): "who owns the failure".
 //!
 //! Order of evidence: an explicit class from the emitter always wins (the
 //! decoder keeps it); otherwise the provider's own `error_code` (so a 429 that
@@ -126,7 +126,7 @@ fn class_of_code(code: &str) -> Option<ErrorClass> {
     Some(class)
 }
 
-/// The statuses the spec's table names, plus 408 Request Timeout. Other
+/// The statuses the error-class table names, plus 408 Request Timeout. Other
 /// statuses prove nothing about the cause and derive `unknown`.
 fn class_of_status(status: i32) -> Option<ErrorClass> {
     use ErrorClass::*;

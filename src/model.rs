@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-/// Whether the attempt returned a usable result (spec section 2, `status`).
+/// Whether the attempt returned a usable result (docs/record-format.md, "Fields").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum Status {
@@ -14,7 +14,7 @@ pub enum Status {
 }
 
 /// Which layer issued the attempt: SDK-internal retries, gateway retries,
-/// application calls and queue redeliveries each count (spec section 1).
+/// application calls and queue redeliveries each count (docs/record-format.md, "Words").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, EnumString, IntoStaticStr, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum Layer {
@@ -32,7 +32,7 @@ pub enum Route {
     Fallback,
 }
 
-/// "Who owns the failure" (spec section 3).
+/// "Who owns the failure" (docs/record-format.md, "Error classes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum ErrorClass {
@@ -158,7 +158,7 @@ pub struct Attempt {
     pub visible_output: Option<bool>,
     pub decision: Option<Decision>,
     pub circuit: Option<Circuit>,
-    /// Fields the spec does not define, kept verbatim as a JSON object.
+    /// Fields the record format does not define, kept verbatim as a JSON object.
     pub extra: Option<String>,
     /// The OTLP trace this attempt was derived from (its attempts are
     /// re-derived when the trace gets new spans); `None` for records.
@@ -246,7 +246,7 @@ pub struct SpanRecord {
     pub span: Option<Vec<u8>>,
 }
 
-/// Renders an enum the way the spec and the store spell it.
+/// Renders an enum the way the record format and the store spell it.
 pub fn name<T: Into<&'static str>>(value: T) -> &'static str {
     value.into()
 }

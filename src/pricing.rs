@@ -1,4 +1,4 @@
-//! The price table (spec section 6): load the shipped `prices/prices.toml`,
+//! The price table (docs/record-format.md, "Waste, cost, amplification"): load the shipped `prices/prices.toml`,
 //! merge a user's file over it, and match a served model to an entry.
 //!
 //! Prices are held as integer pico-dollars per token so the store can price

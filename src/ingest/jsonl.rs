@@ -1,4 +1,4 @@
-//! JSONL attempt records (spec section 2) to domain `Attempt`s.
+//! JSONL attempt records (docs/record-format.md, "Fields") to domain `Attempt`s.
 //!
 //! Decoding never fails a whole input: each line is either an attempt or a
 //! rejection naming the field and what was wrong with it.

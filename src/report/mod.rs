@@ -1,4 +1,4 @@
-//! The report of attempt-record.md sections 4-7, shaped for people and
+//! The report of docs/record-format.md ("Outcomes" and "Waste, cost, amplification"), shaped for people and
 //! programs. The numbers come from `queries/*.sql` (through the store); this
 //! module only divides, converts units and arranges keys (interfaces.md).
 

@@ -1,4 +1,4 @@
-//! One small hand-written case per rule of attempt-record.md sections 3-7,
+//! One small hand-written case per rule of docs/record-format.md (error classes, outcomes, waste, cost, amplification),
 //! each written so that getting the rule wrong changes the asserted number.
 
 use attempt_ledger::report::WorkflowCounts;
