@@ -130,8 +130,34 @@ fn http_attempts_share_validation_and_dedup_with_file_ingest() {
         (json!(0), json!(15))
     );
 
+    // A changed redelivery is a conflict, a corrected value a warning, and
+    // 150 bad lines are all counted but only the first 100 listed.
+    let first: Value = serde_json::from_str(FIXTURE.lines().next().unwrap()).unwrap();
+    let mut changed = first.clone();
+    changed["output_tokens"] = json!(123_456);
+    let mut lenient = first.clone();
+    lenient["attempt_id"] = json!("lenient-1");
+    lenient["http_status"] = json!(0);
+    let body = format!("{changed}\n{lenient}\n{}", "{}\n".repeat(150));
+    let (status, answer, _) = service.post("/v1/attempts", "application/x-ndjson", None, body.as_bytes());
+    assert_eq!(status, 200);
+    let answer = json_of(&answer);
+    assert_eq!(
+        (&answer["accepted"], &answer["duplicates"], &answer["conflicts"]),
+        (&json!(1), &json!(1), &json!(1))
+    );
+    let derived_id = attempt_ledger::ingest::jsonl::decode_line(&first.to_string()).unwrap().attempt_id;
+    assert_eq!(answer["conflict_ids"], json!([derived_id]));
+    assert_eq!(answer["warnings"], 1);
+    assert_eq!(answer["warning_list"][0]["line"], 2);
+    assert_eq!(
+        (answer["rejected_total"].as_u64(), answer["rejected"].as_array().map(Vec::len)),
+        (Some(150), Some(100))
+    );
+    assert_eq!(answer["truncated"], true);
+
     // The same records through the CLI give the same report.
-    std::fs::write(dir.path().join("f.jsonl"), FIXTURE).unwrap();
+    std::fs::write(dir.path().join("f.jsonl"), format!("{FIXTURE}{lenient}\n")).unwrap();
     cli_ingest(&dir.path().join("cli.duckdb"), &dir.path().join("f.jsonl"));
     assert_eq!(service.report(""), cli_report(&dir.path().join("cli.duckdb")));
     assert_eq!(service.report("?workflow=nightly")["workflows"]["total"], 4);
