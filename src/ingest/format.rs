@@ -41,11 +41,11 @@ impl Format {
             [one] => Ok(*one),
             [] => Err(format!(
                 "cannot tell the format from the first record (keys: {}); name it with --format \
-                 attempts|otlp|litellm|openrouter",
+                 attempts|otlp|litellm|openrouter (?format= over HTTP)",
                 keys(&map)
             )),
             several => Err(format!(
-                "the first record fits several formats ({}); name one with --format",
+                "the first record fits several formats ({}); name one with --format (?format= over HTTP)",
                 several.iter().map(|f| <&str>::from(*f)).collect::<Vec<_>>().join(", ")
             )),
         }

@@ -170,8 +170,9 @@ async fn post_litellm(
     store_and_answer(&state, decoded).await
 }
 
-/// Stores what was decoded and answers with the ingest keys of
-/// docs/http-api.md: counts, and the first notes of each kind.
+/// Stores what was decoded and answers with the ingest keys
+/// (docs/record-format.md, "The ingest answer"): exact counts, and the first
+/// notes of each kind.
 async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ApiError> {
     super::ServiceStats::count(&state.stats.rejected_records, decoded.rejections.len() as u64);
     let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
