@@ -11,10 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
-venv="${ATTEMPT_LEDGER_TEST_VENV:-$target_dir/test-venv}"
-lock="tests/python/requirements.txt"
-
 phase_started=$SECONDS
 phase() {
   local now=$SECONDS
@@ -27,32 +23,9 @@ phase() {
   return 0
 }
 
-apt_install() {
-  if ! command -v apt-get >/dev/null; then
-    echo "error: need the Debian packages $*, and apt-get is not here" >&2
-    exit 1
-  fi
-  local sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
-}
-
 phase "python set-up"
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$lock" | cut -d' ' -f1)
-if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  rm -rf "$venv"
-  # Debian's python3 ships venv (with ensurepip) as a separate package.
-  if ! python3 -m venv "$venv" 2>/dev/null; then
-    rm -rf "$venv"
-    apt_install python3-venv
-    python3 -m venv "$venv"
-  fi
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$lock"
-  echo "$want" >"$stamp"
-fi
-export ATTEMPT_LEDGER_TEST_PYTHON="$venv/bin/python"
+# shellcheck source=scripts/python-env.sh
+source scripts/python-env.sh
 
 phase "build"
 cargo test --release --locked --no-run

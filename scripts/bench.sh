@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmark harness (scripts/bench.py): attempt-ledger's ingest, reports
+# and alert evaluation against DuckDB's own JSON loader on the same file, with
+# wall time and peak RSS of each step.
+#   scripts/bench.sh [ATTEMPTS]        (default 1,000,000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/python-env.sh
+source scripts/python-env.sh
+cargo build --release --locked --quiet
+export ATTEMPT_LEDGER_BIN="$target_dir/release/attempt-ledger"
+exec "$ATTEMPT_LEDGER_TEST_PYTHON" scripts/bench.py "$@"
