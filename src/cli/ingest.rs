@@ -38,7 +38,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let summary = ingest_sources(&store, &sources, args.format, !args.no_progress)
         .with_context(|| format!("ingest into {}", args.db.db.display()))?;
     print_summary(&summary);
-    Ok(if summary.rejected_total == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::REJECTED_LINES) })
+    let refused = summary.stored.spans_refused;
+    Ok(if summary.rejected_total == 0 && refused == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::REJECTED_LINES)
+    })
 }
 
 pub fn print_summary(summary: &IngestSummary) {
@@ -63,5 +68,12 @@ pub fn print_summary(summary: &IngestSummary) {
     }
     if summary.rejected_total > SHOWN_NOTES as u64 {
         eprintln!("... and {} more rejected lines", summary.rejected_total - SHOWN_NOTES as u64);
+    }
+    if stored.spans_refused > 0 {
+        eprintln!(
+            "rejected {} spans: their trace already holds {} spans, the most one trace may store",
+            stored.spans_refused,
+            crate::store::MAX_SPANS_PER_TRACE
+        );
     }
 }

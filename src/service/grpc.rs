@@ -48,7 +48,7 @@ impl TraceService for OtlpGrpc {
             .map_err(|e| Status::internal(e.to_string()))?;
         ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejections.len() as u64);
         match self.writer.write(spans.decoded.attempts, spans.decoded.spans).await {
-            Ok(_) => Ok(Response::new(export_response(&spans.decoded.rejections))),
+            Ok(stats) => Ok(Response::new(export_response(&spans.decoded.rejections, stats.spans_refused))),
             // OTLP: UNAVAILABLE with RetryInfo is retryable after the delay.
             Err(WriteError::Saturated) => Err(Status::with_error_details(
                 Code::Unavailable,

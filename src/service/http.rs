@@ -23,7 +23,7 @@ use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
 use crate::pricing::PriceTable;
 use crate::report::{Report, parse_time};
-use crate::store::MAX_LISTED_CONFLICTS;
+use crate::store::{MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE};
 use crate::store::{ReportFilter, Store};
 
 /// What the handlers share.
@@ -199,7 +199,8 @@ async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response
         "warnings": decoded.warnings.len(),
         "warning_list": warnings,
         "rejected": rejected,
-        "rejected_total": decoded.rejections.len(),
+        "rejected_total": decoded.rejections.len() as u64 + stats.spans_refused,
+        "spans_refused": stats.spans_refused,
         "truncated": truncated,
     }))
     .into_response())
@@ -276,24 +277,31 @@ async fn export_traces(
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
-    state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
-    Ok(export_response(&spans.decoded.rejections))
+    let stats = state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
+    Ok(export_response(&spans.decoded.rejections, stats.spans_refused))
 }
 
-/// OTLP partial success: how many spans were rejected and why.
-pub fn export_response(rejections: &[Rejection]) -> ExportTraceServiceResponse {
-    if rejections.is_empty() {
+/// OTLP partial success: how many spans were rejected and why, `refused`
+/// of them for a trace that already held the most spans one may store.
+pub fn export_response(rejections: &[Rejection], refused: u64) -> ExportTraceServiceResponse {
+    if rejections.is_empty() && refused == 0 {
         return ExportTraceServiceResponse { partial_success: None };
     }
-    let shown: Vec<&str> = rejections.iter().take(5).map(|r| r.reason.as_str()).collect();
-    let more = rejections.len().saturating_sub(shown.len());
-    let mut message = shown.join("; ");
+    let mut reasons: Vec<String> = Vec::new();
+    if refused > 0 {
+        reasons.push(format!(
+            "{refused} spans not stored: their trace already holds {MAX_SPANS_PER_TRACE} spans, the most one trace may store"
+        ));
+    }
+    reasons.extend(rejections.iter().take(5).map(|r| r.reason.clone()));
+    let more = rejections.len().saturating_sub(5);
+    let mut message = reasons.join("; ");
     if more > 0 {
         message.push_str(&format!("; and {more} more"));
     }
     ExportTraceServiceResponse {
         partial_success: Some(ExportTracePartialSuccess {
-            rejected_spans: rejections.len() as i64,
+            rejected_spans: rejections.len() as i64 + refused as i64,
             error_message: message,
         }),
     }

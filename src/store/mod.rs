@@ -15,7 +15,7 @@ use duckdb::Connection;
 
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
-pub use writer::{Batch, MAX_LISTED_CONFLICTS, TraceDeriver, WriteStats};
+pub use writer::{Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, TraceDeriver, WriteStats};
 
 use chrono::{DateTime, Utc};
 

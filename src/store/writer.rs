@@ -28,6 +28,12 @@ use crate::providers::ProviderAliases;
 /// exact.
 pub const MAX_LISTED_CONFLICTS: usize = 100;
 
+/// The most spans one trace may store. Each new span derives its trace
+/// again from all of its stored spans, so without a bound a client feeding
+/// one endless trace would make every export cost more than the last.
+/// Spans beyond it are refused (counted, reported as OTLP partial success).
+pub const MAX_SPANS_PER_TRACE: usize = 10_000;
+
 /// One request's (or one file chunk's) records.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Batch<'a> {
@@ -51,6 +57,8 @@ pub struct WriteStats {
     pub conflict_ids: Vec<String>,
     /// OTLP spans stored for the first time.
     pub spans_stored: u64,
+    /// New spans not stored: their trace already held `MAX_SPANS_PER_TRACE`.
+    pub spans_refused: u64,
 }
 
 impl std::ops::AddAssign for WriteStats {
@@ -59,6 +67,7 @@ impl std::ops::AddAssign for WriteStats {
         self.duplicates += other.duplicates;
         self.conflicts += other.conflicts;
         self.spans_stored += other.spans_stored;
+        self.spans_refused += other.spans_refused;
         let room = MAX_LISTED_CONFLICTS.saturating_sub(self.conflict_ids.len());
         self.conflict_ids.extend(other.conflict_ids.into_iter().take(room));
     }
@@ -257,15 +266,27 @@ fn store_spans_and_derive(
         )?
         .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?
         .collect::<Result<_, _>>()?;
+    let mut per_trace: HashMap<String, usize> = HashMap::new();
+    for (trace, _) in &stored {
+        *per_trace.entry(trace.clone()).or_default() += 1;
+    }
     let mut new_spans: Vec<&SpanRecord> = Vec::new();
     let mut touched: HashSet<&str> = HashSet::new();
     for (i, batch) in batches.iter().enumerate() {
         for span in batch.spans {
-            if stored.insert((span.trace_id.clone(), span.span_id.clone())) {
-                stats[i].spans_stored += 1;
-                touched.insert(&span.trace_id);
-                new_spans.push(span);
+            if stored.contains(&(span.trace_id.clone(), span.span_id.clone())) {
+                continue;
             }
+            let held = per_trace.entry(span.trace_id.clone()).or_default();
+            if *held >= MAX_SPANS_PER_TRACE {
+                stats[i].spans_refused += 1;
+                continue;
+            }
+            *held += 1;
+            stored.insert((span.trace_id.clone(), span.span_id.clone()));
+            stats[i].spans_stored += 1;
+            touched.insert(&span.trace_id);
+            new_spans.push(span);
         }
     }
     conn.execute_batch("DELETE FROM temp.batch_traces")?;

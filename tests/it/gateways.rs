@@ -393,3 +393,32 @@ fn openrouter_generations_import() {
     assert!(served.contains(&("aws.bedrock".to_string(), 0.0042)), "cost on who served: {served:?}");
     assert!(served.contains(&("anthropic".to_string(), 0.0)), "{served:?}");
 }
+
+/// One trace cannot grow without bound: spans past the per-trace limit are
+/// refused and counted, a redelivered span is still only a duplicate, and
+/// an export over HTTP says so as OTLP partial success.
+#[test]
+fn a_trace_stores_at_most_the_documented_number_of_spans() {
+    use attempt_ledger::model::{SpanKind, SpanRecord};
+    use attempt_ledger::store::{Batch, MAX_SPANS_PER_TRACE, Store};
+    let link = |i: usize| SpanRecord {
+        trace_id: "7".repeat(32),
+        span_id: format!("{i:016x}"),
+        parent_span_id: None,
+        kind: SpanKind::Link,
+        span: None,
+    };
+    let store = Store::open_in_memory().unwrap();
+    let derive = &attempt_ledger::ingest::otlp::derive_trace;
+    let first: Vec<SpanRecord> = (0..MAX_SPANS_PER_TRACE + 1).map(link).collect();
+    let stats = store.write_batches(&[Batch { attempts: &[], spans: &first }], derive).unwrap();
+    assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (MAX_SPANS_PER_TRACE as u64, 1));
+    let again = [link(0), link(MAX_SPANS_PER_TRACE + 7)];
+    let stats = store.write_batches(&[Batch { attempts: &[], spans: &again }], derive).unwrap();
+    assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (0, 1), "a stored span is no refusal");
+
+    let answer = attempt_ledger::service::http::export_response(&[], 3);
+    let partial = answer.partial_success.unwrap();
+    assert_eq!(partial.rejected_spans, 3);
+    assert!(partial.error_message.contains("the most one trace may store"), "{}", partial.error_message);
+}

@@ -375,7 +375,8 @@ fn a_saturated_writer_answers_grpc_unavailable_with_retry_info() {
     let request = |n: usize| -> ExportTraceServiceRequest {
         let spans: Vec<Value> = (0..20_000)
             .map(|i| {
-                json!({"traceId": format!("{n:032x}"), "spanId": format!("{i:016x}"), "name": "chat",
+                // 20 traces of 1,000 spans: under the per-trace limit.
+                json!({"traceId": format!("{n:016x}{:016x}", i / 1000), "spanId": format!("{i:016x}"), "name": "chat",
                        "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000",
                        "attributes": [{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
                                       {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]})
