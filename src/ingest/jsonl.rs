@@ -24,15 +24,7 @@ pub fn decode_body(body: &str) -> Decoded {
 /// Decodes JSONL attempt records. Blank lines are skipped; `first_line`
 /// numbers the lines of a chunk that started mid-file.
 pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
-    let mut decoded = Decoded::default();
-    for (index, line) in body.lines().enumerate() {
-        let line_no = first_line + index as u64;
-        if line.trim().is_empty() {
-            continue;
-        }
-        decoded.push_built(line_no, decode_line_built(line));
-    }
-    decoded
+    super::decode_json_lines(body, first_line, |value| decode_value(value).map(|built| vec![built]))
 }
 
 /// A JSON array body: "line" in a rejection is the 1-based element index.

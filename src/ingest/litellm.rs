@@ -19,17 +19,7 @@ const KEPT_EXTRA: [&str; 6] = ["id", "call_type", "api_base", "model_id", "cache
 
 /// JSONL of payloads; `first_line` numbers a chunk that started mid-file.
 pub fn decode_lines(text: &str, first_line: u64) -> Decoded {
-    let mut decoded = Decoded::default();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let built = serde_json::from_str::<Value>(line)
-            .map_err(|e| format!("not valid JSON: {e}"))
-            .and_then(decode_value);
-        decoded.push_built(first_line + index as u64, built);
-    }
-    decoded
+    super::decode_json_lines(text, first_line, |value| decode_value(value).map(|b| vec![b]))
 }
 
 /// What LiteLLM's generic API logger posts: a JSON array of payloads (its

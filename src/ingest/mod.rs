@@ -71,6 +71,29 @@ impl Decoded {
     }
 }
 
+/// Decodes JSON lines with `decode`, which maps one parsed record to its
+/// attempts (several for a record that lists upstream tries). Blank lines
+/// are skipped; `first_line` numbers a chunk that started mid-input; a line
+/// that is not JSON, or that `decode` refuses, is a rejection at its number.
+pub fn decode_json_lines(
+    text: &str,
+    first_line: u64,
+    decode: impl Fn(serde_json::Value) -> Result<Vec<Built>, String>,
+) -> Decoded {
+    let mut decoded = Decoded::default();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let line_no = first_line + index as u64;
+        match serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}")).and_then(&decode) {
+            Ok(built) => built.into_iter().for_each(|b| decoded.push_built(line_no, Ok(b))),
+            Err(reason) => decoded.rejections.push(Rejection { line: line_no, reason }),
+        }
+    }
+    decoded
+}
+
 /// What `build_attempt` made of a record: the attempt and what it had to
 /// correct.
 #[derive(Debug)]

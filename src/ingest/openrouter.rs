@@ -15,25 +15,7 @@ use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Layer, PicoUsd, Status, Tokens};
 
 pub fn decode_lines(text: &str, first_line: u64) -> Decoded {
-    let mut decoded = Decoded::default();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let line_no = first_line + index as u64;
-        match serde_json::from_str::<Value>(line)
-            .map_err(|e| format!("not valid JSON: {e}"))
-            .and_then(decode_value)
-        {
-            Ok(built) => {
-                for b in built {
-                    decoded.push_built(line_no, Ok(b));
-                }
-            }
-            Err(reason) => decoded.rejections.push(super::Rejection { line: line_no, reason }),
-        }
-    }
-    decoded
+    super::decode_json_lines(text, first_line, decode_value)
 }
 
 /// Whether a parsed record looks like a generation record.
