@@ -10,7 +10,10 @@ storm), then times, each as its own process:
   bundles) on the same file; the ratio is peer time / ingest time, so >= 1.0
   means ingest keeps up with DuckDB's own loader;
 - the full report, a 1-hour-window report, and one evaluation of every rule
-  in examples/alerts.toml (`alerts --check` over a single instant).
+  in examples/alerts.toml (`alerts --check` over a single instant);
+- HTTP ingest latency: `serve` on an empty database and on the loaded one,
+  each sent the same 50 batches of 1,000 new records one after another
+  (p50 and p99 of the answers, and the ratio loaded / empty).
 For each it records wall time and the peak RSS of the process. It prints a
 table and writes the figures as JSON (bench-results.json in the work
 directory; the inputs and databases are deleted). Figures, not assertions:
@@ -19,7 +22,9 @@ compare runs on the same machine.
 
 import json
 import os
+import statistics
 import subprocess
+import urllib.request
 import sys
 import tempfile
 import time
@@ -80,6 +85,38 @@ def peer_child(db: str, file: str):
     conn.close()
 
 
+def http_latencies(binary: Path, db: Path, batches: list[bytes]):
+    """Milliseconds per batch POSTed to /v1/attempts of a fresh `serve`."""
+    service = subprocess.Popen(
+        [binary, "serve", "--db", db, "--listen", "127.0.0.1:0", "--otlp-grpc", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        line = service.stdout.readline().decode()
+        http = next((word.split("=", 1)[1] for word in line.split() if word.startswith("http=")), None)
+        if http is None:
+            sys.exit(f"attempt-ledger serve did not start on {db}: {line!r}")
+        latencies = []
+        for body in batches:
+            request = urllib.request.Request(
+                f"http://{http}/v1/attempts", data=body, headers={"Content-Type": "application/x-ndjson"}
+            )
+            began = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=120) as answer:
+                answer.read()
+            latencies.append((time.perf_counter() - began) * 1000)
+        return latencies
+    finally:
+        service.terminate()
+        service.wait(timeout=60)
+
+
+def percentile(values, share):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
 def main():
     attempts = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     binary = Path(os.environ.get("ATTEMPT_LEDGER_BIN", ROOT / "target/release/attempt-ledger"))
@@ -124,12 +161,38 @@ def main():
     )
     record("alert evaluation (example rules, once)", seconds, rss)
 
+    # HTTP ingest: the same new records (another scenario, other ids) into an
+    # empty database and into the loaded one.
+    fresh = subprocess.run(
+        [binary, "simulate", "--scenario", "steady", "--seed", "2", "--workflows", "45000"],
+        check=True,
+        capture_output=True,
+    ).stdout.splitlines()[:50_000]
+    batches = [b"\n".join(fresh[i : i + 1000]) for i in range(0, len(fresh), 1000)]
+    for label, target in [("empty", work / "empty.duckdb"), ("loaded", db)]:
+        latencies = http_latencies(binary, target, batches)
+        results[f"http_{label}_ms"] = {
+            "p50": round(statistics.median(latencies), 1),
+            "p99": round(percentile(latencies, 0.99), 1),
+            "batches": len(batches),
+        }
+    results["http_p99_loaded_vs_empty"] = round(
+        results["http_loaded_ms"]["p99"] / results["http_empty_ms"]["p99"], 2
+    )
+
     print(f"attempt-ledger benchmark: {lines} attempts, DuckDB {duckdb.__version__} as the peer ({work})")
     print(f"{'step':<42} {'seconds':>9} {'peak RSS MiB':>13} {'records/s':>11}")
     for row in results["rows"]:
         rate = row.get("records_per_s", "")
         print(f"{row['step']:<42} {row['seconds']:>9.3f} {row['peak_rss_mib']:>13} {rate:>11}")
     print(f"ingest vs DuckDB read_json: {results['ingest_vs_read_json']:.2f}x (>= 1.0: keeps up)")
+    for label in ["empty", "loaded"]:
+        figures = results[f"http_{label}_ms"]
+        print(
+            f"HTTP ingest, {figures['batches']} batches of 1,000 into the {label} database: "
+            f"p50 {figures['p50']} ms, p99 {figures['p99']} ms"
+        )
+    print(f"HTTP p99 loaded / empty: {results['http_p99_loaded_vs_empty']:.2f}x")
     (work / "bench-results.json").write_text(json.dumps(results, indent=2))
     # The inputs and databases are large: only the figures are kept.
     for path in work.iterdir():
