@@ -12,12 +12,12 @@
 --                at most n (a workflow with none of a layer's attempts counts 0)
 --   max
 WITH long AS (
-    UNPIVOT (SELECT attempts AS n_all, n_sdk, n_gateway, n_app, n_queue FROM temp.scope_workflows)
+    UNPIVOT (SELECT workflows, n_all, n_sdk, n_gateway, n_app, n_queue FROM temp.scope_workflows)
     ON n_all, n_sdk, n_gateway, n_app, n_queue INTO NAME layer VALUE n
 ),
 -- Attempt counts are small integers: a histogram replaces a sort.
 histogram AS (
-    SELECT layer, n, count(*) AS workflows_with_n FROM long GROUP BY layer, n
+    SELECT layer, n, sum(workflows) AS workflows_with_n FROM long GROUP BY layer, n
 ),
 cumulative AS (
     SELECT layer, n,

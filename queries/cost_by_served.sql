@@ -1,6 +1,6 @@
 -- cost_by_served.sql: the cost ledger (docs/record-format.md, "Waste, cost, amplification"), charged to
 -- the provider and model that served each attempt, never the one requested.
--- Parameters: none (reads temp.scope).
+-- Parameters: none (reads temp.scope_attempts, built by scope.sql).
 -- Columns:
 --   served_provider
 --   served_model          NULL on the provider's subtotal row
@@ -11,15 +11,15 @@
 --   unknown_cost_attempts         attempts with no cost_usd and no price entry
 SELECT served_provider,
        served_model,
-       count(*) AS attempts,
-       count(*) FILTER (WHERE NOT delivered) AS wasted_attempts,
-       count(*) FILTER (WHERE served_provider <> provider) AS rerouted_attempts,
+       sum(attempts)::BIGINT AS attempts,
+       coalesce(sum(attempts) FILTER (WHERE NOT delivered), 0)::BIGINT AS wasted_attempts,
+       coalesce(sum(attempts) FILTER (WHERE served_provider <> provider), 0)::BIGINT AS rerouted_attempts,
        coalesce(sum(input_tokens), 0)::HUGEINT        AS input_tokens,
        coalesce(sum(output_tokens), 0)::HUGEINT       AS output_tokens,
        coalesce(sum(cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
-       coalesce(sum(cost_pusd_eff), 0)::HUGEINT                              AS cost_pusd,
-       coalesce(sum(cost_pusd_eff) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd,
-       count(*) FILTER (WHERE cost_pusd_eff IS NULL) AS unknown_cost_attempts
-FROM temp.scope
+       coalesce(sum(cost_pusd), 0)::HUGEINT                              AS cost_pusd,
+       coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd,
+       coalesce(sum(unknown_cost_attempts), 0)::BIGINT AS unknown_cost_attempts
+FROM temp.scope_attempts
 GROUP BY GROUPING SETS ((served_provider), (served_provider, served_model))
 ORDER BY served_provider, served_model NULLS FIRST;

@@ -1,6 +1,6 @@
 -- error_classes.sql: failed attempts by error class ("who owns the failure",
 -- docs/record-format.md, "Error classes") and the requested provider.
--- Parameters: none (reads temp.scope).
+-- Parameters: none (reads temp.scope_attempts, built by scope.sql).
 -- Columns:
 --   error_class   explicit or derived class; 'unknown' when neither applied
 --   provider      requested provider
@@ -9,11 +9,11 @@
 --   cost_pusd     their known cost (pico-USD)
 SELECT coalesce(error_class, 'unknown') AS error_class,
        provider,
-       count(*) AS attempts,
+       sum(attempts)::BIGINT AS attempts,
        coalesce(sum(input_tokens), 0)::HUGEINT  AS input_tokens,
        coalesce(sum(output_tokens), 0)::HUGEINT AS output_tokens,
-       coalesce(sum(cost_pusd_eff), 0)::HUGEINT AS cost_pusd
-FROM temp.scope
+       coalesce(sum(cost_pusd), 0)::HUGEINT AS cost_pusd
+FROM temp.scope_attempts
 WHERE status = 'error'
 GROUP BY ALL
 ORDER BY attempts DESC, error_class, provider;

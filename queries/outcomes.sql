@@ -1,6 +1,6 @@
 -- outcomes.sql: workflow outcomes (docs/record-format.md, "Outcomes"), overall and
 -- per workflow name.
--- Parameters: none (reads temp.scope_workflows and temp.scope, built by scope.sql).
+-- Parameters: none (reads temp.scope_workflows and temp.scope_attempts, built by scope.sql).
 -- Columns:
 --   is_total          true on the one row over every workflow in scope
 --   workflow_name     the workflow's name; NULL on the total row and for unnamed workflows
@@ -12,25 +12,25 @@
 WITH counts AS (
     SELECT grouping(workflow_name) = 1 AS is_total,
            workflow_name,
-           count(*) AS workflows,
-           count(*) FILTER (WHERE outcome = 'primary_success')   AS primary_success,
-           count(*) FILTER (WHERE outcome = 'retry_recovery')    AS retry_recovery,
-           count(*) FILTER (WHERE outcome = 'fallback_recovery') AS fallback_recovery,
-           count(*) FILTER (WHERE outcome = 'degraded')          AS degraded,
-           count(*) FILTER (WHERE outcome = 'fail_closed')       AS fail_closed,
-           count(*) FILTER (WHERE outcome = 'queued')            AS queued,
-           count(*) FILTER (WHERE outcome = 'in_flight')         AS in_flight
+           coalesce(sum(workflows), 0)::BIGINT AS workflows,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'primary_success'), 0)::BIGINT   AS primary_success,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'retry_recovery'), 0)::BIGINT    AS retry_recovery,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'fallback_recovery'), 0)::BIGINT AS fallback_recovery,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'degraded'), 0)::BIGINT          AS degraded,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'fail_closed'), 0)::BIGINT       AS fail_closed,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'queued'), 0)::BIGINT            AS queued,
+           coalesce(sum(workflows) FILTER (WHERE outcome = 'in_flight'), 0)::BIGINT         AS in_flight
     FROM temp.scope_workflows
     GROUP BY GROUPING SETS ((), (workflow_name))
 ),
 spend AS (
     SELECT grouping(workflow_name) = 1 AS is_total,
            workflow_name,
-           count(*) AS attempts,
-           count(*) FILTER (WHERE NOT delivered) AS wasted_attempts,
-           coalesce(sum(cost_pusd_eff), 0)::HUGEINT AS cost_pusd,
-           coalesce(sum(cost_pusd_eff) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd
-    FROM temp.scope
+           coalesce(sum(attempts), 0)::BIGINT AS attempts,
+           coalesce(sum(attempts) FILTER (WHERE NOT delivered), 0)::BIGINT AS wasted_attempts,
+           coalesce(sum(cost_pusd), 0)::HUGEINT AS cost_pusd,
+           coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd
+    FROM temp.scope_attempts
     GROUP BY GROUPING SETS ((), (workflow_name))
 )
 SELECT c.*, s.attempts, s.wasted_attempts, s.cost_pusd, s.wasted_cost_pusd

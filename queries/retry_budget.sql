@@ -8,14 +8,16 @@
 --   retries         every other attempt started in it
 --   ratio           retries / first_attempts; NULL when first_attempts = 0
 --   over_budget     ratio > budget, or retries with no first attempt at all
-SELECT date_trunc('minute', started_at) AS minute,
-       count(*) FILTER (WHERE seq = 1) AS first_attempts,
-       count(*) FILTER (WHERE seq > 1) AS retries,
-       CASE WHEN count(*) FILTER (WHERE seq = 1) > 0
-            THEN (count(*) FILTER (WHERE seq > 1))::DOUBLE / count(*) FILTER (WHERE seq = 1) END AS ratio,
-       CASE WHEN count(*) FILTER (WHERE seq = 1) > 0
-            THEN (count(*) FILTER (WHERE seq > 1))::DOUBLE / count(*) FILTER (WHERE seq = 1) > $1
-            ELSE count(*) FILTER (WHERE seq > 1) > 0 END AS over_budget
-FROM temp.scope
-GROUP BY minute
+WITH minutes AS (
+    SELECT attempt_minute AS minute,
+           coalesce(sum(attempts) FILTER (WHERE NOT retry), 0)::BIGINT AS first_attempts,
+           coalesce(sum(attempts) FILTER (WHERE retry), 0)::BIGINT AS retries
+    FROM temp.scope_minutes
+    GROUP BY attempt_minute
+)
+SELECT minute, first_attempts, retries,
+       CASE WHEN first_attempts > 0 THEN retries::DOUBLE / first_attempts END AS ratio,
+       CASE WHEN first_attempts > 0 THEN retries::DOUBLE / first_attempts > $1
+            ELSE retries > 0 END AS over_budget
+FROM minutes
 ORDER BY minute;

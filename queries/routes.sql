@@ -14,13 +14,13 @@
 SELECT primary_route_group,
        CASE WHEN primary_route_group IS NULL THEN primary_provider END AS primary_provider,
        CASE WHEN primary_route_group IS NULL THEN primary_model END AS primary_model,
-       count(*) AS workflows,
-       count(*) FILTER (WHERE outcome NOT IN ('queued', 'in_flight')) AS terminal,
-       count(*) FILTER (WHERE outcome = 'primary_success')   AS primary_success,
-       count(*) FILTER (WHERE outcome = 'retry_recovery')    AS retry_recovery,
-       count(*) FILTER (WHERE outcome = 'fallback_recovery') AS fallback_recovery,
-       count(*) FILTER (WHERE outcome = 'degraded')          AS degraded,
-       count(*) FILTER (WHERE outcome = 'fail_closed')       AS fail_closed
+       sum(workflows)::BIGINT AS workflows,
+       coalesce(sum(workflows) FILTER (WHERE outcome NOT IN ('queued', 'in_flight')), 0)::BIGINT AS terminal,
+       coalesce(sum(workflows) FILTER (WHERE outcome = 'primary_success'), 0)::BIGINT   AS primary_success,
+       coalesce(sum(workflows) FILTER (WHERE outcome = 'retry_recovery'), 0)::BIGINT    AS retry_recovery,
+       coalesce(sum(workflows) FILTER (WHERE outcome = 'fallback_recovery'), 0)::BIGINT AS fallback_recovery,
+       coalesce(sum(workflows) FILTER (WHERE outcome = 'degraded'), 0)::BIGINT          AS degraded,
+       coalesce(sum(workflows) FILTER (WHERE outcome = 'fail_closed'), 0)::BIGINT       AS fail_closed
 FROM temp.scope_workflows
-GROUP BY ALL
+GROUP BY 1, 2, 3
 ORDER BY workflows DESC, primary_route_group NULLS FIRST, primary_provider, primary_model;

@@ -13,7 +13,8 @@ storm), then times, each as its own process:
   in examples/alerts.toml (`alerts --check` over a single instant);
 - HTTP ingest latency: `serve` on an empty database and on the loaded one,
   each sent the same 50 batches of 1,000 new records one after another
-  (p50 and p99 of the answers, and the ratio loaded / empty).
+  (p50 and p99 of the answers, and the ratio loaded / empty); and the time
+  of one /metrics refresh on each, as the service reports it.
 For each it records wall time and the peak RSS of the process. It prints a
 table and writes the figures as JSON (bench-results.json in the work
 directory; the inputs and databases are deleted). Figures, not assertions:
@@ -85,8 +86,22 @@ def peer_child(db: str, file: str):
     conn.close()
 
 
+def refresh_seconds(http: str) -> float:
+    """The service's own figure for its last /metrics refresh (the stored-data
+    half, recomputed after writes); waits for the first one."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://{http}/metrics", timeout=60) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith("attempt_ledger_stored_metrics_compute_seconds"):
+                    return float(line.split()[-1])
+        time.sleep(0.2)
+    sys.exit("the service computed no stored metrics within 10 minutes")
+
+
 def http_latencies(binary: Path, db: Path, batches: list[bytes]):
-    """Milliseconds per batch POSTed to /v1/attempts of a fresh `serve`."""
+    """Milliseconds per batch POSTed to /v1/attempts of a fresh `serve`, and
+    the seconds of the first /metrics refresh, on the database as given."""
     service = subprocess.Popen(
         [binary, "serve", "--db", db, "--listen", "127.0.0.1:0", "--otlp-grpc", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
@@ -97,6 +112,7 @@ def http_latencies(binary: Path, db: Path, batches: list[bytes]):
         http = next((word.split("=", 1)[1] for word in line.split() if word.startswith("http=")), None)
         if http is None:
             sys.exit(f"attempt-ledger serve did not start on {db}: {line!r}")
+        refresh = refresh_seconds(http)
         latencies = []
         for body in batches:
             request = urllib.request.Request(
@@ -106,7 +122,7 @@ def http_latencies(binary: Path, db: Path, batches: list[bytes]):
             with urllib.request.urlopen(request, timeout=120) as answer:
                 answer.read()
             latencies.append((time.perf_counter() - began) * 1000)
-        return latencies
+        return latencies, refresh
     finally:
         service.terminate()
         service.wait(timeout=60)
@@ -170,7 +186,8 @@ def main():
     ).stdout.splitlines()[:50_000]
     batches = [b"\n".join(fresh[i : i + 1000]) for i in range(0, len(fresh), 1000)]
     for label, target in [("empty", work / "empty.duckdb"), ("loaded", db)]:
-        latencies = http_latencies(binary, target, batches)
+        latencies, refresh = http_latencies(binary, target, batches)
+        results[f"metrics_refresh_{label}_s"] = round(refresh, 3)
         results[f"http_{label}_ms"] = {
             "p50": round(statistics.median(latencies), 1),
             "p99": round(percentile(latencies, 0.99), 1),
@@ -193,6 +210,10 @@ def main():
             f"p50 {figures['p50']} ms, p99 {figures['p99']} ms"
         )
     print(f"HTTP p99 loaded / empty: {results['http_p99_loaded_vs_empty']:.2f}x")
+    print(
+        f"/metrics refresh (stored-data half): {results['metrics_refresh_loaded_s'] * 1000:.0f} ms on the loaded "
+        f"database, {results['metrics_refresh_empty_s'] * 1000:.0f} ms on the empty one"
+    )
     (work / "bench-results.json").write_text(json.dumps(results, indent=2))
     # The inputs and databases are large: only the figures are kept.
     for path in work.iterdir():

@@ -50,6 +50,12 @@ impl IngestSummary {
     }
 }
 
+/// Below this many bytes per stored attempt, an import is small next to
+/// the history and refreshes the derived tables chunk by chunk; above it,
+/// one set-based pass at the end costs less (a JSONL attempt record is
+/// 300-600 bytes).
+const BULK_BYTES_PER_STORED_ATTEMPT: u64 = 300;
+
 /// Ingests every source in order into `store`. Stops at the first input
 /// that cannot be read; everything committed before stays committed.
 /// `format` `None` decides each input's format from its first record.
@@ -60,10 +66,20 @@ pub fn ingest_sources(
     show_progress: bool,
 ) -> anyhow::Result<IngestSummary> {
     let mut summary = IngestSummary::default();
-    for source in sources {
-        ingest_source(store, source, format, show_progress, &mut summary)?;
+    let input_bytes: u64 = sources.iter().filter_map(Source::size).sum();
+    let bulk = input_bytes >= store.attempt_count()?.saturating_mul(BULK_BYTES_PER_STORED_ATTEMPT);
+    if bulk {
+        // The database is marked stale until the pass at the end: an import
+        // killed half-way is derived when the database is next opened.
+        store.begin_bulk();
     }
-    Ok(summary)
+    let result = sources
+        .iter()
+        .try_for_each(|source| ingest_source(store, source, format, show_progress, &mut summary));
+    if bulk {
+        store.finish_bulk().context("deriving facts and rollups of the imported records")?;
+    }
+    result.map(|_| summary)
 }
 
 fn ingest_source(

@@ -3,6 +3,7 @@
 mod alerts;
 mod demo;
 mod ingest;
+mod prune;
 mod rebuild;
 mod report;
 mod serve;
@@ -62,7 +63,10 @@ enum Command {
     /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
     /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
-    /// Re-apply the provider alias table to every stored attempt.
+    /// Delete workflows that started before a date (retention), and compact.
+    Prune(prune::Args),
+    /// Re-apply the provider alias table and derive every fact, rollup and
+    /// total again from the stored attempts.
     Rebuild(rebuild::Args),
     /// Print the recovery, waste and cost report.
     Report(report::Args),
@@ -79,6 +83,7 @@ pub fn main() -> ExitCode {
         Command::Alerts(args) => alerts::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Prune(args) => prune::run(args),
         Command::Rebuild(args) => rebuild::run(args),
         Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(args),

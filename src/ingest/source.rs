@@ -31,6 +31,15 @@ impl Source {
         }
     }
 
+    /// The input's size in bytes when it is a file (compressed size for
+    /// `.gz`); `None` for standard input or a file that cannot be read.
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Source::Stdin => None,
+            Source::File(path) => std::fs::metadata(path).ok().map(|m| m.len()),
+        }
+    }
+
     /// Opens the input; `.gz` files are decompressed (concatenated gzip
     /// members too, as `cat a.gz b.gz` produces). `bytes_read` counts the
     /// bytes taken from the underlying file, for progress.

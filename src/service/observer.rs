@@ -20,7 +20,7 @@ use super::writer::WriterStats;
 use crate::alerts::evaluate::evaluate;
 use crate::alerts::notify::{DeliveryStats, Notifier};
 use crate::alerts::{AlertEvent, RuleSet, Tracker, Transition};
-use crate::metrics::{Family, LATENCY_BUCKETS, stored_families};
+use crate::metrics::{Family, stored_families};
 use crate::pricing::PriceTable;
 use crate::store::Store;
 
@@ -86,7 +86,7 @@ pub fn spawn_metrics_refresher(
             let batches = writer.batches_committed.load(Ordering::Acquire);
             if computed_for != Some(batches) {
                 let began = Instant::now();
-                match store.metric_rows(&prices, &LATENCY_BUCKETS) {
+                match store.metric_rows(&prices) {
                     Ok(rows) => {
                         let snapshot = StoredMetrics {
                             families: stored_families(&rows),

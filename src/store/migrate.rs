@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0002_alert_events.sql"),
     },
     Migration { version: 3, name: "gateways", sql: include_str!("../../migrations/0003_gateways.sql") },
+    Migration { version: 4, name: "facts", sql: include_str!("../../migrations/0004_facts.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store
@@ -75,7 +76,7 @@ mod tests {
     use super::*;
 
     const NEXT: Migration = Migration {
-        version: 4,
+        version: 5,
         name: "test_column",
         sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
     };
@@ -84,11 +85,11 @@ mod tests {
     fn an_older_database_is_upgraded_once() {
         let conn = Connection::open_in_memory().unwrap();
         assert_eq!(migrate(&conn, &MIGRATIONS[..1]).unwrap(), vec![1]);
-        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2, 3]);
+        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2, 3, 4]);
         let newer = [MIGRATIONS, &[NEXT]].concat();
-        assert_eq!(migrate(&conn, &newer).unwrap(), vec![4]);
+        assert_eq!(migrate(&conn, &newer).unwrap(), vec![5]);
         assert_eq!(migrate(&conn, &newer).unwrap(), Vec::<i64>::new());
-        assert_eq!(schema_version(&conn).unwrap(), 4);
+        assert_eq!(schema_version(&conn).unwrap(), 5);
         conn.execute_batch("SELECT test_column FROM attempts").unwrap();
     }
 
@@ -97,16 +98,16 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         migrate(&conn, &[MIGRATIONS, &[NEXT]].concat()).unwrap();
         let err = migrate(&conn, MIGRATIONS).unwrap_err();
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 4, supported: 3 }), "{err}");
+        assert!(matches!(err, StoreError::SchemaTooNew { found: 5, supported: 4 }), "{err}");
     }
 
     #[test]
     fn a_failing_migration_leaves_the_schema_as_it_was() {
         let conn = Connection::open_in_memory().unwrap();
-        let broken = Migration { version: 4, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
+        let broken = Migration { version: 5, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
         let err = migrate(&conn, &[MIGRATIONS, &[broken]].concat()).unwrap_err();
-        assert!(matches!(err, StoreError::Migration { version: 4, .. }));
-        assert_eq!(schema_version(&conn).unwrap(), 3);
+        assert!(matches!(err, StoreError::Migration { version: 5, .. }));
+        assert_eq!(schema_version(&conn).unwrap(), 4);
         assert!(conn.execute_batch("SELECT * FROM t").is_err());
     }
 }

@@ -5,11 +5,14 @@
 //! another connection to the same database (readers beside one writer).
 
 mod alerts;
+mod derived;
+mod known;
 mod migrate;
 pub mod queries;
 mod writer;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use duckdb::Connection;
 
@@ -37,9 +40,17 @@ pub enum StoreError {
     Migration { version: i64, source: duckdb::Error },
     #[error("database error: {0}")]
     DuckDb(#[from] duckdb::Error),
+    #[error("{MEMORY_LIMIT_ENV}={value} is not a memory limit DuckDB accepts (say 512MB or 2GB): {source}")]
+    MemoryLimit { value: String, source: duckdb::Error },
     #[error("cannot build a record batch: {0}")]
     Arrow(#[from] duckdb::arrow::error::ArrowError),
 }
+
+/// The environment variable that sets DuckDB's memory limit for a database
+/// file (DuckDB's syntax: `512MB`, `2GB`); in-memory databases have none.
+pub const MEMORY_LIMIT_ENV: &str = "ATTEMPT_LEDGER_MEMORY_LIMIT";
+/// Leaves room under 1 GiB for the process's own buffers.
+pub const DEFAULT_MEMORY_LIMIT: &str = "512MB";
 
 /// First and last instant of something stored.
 pub type Span = (DateTime<Utc>, DateTime<Utc>);
@@ -47,7 +58,13 @@ pub type Span = (DateTime<Utc>, DateTime<Utc>);
 pub struct Store {
     conn: Connection,
     /// Maps received provider spellings to canonical names on write.
-    aliases: std::sync::Arc<ProviderAliases>,
+    aliases: Arc<ProviderAliases>,
+    /// Ids the database may hold; shared by every connection of this
+    /// `Store` (a write through any of them adds to it). Loaded on the
+    /// first write.
+    known: Arc<Mutex<Option<known::KnownIds>>>,
+    /// Writes leave the derived tables stale, for one rebuild at the end.
+    defer_derived: std::cell::Cell<bool>,
 }
 
 impl Store {
@@ -56,6 +73,12 @@ impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path)
             .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
+        // A file database can spill to disk, so DuckDB's memory is bounded:
+        // a rebuild over millions of attempts sorts on disk rather than
+        // taking the machine's memory.
+        let limit = std::env::var(MEMORY_LIMIT_ENV).unwrap_or_else(|_| DEFAULT_MEMORY_LIMIT.to_string());
+        conn.execute_batch(&format!("SET memory_limit = '{}';", limit.replace('\'', "")))
+            .map_err(|source| StoreError::MemoryLimit { value: limit.clone(), source })?;
         Self::init(conn)
     }
 
@@ -66,11 +89,18 @@ impl Store {
     fn init(conn: Connection) -> Result<Self, StoreError> {
         let applied = migrate::migrate(&conn, MIGRATIONS)?;
         writer::create_scratch(&conn)?;
-        let store = Self { conn, aliases: std::sync::Arc::new(ProviderAliases::builtin()) };
+        derived::create_scratch(&conn)?;
+        let store = Self {
+            conn,
+            aliases: Arc::new(ProviderAliases::builtin()),
+            known: Arc::new(Mutex::new(None)),
+            defer_derived: Default::default(),
+        };
         if applied.contains(&migrate::CANONICAL_PROVIDERS_VERSION) {
             // Rows stored before canonical names existed get them now.
             store.reapply_aliases()?;
         }
+        store.rebuild_if_stale()?;
         Ok(store)
     }
 
@@ -79,23 +109,128 @@ impl Store {
     pub fn try_clone(&self) -> Result<Self, StoreError> {
         let conn = self.conn.try_clone()?;
         writer::create_scratch(&conn)?;
-        Ok(Self { conn, aliases: self.aliases.clone() })
+        derived::create_scratch(&conn)?;
+        Ok(Self {
+            conn,
+            aliases: self.aliases.clone(),
+            known: self.known.clone(),
+            defer_derived: Default::default(),
+        })
     }
 
     /// Writes map provider spellings through `aliases` from now on (the
     /// shipped table is the default).
     pub fn with_aliases(mut self, aliases: ProviderAliases) -> Self {
-        self.aliases = std::sync::Arc::new(aliases);
+        self.aliases = Arc::new(aliases);
         self
     }
 
     /// Maps every stored row's received provider spellings through the
-    /// alias table again; returns the rows visited.
+    /// alias table again, and derives everything again if a name moved;
+    /// returns the rows whose names changed.
     pub fn reapply_aliases(&self) -> Result<u64, StoreError> {
+        let rows = self.in_transaction(|conn| {
+            let rows = writer::reapply_aliases(conn, &self.aliases)?;
+            if rows > 0 {
+                conn.execute_batch("UPDATE derived_state SET stale = true;")?;
+            }
+            Ok(rows)
+        })?;
+        self.rebuild_if_stale()?;
+        Ok(rows)
+    }
+
+    fn in_transaction<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let result = writer::reapply_aliases(&self.conn, &self.aliases);
-        self.conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        let result = work(&self.conn);
+        match &result {
+            Ok(_) => self.conn.execute_batch("COMMIT")?,
+            Err(_) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+        }
         result
+    }
+
+    /// Whether the derived tables lag the attempts (a bulk import under
+    /// way, or killed half-way).
+    pub fn derived_stale(&self) -> Result<bool, StoreError> {
+        Ok(self.conn.query_row("SELECT bool_or(stale) FROM derived_state", [], |r| r.get(0))?)
+    }
+
+    fn rebuild_if_stale(&self) -> Result<(), StoreError> {
+        if self.derived_stale()? {
+            self.rebuild_derived()?;
+        }
+        Ok(())
+    }
+
+    /// Recomputes every derived table (per-workflow facts, rollups, totals)
+    /// from the stored attempts, in one transaction; returns the workflows.
+    pub fn rebuild_derived(&self) -> Result<u64, StoreError> {
+        let began = std::time::Instant::now();
+        let workflows = self.in_transaction(|conn| {
+            let workflows = derived::rebuild(conn)?;
+            conn.execute_batch("UPDATE derived_state SET stale = false;")?;
+            Ok(workflows)
+        })?;
+        tracing::debug!(workflows, elapsed_ms = began.elapsed().as_millis() as u64, "derived tables rebuilt");
+        Ok(workflows)
+    }
+
+    /// Deletes the workflows whose first attempt started before `before`,
+    /// their attempts and derived rows, then compacts the file; returns
+    /// (workflows, attempts) deleted.
+    pub fn prune(&self, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
+        let deleted = self.in_transaction(|conn| derived::prune(conn, before))?;
+        // The filters still hold the deleted ids: harmless, but rebuilt
+        // smaller on the next write.
+        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.conn.execute_batch("CHECKPOINT;")?;
+        Ok(deleted)
+    }
+
+    /// An order-independent checksum of each derived table (row count and
+    /// the sum of its rows' hashes): equal for equal contents.
+    pub fn derived_checksum(&self) -> Result<Vec<(i64, i128)>, StoreError> {
+        derived::TABLES
+            .iter()
+            .map(|table| {
+                let sql =
+                    format!("SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM {table} t");
+                Ok(self.conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?)
+            })
+            .collect()
+    }
+
+    /// Every derived table as sorted lines of text: two databases holding
+    /// the same attempts give the same digest (tests, `rebuild`).
+    pub fn derived_digest(&self) -> Result<Vec<String>, StoreError> {
+        let mut lines = Vec::new();
+        for table in derived::TABLES {
+            let mut stmt = self.conn.prepare(&format!("SELECT t::VARCHAR FROM {table} t ORDER BY 1"))?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            for row in rows {
+                lines.push(format!("{table} {}", row?));
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Bulk import: writes from now on leave the derived tables stale
+    /// (marked so in the database) until `finish_bulk` derives them in one
+    /// set-based pass.
+    pub fn begin_bulk(&self) {
+        self.defer_derived.set(true);
+    }
+
+    /// Ends a bulk import: derives whatever the writes left stale.
+    pub fn finish_bulk(&self) -> Result<(), StoreError> {
+        self.defer_derived.set(false);
+        self.rebuild_if_stale()
     }
 
     /// Stores attempt records in one transaction, skipping those already
@@ -103,7 +238,7 @@ impl Store {
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
         let batch = Batch { attempts, spans: &[] };
         let no_spans: TraceDeriver = &|_| Vec::new();
-        Ok(writer::write_batches(&self.conn, &self.aliases, &[batch], no_spans)?.pop().unwrap_or_default())
+        Ok(self.write_batches(&[batch], no_spans)?.pop().unwrap_or_default())
     }
 
     /// Stores several batches in one transaction (group commit); each gets
@@ -115,7 +250,16 @@ impl Store {
         batches: &[Batch],
         derive: TraceDeriver,
     ) -> Result<Vec<WriteStats>, StoreError> {
-        writer::write_batches(&self.conn, &self.aliases, batches, derive)
+        // One writer at a time per database: the filters must see every
+        // write in order.
+        let mut guard = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref().is_none_or(|k| k.is_full()) {
+            *guard = Some(known::KnownIds::load(&self.conn)?);
+        }
+        let Some(known) = guard.as_mut() else { unreachable!("loaded above") };
+        let mut context =
+            writer::WriteContext { aliases: &self.aliases, known, defer_derived: self.defer_derived.get() };
+        writer::write_batches(&self.conn, &mut context, batches, derive)
     }
 
     /// Runs every report query over the workflows `filter` selects.
@@ -140,15 +284,11 @@ impl Store {
     }
 
     /// The stored-data samples of `/metrics` over every stored workflow, in
-    /// one transaction; `buckets` are the histogram upper bounds (seconds).
-    pub fn metric_rows(
-        &self,
-        prices: &PriceTable,
-        buckets: &[f64],
-    ) -> Result<Vec<queries::MetricRow>, StoreError> {
+    /// one transaction (histogram bounds: `metrics::LATENCY_BUCKETS`).
+    pub fn metric_rows(&self, prices: &PriceTable) -> Result<Vec<queries::MetricRow>, StoreError> {
         self.conn.execute_batch("BEGIN TRANSACTION")?;
         let rows = queries::prepare_scope(&self.conn, &ReportFilter::default(), prices)
-            .and_then(|_| queries::metric_rows(&self.conn, buckets));
+            .and_then(|_| queries::metric_rows(&self.conn));
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
     }
@@ -221,5 +361,12 @@ mod tests {
             )
             .unwrap();
         assert_eq!(row, ("azure.ai.openai".into(), "aws.bedrock".into(), "azure".into(), "bedrock".into()));
+        // ... and the derived tables the reports read, built from its attempts.
+        let facts: (String, String) = store
+            .conn
+            .query_row("SELECT workflow_id, outcome FROM workflow_facts", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!(facts, ("w".into(), "primary_success".into()));
+        assert!(!store.derived_stale().unwrap());
     }
 }

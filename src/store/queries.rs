@@ -9,6 +9,8 @@ use duckdb::{Connection, Row, params};
 use super::StoreError;
 use crate::pricing::PriceTable;
 
+const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
+const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
 
 /// Which workflows a report covers.
@@ -87,7 +89,9 @@ impl Query {
 }
 
 /// Loads the prices of the served models present in the database into
-/// `temp.prices` and builds `temp.scope` for `filter`.
+/// `temp.prices` and builds the `temp.scope_*` tables for `filter`: whole
+/// minutes from the rollups, the window's edges from the per-workflow facts
+/// (`window.sql`, `rollups.sql`, `scope.sql`).
 pub(super) fn prepare_scope(
     conn: &Connection,
     filter: &ReportFilter,
@@ -95,7 +99,7 @@ pub(super) fn prepare_scope(
 ) -> Result<(), StoreError> {
     let began = std::time::Instant::now();
     let served: Vec<(String, String)> = conn
-        .prepare("SELECT DISTINCT served_provider, served_model FROM attempts")?
+        .prepare("SELECT DISTINCT served_provider, served_model FROM total_attempts")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let resolved = prices.resolve(served.iter().map(|(p, m)| (p.as_str(), m.as_str())));
@@ -127,6 +131,8 @@ pub(super) fn prepare_scope(
         "INSERT INTO temp.scope_filter VALUES (?, ?, ?)",
         params![micros(filter.since), micros(filter.until), filter.workflow],
     )?;
+    conn.execute_batch(WINDOW_SQL)?;
+    conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
     tracing::debug!(query = "scope.sql", elapsed_ms = began.elapsed().as_millis() as u64);
     Ok(())
@@ -453,17 +459,9 @@ pub struct MetricRow {
     pub seconds: Option<f64>,
 }
 
-/// Runs `queries/metrics.sql` over the scope already prepared; `buckets` are
-/// the histogram upper bounds.
-pub(super) fn metric_rows(conn: &Connection, buckets: &[f64]) -> Result<Vec<MetricRow>, StoreError> {
-    conn.execute_batch("CREATE OR REPLACE TEMP TABLE metric_buckets (le DOUBLE);")?;
-    {
-        let mut appender = conn.appender_to_catalog_and_db("metric_buckets", "temp", "main")?;
-        for le in buckets {
-            appender.append_row(params![le])?;
-        }
-        appender.flush()?;
-    }
+/// Runs `queries/metrics.sql` over the scope already prepared (every
+/// stored workflow).
+pub(super) fn metric_rows(conn: &Connection) -> Result<Vec<MetricRow>, StoreError> {
     let began = std::time::Instant::now();
     let mut stmt = conn.prepare(METRICS_SQL)?;
     let rows = stmt

@@ -5,13 +5,21 @@
 //!    of the rest are stored already (a redelivery with a different
 //!    fingerprint is a conflict: counted, not merged);
 //! 3. append the new attempts as one Arrow record batch, with canonical
-//!    provider names from the alias table beside the received spellings.
+//!    provider names from the alias table beside the received spellings;
+//! 4. derive again the facts, rollups and totals of the workflows the group
+//!    touched (`derived`), unless a bulk import defers that to one pass.
+//!
+//! Lookups stay in proportion to the group: `known` says which ids can be
+//! stored at all, and the rest are looked for near their own start times
+//! first (DuckDB's zone maps skip the other row groups).
 //!
 //! A group is stored whole or not at all, and an attempt is stored once
 //! however many times it is delivered.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
 
 use duckdb::Connection;
 use duckdb::arrow::array::{
@@ -21,6 +29,8 @@ use duckdb::arrow::array::{
 use duckdb::params;
 
 use super::StoreError;
+use super::derived::{self, Touched, set_time_variable};
+use super::known::KnownIds;
 use crate::model::{Attempt, SpanKind, SpanRecord, name};
 use crate::providers::ProviderAliases;
 
@@ -120,11 +130,25 @@ pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How far around its own start time a redelivered attempt is looked for
+/// first; one stored at another time (a conflicting copy) is found by a
+/// scan of every id.
+const REDELIVERY_MARGIN: Duration = Duration::hours(1);
+
+/// What the writer needs besides the batches.
+pub(super) struct WriteContext<'a> {
+    pub aliases: &'a ProviderAliases,
+    pub known: &'a mut KnownIds,
+    /// Leave the derived tables stale (marked so) for one rebuild at the
+    /// end of a bulk import.
+    pub defer_derived: bool,
+}
+
 /// Writes several batches (one per request, say) in one transaction and
 /// tells each what it stored: an id is new for the first batch that has it.
 pub(super) fn write_batches(
     conn: &Connection,
-    aliases: &ProviderAliases,
+    context: &mut WriteContext,
     batches: &[Batch],
     derive: TraceDeriver,
 ) -> Result<Vec<WriteStats>, StoreError> {
@@ -132,7 +156,7 @@ pub(super) fn write_batches(
         return Ok(vec![WriteStats::default(); batches.len()]);
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
-    match write_in_transaction(conn, aliases, batches, derive) {
+    match write_in_transaction(conn, context, batches, derive) {
         Ok(stats) => {
             let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
@@ -149,7 +173,7 @@ pub(super) fn write_batches(
 
 fn write_in_transaction(
     conn: &Connection,
-    aliases: &ProviderAliases,
+    context: &mut WriteContext,
     batches: &[Batch],
     derive: TraceDeriver,
 ) -> Result<Vec<WriteStats>, StoreError> {
@@ -180,8 +204,9 @@ fn write_in_transaction(
             }
         }
     }
-    let ids: Vec<&str> = unique.iter().map(|(_, a)| a.attempt_id.as_str()).collect();
-    let stored = stored_fingerprints(conn, &ids)?;
+    let ids: Vec<(&str, DateTime<Utc>)> =
+        unique.iter().map(|(_, a)| (a.attempt_id.as_str(), a.started_at)).collect();
+    let stored = stored_fingerprints(conn, context.known, &ids)?;
     let mut new: Vec<(&Attempt, u64)> = Vec::with_capacity(unique.len() + derived.len());
     for (batch, attempt) in unique {
         let fingerprint = first_seen[attempt.attempt_id.as_str()];
@@ -200,9 +225,20 @@ fn write_in_transaction(
     }
     // Derived attempts replaced their trace's earlier ones: new only if
     // the id was not there before.
-    let derived_ids: Vec<&str> = derived.iter().map(|a| a.attempt_id.as_str()).collect();
-    let existed = stored_fingerprints(conn, &derived_ids)?;
+    let derived_ids: Vec<(&str, DateTime<Utc>)> =
+        derived.iter().map(|a| (a.attempt_id.as_str(), a.started_at)).collect();
+    let existed = stored_fingerprints(conn, context.known, &derived_ids)?;
+    // The workflows of a trace's earlier attempts change too, even when its
+    // new attempts name other workflows.
+    let mut emptied: Vec<String> = Vec::new();
     if !derived_owner.is_empty() {
+        emptied = conn
+            .prepare(
+                "SELECT DISTINCT workflow_id FROM attempts
+                 WHERE source_trace IN (SELECT trace_id FROM temp.batch_traces)",
+            )?
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<Result<_, _>>()?;
         conn.execute_batch(
             "DELETE FROM attempts WHERE source_trace IN (SELECT trace_id FROM temp.batch_traces);
              DELETE FROM temp.batch_traces;",
@@ -219,15 +255,49 @@ fn write_in_transaction(
     let looked_up = began.elapsed();
     if !new.is_empty() {
         let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
-        appender.append_record_batch(to_record_batch(&new, aliases)?)?;
+        appender.append_record_batch(to_record_batch(&new, context.aliases)?)?;
         // Errors surface at flush; Drop would swallow them.
         appender.flush()?;
     }
+    let appended = began.elapsed();
+
+    let mut touched = Touched::default();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(new.len());
+    for (attempt, _) in &new {
+        if seen.insert(&attempt.workflow_id) {
+            touched.add(&attempt.workflow_id, attempt.started_at);
+        } else {
+            touched.widen(attempt.started_at);
+        }
+    }
+    for id in &emptied {
+        if seen.insert(id) {
+            touched.ids.push(id);
+        }
+    }
+    touched.maybe_known =
+        touched.ids.iter().copied().filter(|id| context.known.may_hold_workflow(id)).collect();
+    let new_workflows: Vec<&str> =
+        touched.ids.iter().copied().filter(|id| !context.known.may_hold_workflow(id)).collect();
+    let refreshed = if context.defer_derived {
+        if !touched.ids.is_empty() {
+            conn.execute_batch("UPDATE derived_state SET stale = true;")?;
+        }
+        Default::default()
+    } else {
+        derived::refresh(conn, &touched)?
+    };
+    // Before the commit: should it fail, the filters only hold a few ids
+    // too many, which costs lookups, never answers.
+    context.known.insert(new.iter().map(|(a, _)| a.attempt_id.as_str()), new_workflows.into_iter());
     tracing::debug!(
         batch = total,
         appended = new.len(),
+        workflows = refreshed.workflows,
+        full_lookups = refreshed.full_lookups,
         lookup_ms = looked_up.as_millis() as u64,
-        append_ms = (began.elapsed() - looked_up).as_millis() as u64,
+        append_ms = (appended - looked_up).as_millis() as u64,
+        derive_ms = (began.elapsed() - appended).as_millis() as u64,
         "batch written"
     );
     Ok(stats)
@@ -360,26 +430,61 @@ fn fill_scratch<'a>(
     Ok(())
 }
 
-/// The ids of `ids` that `attempts` already holds, with their fingerprints
-/// (`None` for rows stored before fingerprints existed).
-fn stored_fingerprints(conn: &Connection, ids: &[&str]) -> Result<HashMap<String, Option<u64>>, StoreError> {
-    if ids.is_empty() {
+/// The ids of `ids` (with their start times) that `attempts` already
+/// holds, with their fingerprints (`None` for rows stored before
+/// fingerprints existed). Only ids `known` may hold are looked up: near
+/// their start time first, then, for any not found there, in every row.
+fn stored_fingerprints(
+    conn: &Connection,
+    known: &KnownIds,
+    ids: &[(&str, DateTime<Utc>)],
+) -> Result<HashMap<String, Option<u64>>, StoreError> {
+    let maybe: Vec<&(&str, DateTime<Utc>)> =
+        ids.iter().filter(|(id, _)| known.may_hold_attempt(id)).collect();
+    let (Some(earliest), Some(latest)) =
+        (maybe.iter().map(|(_, t)| *t).min(), maybe.iter().map(|(_, t)| *t).max())
+    else {
         return Ok(HashMap::new());
-    }
-    fill_scratch(conn, "batch_ids", ids.iter().copied())?;
-    let stored = conn
-        .prepare(
+    };
+    fill_scratch(conn, "batch_ids", maybe.iter().map(|(id, _)| *id))?;
+    set_time_variable(conn, "redelivery_from", Some(earliest - REDELIVERY_MARGIN))?;
+    set_time_variable(conn, "redelivery_until", Some(latest + REDELIVERY_MARGIN))?;
+    let read = |sql: &str| -> Result<HashMap<String, Option<u64>>, StoreError> {
+        Ok(conn
+            .prepare(sql)?
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<u64>>(1)?)))?
+            .collect::<Result<HashMap<_, _>, _>>()?)
+    };
+    let mut stored = read(
+        "SELECT attempt_id, fingerprint FROM attempts
+         WHERE started_at >= getvariable('redelivery_from') AND started_at <= getvariable('redelivery_until')
+           AND attempt_id IN (SELECT attempt_id FROM temp.batch_ids)",
+    )?;
+    if stored.len() < maybe.len() {
+        conn.execute_batch("DELETE FROM temp.batch_ids")?;
+        fill_scratch(
+            conn,
+            "batch_ids",
+            maybe.iter().map(|(id, _)| *id).filter(|id| !stored.contains_key(*id)),
+        )?;
+        let elsewhere = read(
             "SELECT attempt_id, fingerprint FROM attempts
              WHERE attempt_id IN (SELECT attempt_id FROM temp.batch_ids)",
-        )?
-        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<u64>>(1)?)))?
-        .collect::<Result<HashMap<_, _>, _>>()?;
+        )?;
+        tracing::debug!(
+            looked_up = maybe.len() - stored.len(),
+            found = elsewhere.len(),
+            "ids looked up in every row"
+        );
+        stored.extend(elsewhere);
+    }
     conn.execute_batch("DELETE FROM temp.batch_ids")?;
     Ok(stored)
 }
 
 /// Re-applies `aliases` to every stored row (after the alias table changed,
-/// or right after the migration that introduced canonical names).
+/// or right after the migration that introduced canonical names); returns
+/// the rows whose names changed.
 pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> Result<u64, StoreError> {
     conn.execute_batch("CREATE OR REPLACE TEMP TABLE alias_map (alias VARCHAR, canonical VARCHAR);")?;
     {
@@ -393,16 +498,20 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
     // before the names move, so no spelling is ever lost.
     conn.execute_batch(
         "UPDATE attempts SET provider_received = coalesce(provider_received, provider),
-                             served_provider_received = coalesce(served_provider_received, served_provider)",
+                             served_provider_received = coalesce(served_provider_received, served_provider)
+         WHERE provider_received IS NULL OR served_provider_received IS NULL;
+         CREATE OR REPLACE TEMP MACRO canonical(received) AS
+             coalesce((SELECT m.canonical FROM temp.alias_map m WHERE m.alias = lower(trim(received))),
+                      lower(trim(received)));",
     )?;
+    // Only rows whose names move are written (and counted): an unchanged
+    // table changes nothing, and derives nothing again.
     let changed = conn.execute(
         "UPDATE attempts SET
-             provider = coalesce((SELECT m.canonical FROM temp.alias_map m
-                                  WHERE m.alias = lower(trim(attempts.provider_received))),
-                                 lower(trim(attempts.provider_received))),
-             served_provider = coalesce((SELECT m.canonical FROM temp.alias_map m
-                                         WHERE m.alias = lower(trim(attempts.served_provider_received))),
-                                        lower(trim(attempts.served_provider_received)))",
+             provider = canonical(attempts.provider_received),
+             served_provider = canonical(attempts.served_provider_received)
+         WHERE provider IS DISTINCT FROM canonical(attempts.provider_received)
+            OR served_provider IS DISTINCT FROM canonical(attempts.served_provider_received)",
         [],
     )?;
     conn.execute_batch("DROP TABLE temp.alias_map;")?;

@@ -2,6 +2,7 @@
 
 mod alerts;
 mod cli;
+mod derived;
 mod gateways;
 mod properties;
 mod readme;

@@ -1,0 +1,178 @@
+-- facts.sql: the per-workflow facts (docs/record-format.md, "Outcomes" and
+-- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
+-- product is here, once; the reports read what this derives.
+-- Not a report itself: it builds temp.new_facts (one statement: small
+-- refreshes are dominated by per-statement costs), one row per workflow in
+-- temp.fact_input, shaped like the table workflow_facts.
+--
+-- Parameters: temp.fact_input (the stored attempt columns; every attempt of
+--   each workflow it holds, so the derivation sees whole workflows) and the
+--   variable latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending).
+-- Columns of temp.new_facts (see migrations/0004_facts.sql):
+--   workflow_id, workflow_name   first non-NULL `workflow` in attempt order
+--   first_at                     start of the first attempt (seq 1)
+--   earliest_at, last_at         earliest and latest start of any attempt (where to look)
+--   attempts, n_sdk, n_gateway, n_app, n_queue   attempts, all and by layer
+--   delivered_at, delivered_seq  the delivered attempt (the first deliverable one)
+--   primary_provider, primary_model, primary_route_group
+--                                the first attempt that says route = primary, else the first attempt
+--   outcome                      primary_success | retry_recovery | fallback_recovery |
+--                                degraded | queued | in_flight | fail_closed
+--   fallback_provider, fallback_model, fallback_route_group
+--                                route of the first attempt off the primary route
+--   fallback_reason              error class of the last failed attempt before it
+--                                ('unknown' unclassified, 'none' when nothing failed first;
+--                                NULL when the workflow never fell back)
+--   spend    its attempts grouped by attempt minute, layer, requested and
+--            served route, status, error class, retry (seq > 1), delivered
+--            and cost_kind:
+--              emitter  the emitter stated its cost (emitter_cost_pusd)
+--              free     a failure that billed no tokens: costs 0, priced or not
+--              unknown  an answer that reported no usage at all: cost unknown
+--              priced   tokens priced when read, by served model (unknown without a price)
+--   latency  duration and time-to-first-token observations by bucket (le
+--            NULL above the last bound), with their sum in whole microseconds
+--
+-- Order in a workflow: attempt NULLS LAST, started_at, then status (at equal
+-- order and start, as second-resolution gateway logs have, a failure sorts
+-- before a success), then attempt_id.
+-- Two routes are the same when both have a route group and it is the same,
+-- or neither has one and provider and model are the same; an explicit
+-- `route` field wins over any comparison.
+CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, provider_b, model_b) AS
+    CASE WHEN group_a IS NOT NULL OR group_b IS NOT NULL THEN coalesce(group_a = group_b, false)
+         ELSE provider_a = provider_b AND model_a = model_b END;
+
+CREATE OR REPLACE TEMP TABLE new_facts AS
+WITH ordered AS MATERIALIZED (
+    SELECT workflow_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
+           served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
+           cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms,
+           row_number() OVER (PARTITION BY workflow_id
+                              ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
+           status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
+    FROM temp.fact_input
+),
+per_workflow AS (
+    SELECT workflow_id,
+           count(*) AS attempts,
+           count(*) FILTER (WHERE layer = 'sdk')     AS n_sdk,
+           count(*) FILTER (WHERE layer = 'gateway') AS n_gateway,
+           count(*) FILTER (WHERE layer = 'app')     AS n_app,
+           count(*) FILTER (WHERE layer = 'queue')   AS n_queue,
+           max(started_at) FILTER (WHERE seq = 1) AS first_at,
+           min(started_at) AS earliest_at,
+           max(started_at) AS last_at,
+           arg_min(workflow, seq) FILTER (WHERE workflow IS NOT NULL) AS workflow_name,
+           coalesce(arg_min({'provider': provider, 'model': model, 'route_group': route_group}, seq)
+                        FILTER (WHERE route = 'primary'),
+                    max({'provider': provider, 'model': model, 'route_group': route_group})
+                        FILTER (WHERE seq = 1)) AS primary_route,
+           -- A struct is never NULL, so a NULL route inside it is kept.
+           arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model,
+                    'route_group': route_group, 'route': route}, seq)
+               FILTER (WHERE deliverable) AS delivered,
+           arg_max({'decision': decision}, seq).decision AS last_decision
+    FROM ordered
+    GROUP BY workflow_id
+),
+workflows AS MATERIALIZED (
+    SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
+           delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
+           primary_route.provider AS primary_provider, primary_route.model AS primary_model,
+           primary_route.route_group AS primary_route_group,
+           CASE WHEN delivered.seq = 1 THEN 'primary_success'
+                WHEN delivered IS NOT NULL THEN
+                     CASE coalesce(delivered.route,
+                                   CASE WHEN same_route(delivered.route_group, delivered.provider, delivered.model,
+                                                        primary_route.route_group, primary_route.provider,
+                                                        primary_route.model)
+                                        THEN 'primary' ELSE 'fallback' END)
+                          WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
+                WHEN last_decision = 'degrade' THEN 'degraded'
+                WHEN last_decision = 'queue'   THEN 'queued'
+                WHEN last_decision IN ('retry', 'fallback') THEN 'in_flight'
+                ELSE 'fail_closed' END AS outcome
+    FROM per_workflow
+),
+classified AS MATERIALIZED (
+    SELECT o.*,
+           coalesce(o.route, CASE WHEN same_route(o.route_group, o.provider, o.model,
+                                                  w.primary_route_group, w.primary_provider, w.primary_model)
+                                  THEN 'primary' ELSE 'fallback' END) AS effective_route,
+           coalesce(o.seq = w.delivered_seq, false) AS delivered,
+           CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
+                WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
+                     AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
+                     THEN 'free'
+                WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
+                     AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
+                     THEN 'unknown'
+                ELSE 'priced' END AS cost_kind
+    FROM ordered o
+    JOIN workflows w USING (workflow_id)
+),
+first_fallback AS (
+    SELECT workflow_id, min(seq) AS fallback_seq
+    FROM classified
+    WHERE effective_route = 'fallback'
+    GROUP BY workflow_id
+),
+fallbacks AS (
+    SELECT a.workflow_id,
+           coalesce(arg_max(coalesce(a.error_class, 'unknown'), a.seq)
+                        FILTER (WHERE a.status = 'error' AND a.seq < f.fallback_seq), 'none') AS reason,
+           max({'provider': a.provider, 'model': a.model, 'route_group': a.route_group})
+               FILTER (WHERE a.seq = f.fallback_seq) AS route
+    FROM classified a
+    JOIN first_fallback f ON f.workflow_id = a.workflow_id
+    WHERE a.seq <= f.fallback_seq
+    GROUP BY a.workflow_id
+),
+spend AS (
+    SELECT workflow_id, list(entry ORDER BY entry) AS spend
+    FROM (
+        SELECT workflow_id,
+               {'attempt_minute': date_trunc('minute', started_at), 'layer': layer, 'provider': provider,
+                'model': model, 'served_provider': served_provider, 'served_model': served_model,
+                'status': status, 'error_class': error_class, 'retry': seq > 1, 'delivered': delivered,
+                'cost_kind': cost_kind, 'attempts': count(*),
+                'input_tokens': coalesce(sum(input_tokens), 0)::HUGEINT,
+                'output_tokens': coalesce(sum(output_tokens), 0)::HUGEINT,
+                'cached_input_tokens': coalesce(sum(cached_input_tokens), 0)::HUGEINT,
+                'cache_write_input_tokens': coalesce(sum(cache_write_input_tokens), 0)::HUGEINT,
+                'emitter_cost_pusd': coalesce(sum(cost_pusd), 0)::HUGEINT} AS entry
+        FROM classified
+        GROUP BY workflow_id, date_trunc('minute', started_at), layer, provider, model, served_provider,
+                 served_model, status, error_class, seq > 1, delivered, cost_kind
+    )
+    GROUP BY workflow_id
+),
+latency AS (
+    SELECT workflow_id, list(entry ORDER BY entry) AS latency
+    FROM (
+        SELECT workflow_id,
+               {'provider': provider, 'model': model, 'status': status, 'metric': metric, 'le': le,
+                'observations': count(*), 'sum_us': sum(round(ms * 1000))::HUGEINT} AS entry
+        FROM (SELECT *,
+                     -- The smallest bound at or above the observation; NULL above the last.
+                     list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
+              FROM (SELECT workflow_id, provider, model, status, 'duration' AS metric, duration_ms AS ms
+                    FROM classified WHERE duration_ms IS NOT NULL
+                    UNION ALL
+                    SELECT workflow_id, provider, model, status, 'ttft' AS metric, ttft_ms AS ms
+                    FROM classified WHERE ttft_ms IS NOT NULL))
+        GROUP BY workflow_id, provider, model, status, metric, le
+    )
+    GROUP BY workflow_id
+)
+SELECT w.workflow_id, w.workflow_name, w.first_at, w.earliest_at, w.last_at, w.attempts, w.n_sdk, w.n_gateway,
+       w.n_app, w.n_queue, w.delivered_at, w.delivered_seq, w.primary_provider, w.primary_model,
+       w.primary_route_group, w.outcome,
+       f.route.provider AS fallback_provider, f.route.model AS fallback_model,
+       f.route.route_group AS fallback_route_group, f.reason AS fallback_reason,
+       s.spend, coalesce(l.latency, []) AS latency
+FROM workflows w
+JOIN spend s USING (workflow_id)
+LEFT JOIN fallbacks f USING (workflow_id)
+LEFT JOIN latency l USING (workflow_id);

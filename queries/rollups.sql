@@ -1,0 +1,50 @@
+-- rollups.sql: per-workflow facts summed by minute (the shapes of
+-- rollup_workflows, rollup_attempts and rollup_latency in
+-- migrations/0004_facts.sql). Only sums and counts: a rollup of a set of
+-- workflows is the sum of the rollups of its parts, so a window adds whole
+-- minutes to edge minutes and the all-time totals take signed deltas.
+-- Not a report itself: it builds temp.r_workflows, temp.r_attempts and
+-- temp.r_latency.
+--
+-- Parameters: temp.rollup_source, rows shaped like workflow_facts plus
+--   sign BIGINT: +1 adds the workflow, -1 takes it away (a workflow's old
+--   facts, when a write derived them again).
+-- Columns: those of the rollup tables. `minute` is the minute of the
+--   workflow's first attempt (outcomes are counted there); rollup_attempts
+--   also keeps each attempt's own minute (the per-minute retry budget).
+--   Groups whose every measure sums to 0 are dropped, so adding then taking
+--   away a workflow leaves nothing behind (a group whose count cancels but
+--   whose tokens do not, as when a trace's attempt is derived again with
+--   other usage, is kept: its tokens still move).
+CREATE OR REPLACE TEMP TABLE r_workflows AS
+SELECT date_trunc('minute', first_at) AS minute, workflow_name, primary_provider, primary_model,
+       primary_route_group, outcome, fallback_provider, fallback_model, fallback_route_group,
+       fallback_reason, attempts AS n_all, n_sdk, n_gateway, n_app, n_queue,
+       sum(sign)::BIGINT AS workflows
+FROM temp.rollup_source
+GROUP BY ALL
+HAVING sum(sign) <> 0;
+
+CREATE OR REPLACE TEMP TABLE r_attempts AS
+SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, workflow_name, outcome, s.layer,
+       s.provider, s.model, s.served_provider, s.served_model, s.status, s.error_class, s.retry,
+       s.delivered, s.cost_kind,
+       sum(sign * s.attempts)::BIGINT AS attempts,
+       sum(sign * s.input_tokens)::HUGEINT AS input_tokens,
+       sum(sign * s.output_tokens)::HUGEINT AS output_tokens,
+       sum(sign * s.cached_input_tokens)::HUGEINT AS cached_input_tokens,
+       sum(sign * s.cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
+       sum(sign * s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
+FROM (SELECT sign, first_at, workflow_name, outcome, unnest(spend) AS s FROM temp.rollup_source)
+GROUP BY ALL
+HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sign * s.output_tokens) <> 0
+    OR sum(sign * s.cached_input_tokens) <> 0 OR sum(sign * s.cache_write_input_tokens) <> 0
+    OR sum(sign * s.emitter_cost_pusd) <> 0;
+
+CREATE OR REPLACE TEMP TABLE r_latency AS
+SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, l.metric, l.le,
+       sum(sign * l.observations)::BIGINT AS observations,
+       sum(sign * l.sum_us)::HUGEINT AS sum_us
+FROM (SELECT sign, first_at, unnest(latency) AS l FROM temp.rollup_source)
+GROUP BY ALL
+HAVING sum(sign * l.observations) <> 0 OR sum(sign * l.sum_us) <> 0;

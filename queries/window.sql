@@ -1,0 +1,41 @@
+-- window.sql: which workflows a report covers, split into the whole minutes
+-- the rollups answer and the edges the per-workflow facts answer. Windows
+-- stay exact: a workflow counts where its first attempt started.
+-- Not a report itself: it sets the connection's variables scope_* and
+-- builds the view temp.rollup_source over the facts of the edge workflows,
+-- for rollups.sql. Variables, not a table: DuckDB folds getvariable() into a
+-- constant, so a time bound prunes row groups by their zone maps.
+--
+-- Parameters: one row in temp.scope_filter (a script of several statements
+--   cannot bind `$n` parameters to each of them):
+--   since    TIMESTAMP or NULL: first attempt started at or after
+--   until    TIMESTAMP or NULL: first attempt started before
+--   workflow VARCHAR or NULL: the workflow's name (`workflow` field)
+--   A workflow is selected as a whole, by its first attempt and its name, so
+--   a window never cuts a workflow in two and changes its outcome.
+-- Variables: scope_since, scope_until, scope_workflow, plus
+--   scope_everything   no time bound: the all-time totals answer
+--   scope_whole_from, scope_whole_until   the whole minutes inside
+--                  [since, until) (NULL: unbounded); none when from >= until
+-- Columns of temp.rollup_source: sign (1), then those of workflow_facts, for
+--   the workflows that started in [since, until) outside the whole minutes.
+SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
+SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
+SET VARIABLE scope_workflow = (SELECT workflow FROM temp.scope_filter);
+SET VARIABLE scope_everything = (SELECT since IS NULL AND until IS NULL FROM temp.scope_filter);
+-- The whole minutes inside [since, until): read from the rollups.
+SET VARIABLE scope_whole_from = (
+    SELECT CASE WHEN since = date_trunc('minute', since) THEN since
+                ELSE date_trunc('minute', since) + INTERVAL 1 MINUTE END
+    FROM temp.scope_filter);
+SET VARIABLE scope_whole_until = (SELECT date_trunc('minute', until) FROM temp.scope_filter);
+
+CREATE OR REPLACE TEMP VIEW rollup_source AS
+SELECT 1::BIGINT AS sign, f.*
+FROM workflow_facts f
+WHERE NOT getvariable('scope_everything')
+  AND (getvariable('scope_since') IS NULL OR f.first_at >= getvariable('scope_since'))
+  AND (getvariable('scope_until') IS NULL OR f.first_at < getvariable('scope_until'))
+  AND (getvariable('scope_workflow') IS NULL OR f.workflow_name = getvariable('scope_workflow'))
+  AND NOT ((getvariable('scope_whole_from') IS NULL OR f.first_at >= getvariable('scope_whole_from'))
+           AND (getvariable('scope_whole_until') IS NULL OR f.first_at < getvariable('scope_whole_until')));

@@ -1,0 +1,392 @@
+//! The derived tables: `workflow_facts`, `rollup_*` and `total_*`
+//! (migrations/0004_facts.sql). They are a pure function of the stored
+//! attempts: `queries/facts.sql` derives a workflow's facts from all of its
+//! attempts, `queries/rollups.sql` sums facts by minute. This module only
+//! decides which rows to derive again and swaps them in, inside the
+//! caller's transaction, so a reader never sees attempts without their
+//! facts.
+//!
+//! After a write touches some workflows:
+//! 1. their old facts are looked up (by id, pruned by time: see `refresh`);
+//! 2. their attempts are read (pruned to the span the old facts and the new
+//!    attempts cover) and their facts derived again;
+//! 3. the minutes either version of them started in are summed again from
+//!    the facts (cost: the workflows of those minutes, not the history);
+//! 4. the all-time totals take the difference, new minus old.
+
+use chrono::{DateTime, Duration, Utc};
+use duckdb::Connection;
+use duckdb::types::{TimeUnit, Value};
+
+use super::StoreError;
+
+const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
+const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
+
+/// Every derived table.
+pub(super) const TABLES: [&str; 7] = [
+    "workflow_facts",
+    "rollup_workflows",
+    "rollup_attempts",
+    "rollup_latency",
+    "total_workflows",
+    "total_attempts",
+    "total_latency",
+];
+
+/// How far around a batch's own start times its workflows' facts are looked
+/// for first; a workflow that started further away is found by a scan of
+/// the facts' ids (counted in `RefreshStats::full_lookups`).
+const LOOKUP_MARGIN: Duration = Duration::hours(6);
+
+/// The workflows one write touched, with the start times of the attempts
+/// it added.
+#[derive(Debug, Default)]
+pub(super) struct Touched<'a> {
+    pub ids: Vec<&'a str>,
+    /// Of those, the ids the store may already hold (the rest are new for
+    /// sure: `known::KnownIds` has never seen them).
+    pub maybe_known: Vec<&'a str>,
+    pub earliest: Option<DateTime<Utc>>,
+    pub latest: Option<DateTime<Utc>>,
+}
+
+impl<'a> Touched<'a> {
+    pub fn add(&mut self, workflow_id: &'a str, started_at: DateTime<Utc>) {
+        self.ids.push(workflow_id);
+        self.widen(started_at);
+    }
+
+    /// Another new attempt of a workflow already listed.
+    pub fn widen(&mut self, started_at: DateTime<Utc>) {
+        self.earliest = Some(self.earliest.map_or(started_at, |e| e.min(started_at)));
+        self.latest = Some(self.latest.map_or(started_at, |l| l.max(started_at)));
+    }
+}
+
+/// What a refresh did, for the write's debug log.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct RefreshStats {
+    pub workflows: u64,
+    /// Workflows whose old facts were not near the batch in time: found by
+    /// scanning every stored workflow id.
+    pub full_lookups: u64,
+}
+
+pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS touched (workflow_id VARCHAR);
+         CREATE TEMP TABLE IF NOT EXISTS touched_known (workflow_id VARCHAR);
+",
+    )?;
+    // A list literal of f64s that DuckDB reads back exactly.
+    let bounds: Vec<String> = crate::metrics::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
+    conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
+    Ok(())
+}
+
+fn micros(t: DateTime<Utc>) -> Value {
+    Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros())
+}
+
+pub(super) fn set_time_variable(
+    conn: &Connection,
+    name: &str,
+    value: Option<DateTime<Utc>>,
+) -> Result<(), StoreError> {
+    // SET VARIABLE takes no bound parameters; a timestamp from chrono is
+    // printed in a form DuckDB parses back exactly.
+    let literal = match value {
+        Some(t) => format!("TIMESTAMP '{}'", t.format("%Y-%m-%d %H:%M:%S%.6f")),
+        None => "NULL::TIMESTAMP".to_string(),
+    };
+    conn.execute_batch(&format!("SET VARIABLE {name} = {literal};"))?;
+    Ok(())
+}
+
+fn fill_ids(conn: &Connection, table: &str, ids: &[&str]) -> Result<(), StoreError> {
+    conn.execute_batch(&format!("DELETE FROM temp.{table};"))?;
+    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
+    for id in ids {
+        appender.append_row([id])?;
+    }
+    appender.flush()?;
+    Ok(())
+}
+
+/// Derives again the facts of the `touched` workflows, and the rollups and
+/// totals they feed. Runs inside the caller's transaction, after the
+/// attempts were written.
+pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshStats, StoreError> {
+    if touched.ids.is_empty() {
+        return Ok(RefreshStats::default());
+    }
+    // No span: the write only removed attempts (a trace derived again to
+    // nothing); the old facts bound where to look.
+    refresh_in(conn, touched, touched.earliest.zip(touched.latest))
+}
+
+/// The lowest and highest instant of something; `None` when it is empty.
+type TimeRange = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// `min(column)` and `max(column)` of a query, as UTC instants.
+fn time_range(conn: &Connection, sql: &str) -> Result<TimeRange, StoreError> {
+    let (low, high): (Value, Value) = conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let at = |v: Value| match v {
+        Value::Null => Ok(None),
+        v => super::queries::timestamp(v).map(Some),
+    };
+    Ok((at(low)?, at(high)?))
+}
+
+fn refresh_in(
+    conn: &Connection,
+    touched: &Touched,
+    span: Option<(DateTime<Utc>, DateTime<Utc>)>,
+) -> Result<RefreshStats, StoreError> {
+    let began = std::time::Instant::now();
+    let mut stats = RefreshStats { workflows: touched.ids.len() as u64, full_lookups: 0 };
+    fill_ids(conn, "touched", &touched.ids)?;
+    fill_ids(conn, "touched_known", &touched.maybe_known)?;
+
+    // 1. Old facts: near the batch first (zone maps prune the rest), then
+    //    a scan of the ids for the few known workflows not found there.
+    set_time_variable(conn, "look_from", span.map(|(e, _)| e - LOOKUP_MARGIN))?;
+    set_time_variable(conn, "look_until", span.map(|(_, l)| l + LOOKUP_MARGIN))?;
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE old_facts AS
+         SELECT * FROM workflow_facts
+         WHERE first_at >= getvariable('look_from') AND first_at <= getvariable('look_until')
+           AND workflow_id IN (SELECT workflow_id FROM temp.touched_known);",
+    )?;
+    let missing: i64 = conn.query_row(
+        "SELECT count(*) FROM temp.touched_known
+         WHERE workflow_id NOT IN (SELECT workflow_id FROM temp.old_facts)",
+        [],
+        |r| r.get(0),
+    )?;
+    if missing > 0 {
+        let found = conn.execute(
+            "INSERT INTO temp.old_facts
+             SELECT * FROM workflow_facts
+             WHERE workflow_id IN (SELECT workflow_id FROM temp.touched_known
+                                   WHERE workflow_id NOT IN (SELECT workflow_id FROM temp.old_facts))",
+            [],
+        )?;
+        stats.full_lookups = missing as u64;
+        tracing::debug!(missing, found, "workflows looked up by a full scan of their ids");
+    }
+
+    // 2. Their attempts: every one lies between the old facts' earliest
+    //    and latest start and the batch's.
+    let (old_from, old_until) =
+        time_range(conn, "SELECT min(earliest_at), max(last_at) FROM temp.old_facts")?;
+    let from = [old_from, span.map(|s| s.0)].into_iter().flatten().min();
+    let until = [old_until, span.map(|s| s.1)].into_iter().flatten().max();
+    set_time_variable(conn, "fact_from", from)?;
+    set_time_variable(conn, "fact_until", until)?;
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP VIEW fact_input AS
+         SELECT * FROM attempts
+         WHERE started_at >= getvariable('fact_from') AND started_at <= getvariable('fact_until')
+           AND workflow_id IN (SELECT workflow_id FROM temp.touched);",
+    )?;
+    conn.execute_batch(FACTS_SQL)?;
+    let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
+    set_time_variable(conn, "old_first", old_first)?;
+    set_time_variable(conn, "old_last", old_last)?;
+    conn.execute_batch(
+        "DELETE FROM workflow_facts
+         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
+         INSERT INTO workflow_facts BY NAME SELECT * FROM temp.new_facts ORDER BY first_at;",
+    )?;
+
+    let derived_at = began.elapsed();
+
+    // 3. One signed difference, new facts minus old, summed by minute:
+    //    added to the minutes it touches and to the all-time totals.
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP VIEW rollup_source AS
+         SELECT -1::BIGINT AS sign, * FROM temp.old_facts
+         UNION ALL BY NAME
+         SELECT 1::BIGINT AS sign, * FROM temp.new_facts;",
+    )?;
+    conn.execute_batch(ROLLUPS_SQL)?;
+    let (aff_from, aff_until) = time_range(
+        conn,
+        "SELECT min(minute), max(minute) FROM (SELECT minute FROM temp.r_workflows
+                                               UNION ALL SELECT minute FROM temp.r_attempts
+                                               UNION ALL SELECT minute FROM temp.r_latency)",
+    )?;
+    set_time_variable(conn, "aff_from", aff_from)?;
+    set_time_variable(conn, "aff_until", aff_until)?;
+    merge(conn, Target::Minutes)?;
+    merge(conn, Target::Totals)?;
+    conn.execute_batch(
+        "DROP VIEW temp.rollup_source; DROP VIEW temp.fact_input;
+         DROP TABLE temp.old_facts; DROP TABLE temp.new_facts;
+         DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
+    )?;
+    tracing::debug!(
+        workflows = stats.workflows,
+        derive_ms = derived_at.as_millis() as u64,
+        rollup_ms = (began.elapsed() - derived_at).as_millis() as u64,
+        "derived tables refreshed"
+    );
+    Ok(stats)
+}
+
+/// The rollups: minute table, total table, the `rollups.sql` output that
+/// feeds both, and its measures (every other column is a key).
+const ROLLUPS: [(&str, &str, &str, &[&str]); 3] = [
+    ("rollup_workflows", "total_workflows", "temp.r_workflows", &["workflows"]),
+    (
+        "rollup_attempts",
+        "total_attempts",
+        "temp.r_attempts",
+        &[
+            "attempts",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "cache_write_input_tokens",
+            "emitter_cost_pusd",
+        ],
+    ),
+    ("rollup_latency", "total_latency", "temp.r_latency", &["observations", "sum_us"]),
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    /// `rollup_*`: only the minutes in [aff_from, aff_until] are read and
+    /// rewritten (zone maps prune the rest).
+    Minutes,
+    /// `total_*`: small (one row per label combination), rewritten whole.
+    Totals,
+}
+
+/// Adds `temp.r_*` to the minute rollups or to the totals; rows whose every
+/// measure comes to 0 are dropped.
+fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
+    for (minutes, totals, delta, measures) in ROLLUPS {
+        let sums: Vec<String> = measures
+            .iter()
+            .map(|m| {
+                let ty = if matches!(*m, "workflows" | "attempts" | "observations") {
+                    "BIGINT"
+                } else {
+                    "HUGEINT"
+                };
+                format!("sum({m})::{ty} AS {m}")
+            })
+            .collect();
+        let nonzero: Vec<String> = measures.iter().map(|m| format!("sum({m}) <> 0")).collect();
+        let (table, current, delta_rows, clear) = match target {
+            Target::Minutes => {
+                let within = "minute >= getvariable('aff_from') AND minute <= getvariable('aff_until')";
+                (
+                    minutes,
+                    format!(
+                        "SELECT * FROM {minutes} WHERE {within}
+                           AND minute IN (SELECT DISTINCT minute FROM {delta})"
+                    ),
+                    format!("SELECT * FROM {delta}"),
+                    format!(
+                        "DELETE FROM {minutes} WHERE {within}
+                           AND minute IN (SELECT DISTINCT minute FROM {delta})"
+                    ),
+                )
+            }
+            Target::Totals => {
+                let minute_keys =
+                    if minutes == "rollup_attempts" { "minute, attempt_minute" } else { "minute" };
+                (
+                    totals,
+                    format!("SELECT * FROM {totals}"),
+                    format!("SELECT * EXCLUDE ({minute_keys}) FROM {delta}"),
+                    format!("DELETE FROM {totals}"),
+                )
+            }
+        };
+        conn.execute_batch(&format!(
+            "CREATE OR REPLACE TEMP TABLE merged AS
+             SELECT * EXCLUDE ({measures}), {sums}
+             FROM ({current} UNION ALL BY NAME {delta_rows})
+             GROUP BY ALL
+             HAVING {nonzero};
+             {clear};
+             INSERT INTO {table} BY NAME SELECT * FROM temp.merged;
+             DROP TABLE temp.merged;",
+            measures = measures.join(", "),
+            sums = sums.join(", "),
+            nonzero = nonzero.join(" OR "),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Recomputes every derived table from the stored attempts, in the
+/// caller's transaction (after an upgrade, an alias change, or a bulk
+/// import, where one set-based pass beats one refresh per chunk); returns
+/// the workflows derived.
+pub(super) fn rebuild(conn: &Connection) -> Result<u64, StoreError> {
+    conn.execute_batch("CREATE OR REPLACE TEMP VIEW fact_input AS SELECT * FROM attempts;")?;
+    conn.execute_batch(FACTS_SQL)?;
+    conn.execute_batch(
+        "DELETE FROM workflow_facts;
+         INSERT INTO workflow_facts BY NAME SELECT * FROM temp.new_facts ORDER BY first_at;
+         DROP TABLE temp.new_facts; DROP VIEW temp.fact_input;",
+    )?;
+    rebuild_rollups(conn)?;
+    let workflows: i64 = conn.query_row("SELECT count(*) FROM workflow_facts", [], |r| r.get(0))?;
+    Ok(workflows as u64)
+}
+
+/// Sums every rollup and total again from the facts.
+fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;",
+    )?;
+    conn.execute_batch(ROLLUPS_SQL)?;
+    for (minutes, totals, delta, _) in ROLLUPS {
+        conn.execute_batch(&format!(
+            "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;
+             DELETE FROM {totals};"
+        ))?;
+    }
+    merge(conn, Target::Totals)?;
+    conn.execute_batch("DROP VIEW temp.rollup_source;")?;
+    Ok(())
+}
+
+/// Deletes the workflows whose first attempt started before `before`, with
+/// their attempts, and spans received before it that no attempt needs any
+/// more; sums the rollups again. Returns (workflows, attempts) deleted.
+pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
+    conn.execute(
+        "CREATE OR REPLACE TEMP TABLE pruned AS
+         SELECT workflow_id, earliest_at, last_at FROM workflow_facts WHERE first_at < ?",
+        [micros(before)],
+    )?;
+    let workflows: i64 = conn.query_row("SELECT count(*) FROM temp.pruned", [], |r| r.get(0))?;
+    let (_, last) = time_range(conn, "SELECT min(earliest_at), max(last_at) FROM temp.pruned")?;
+    set_time_variable(conn, "prune_last", last)?;
+    let attempts = conn.execute(
+        "DELETE FROM attempts
+         WHERE started_at <= getvariable('prune_last')
+           AND workflow_id IN (SELECT workflow_id FROM temp.pruned)",
+        [],
+    )?;
+    conn.execute("DELETE FROM workflow_facts WHERE first_at < ?", [micros(before)])?;
+    // A span still waiting for the rest of its trace is kept.
+    conn.execute(
+        "DELETE FROM spans
+         WHERE received_at < ?
+           AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL)",
+        [micros(before)],
+    )?;
+    conn.execute_batch("DROP TABLE temp.pruned;")?;
+    rebuild_rollups(conn)?;
+    Ok((workflows as u64, attempts as u64))
+}
