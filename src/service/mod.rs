@@ -74,6 +74,9 @@ pub struct ServeConfig {
 /// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
 pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAddr)) -> anyhow::Result<()> {
     let store = Store::open(&config.db)?.with_aliases(config.providers.clone());
+    // Before listening: the first request must not wait for a scan of
+    // every stored id.
+    store.load_known_ids()?;
     let reader = store.try_clone()?;
     let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
     let metrics_store = store.try_clone()?;

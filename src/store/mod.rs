@@ -233,6 +233,16 @@ impl Store {
         self.rebuild_if_stale()
     }
 
+    /// Loads the filters of stored ids now rather than on the first write
+    /// (which would otherwise wait for a scan of every stored id).
+    pub fn load_known_ids(&self) -> Result<(), StoreError> {
+        let mut guard = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(known::KnownIds::load(&self.conn)?);
+        }
+        Ok(())
+    }
+
     /// Stores attempt records in one transaction, skipping those already
     /// stored.
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
