@@ -171,9 +171,16 @@ impl Store {
     /// Recomputes every derived table (per-workflow facts, rollups, totals)
     /// from the stored attempts, in one transaction; returns the workflows.
     pub fn rebuild_derived(&self) -> Result<u64, StoreError> {
+        self.rebuild_derived_in_parts(derived::REBUILD_PART_ATTEMPTS)
+    }
+
+    /// `rebuild_derived`, deriving about `attempts_per_part` attempts per
+    /// pass (whole workflows each; tests use small parts).
+    #[doc(hidden)]
+    pub fn rebuild_derived_in_parts(&self, attempts_per_part: u64) -> Result<u64, StoreError> {
         let began = std::time::Instant::now();
         let workflows = self.in_transaction(|conn| {
-            let workflows = derived::rebuild(conn)?;
+            let workflows = derived::rebuild(conn, attempts_per_part)?;
             conn.execute_batch("UPDATE derived_state SET stale = false;")?;
             Ok(workflows)
         })?;
