@@ -23,8 +23,8 @@ use super::StoreError;
 const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 
-/// Attempts per pass of a rebuild: at the default memory limit a pass of
-/// 1.2M attempts took 13 s and one of 10M ran out of memory.
+/// Attempts per pass of a rebuild: at the default memory limit one pass of
+/// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
 /// Every derived table.
@@ -333,47 +333,63 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Recomputes every derived table from the stored attempts, in the
-/// caller's transaction (after an upgrade, an alias change, or a bulk
-/// import, where one set-based pass beats one refresh per chunk); returns
-/// the workflows derived.
-pub(super) fn rebuild(conn: &Connection, attempts_per_part: u64) -> Result<u64, StoreError> {
+/// The time slabs a rebuild derives one by one: about the same number of
+/// attempts in each (`attempts_per_part`), bounds as [from, until), `None`
+/// for unbounded. A workflow is derived in the pass whose slab holds its
+/// earliest attempt, from all of its attempts (found by id, wherever they
+/// lie), so each pass sorts a bounded share of the attempts within the
+/// memory limit, and the facts are appended in time order, as writes
+/// append them: zone maps on first_at keep pruning lookups and window edges.
+pub(super) type Slab = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+pub(super) fn rebuild_slabs(conn: &Connection, attempts_per_part: u64) -> Result<Vec<Slab>, StoreError> {
     let attempts: i64 = conn.query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))?;
     let parts = (attempts as u64).div_ceil(attempts_per_part.max(1)).max(1);
-    conn.execute_batch("DELETE FROM workflow_facts;")?;
-    // Whole workflows per part (by a hash of the id), so each pass sorts
-    // and groups a bounded share of the attempts within the memory limit.
-    for part in 0..parts {
-        conn.execute_batch(&format!(
-            "CREATE OR REPLACE TEMP VIEW fact_input AS
-             SELECT * FROM attempts WHERE hash(workflow_id) % {parts} = {part};"
-        ))?;
-        conn.execute_batch(FACTS_SQL)?;
-        // The first part creates the staging table from its rows: DuckDB
-        // 2.0 lost every row appended in the same transaction to a temp
-        // table created empty (`AS ... LIMIT 0`) when another table was
-        // filled from it (measured: 625,000 staged, 0 copied).
-        let stage = if part == 0 {
-            "CREATE OR REPLACE TEMP TABLE rebuilt_facts AS SELECT * FROM temp.new_facts"
-        } else {
-            "INSERT INTO temp.rebuilt_facts BY NAME SELECT * FROM temp.new_facts"
-        };
-        conn.execute_batch(&format!("{stage}; DROP TABLE temp.new_facts;"))?;
-        tracing::debug!(part, parts, "rebuild pass");
+    let mut bounds = vec![None];
+    if parts > 1 {
+        let quantiles: Vec<String> = (1..parts).map(|i| format!("{}", i as f64 / parts as f64)).collect();
+        let sql = format!(
+            "SELECT unnest(approx_quantile(started_at, [{}]::FLOAT[])) FROM attempts",
+            quantiles.join(", ")
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        for row in stmt.query_map([], |r| r.get::<_, Value>(0))? {
+            bounds.push(Some(super::queries::timestamp(row?)?));
+        }
     }
-    // In order of first attempt, as writes append them: zone maps on
-    // first_at then prune lookups and window edges.
+    bounds.push(None);
+    Ok(bounds.windows(2).map(|w| (w[0], w[1])).collect())
+}
+
+/// Derives the facts of the workflows whose earliest attempt lies in
+/// `slab`; returns how many. The caller commits after each pass: a
+/// table replaced inside a transaction keeps its memory until the commit,
+/// and 10M attempts in one transaction ran out of it.
+pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreError> {
+    set_time_variable(conn, "slab_from", slab.0)?;
+    set_time_variable(conn, "slab_until", slab.1)?;
     conn.execute_batch(
-        "INSERT INTO workflow_facts BY NAME SELECT * FROM temp.rebuilt_facts ORDER BY first_at;
-         DROP TABLE temp.rebuilt_facts; DROP VIEW temp.fact_input;",
+        "CREATE OR REPLACE TEMP VIEW fact_input AS
+         SELECT * FROM attempts WHERE workflow_id IN (
+             SELECT workflow_id FROM attempts
+             WHERE (getvariable('slab_from') IS NULL OR started_at >= getvariable('slab_from'))
+               AND (getvariable('slab_until') IS NULL OR started_at < getvariable('slab_until')));",
     )?;
-    rebuild_rollups(conn)?;
-    let workflows: i64 = conn.query_row("SELECT count(*) FROM workflow_facts", [], |r| r.get(0))?;
-    Ok(workflows as u64)
+    conn.execute_batch(FACTS_SQL)?;
+    let derived = conn.execute(
+        "INSERT INTO workflow_facts BY NAME
+         SELECT * FROM temp.new_facts
+         WHERE (getvariable('slab_from') IS NULL OR earliest_at >= getvariable('slab_from'))
+           AND (getvariable('slab_until') IS NULL OR earliest_at < getvariable('slab_until'))
+         ORDER BY first_at",
+        [],
+    )?;
+    conn.execute_batch("DROP TABLE temp.new_facts; DROP VIEW temp.fact_input;")?;
+    Ok(derived as u64)
 }
 
 /// Sums every rollup and total again from the facts.
-fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
+pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;",
     )?;

@@ -179,10 +179,22 @@ impl Store {
     #[doc(hidden)]
     pub fn rebuild_derived_in_parts(&self, attempts_per_part: u64) -> Result<u64, StoreError> {
         let began = std::time::Instant::now();
-        let workflows = self.in_transaction(|conn| {
-            let workflows = derived::rebuild(conn, attempts_per_part)?;
+        // Marked stale first, each pass its own commit, cleared last: a
+        // rebuild killed half-way is done again at the next open.
+        let slabs = self.in_transaction(|conn| {
+            conn.execute_batch("UPDATE derived_state SET stale = true; DELETE FROM workflow_facts;")?;
+            derived::rebuild_slabs(conn, attempts_per_part)
+        })?;
+        let mut workflows = 0;
+        for (part, slab) in slabs.iter().enumerate() {
+            let derived = self.in_transaction(|conn| derived::rebuild_pass(conn, *slab))?;
+            tracing::debug!(part, parts = slabs.len(), workflows = derived, "rebuild pass");
+            workflows += derived;
+        }
+        self.in_transaction(|conn| {
+            derived::rebuild_rollups(conn)?;
             conn.execute_batch("UPDATE derived_state SET stale = false;")?;
-            Ok(workflows)
+            Ok(())
         })?;
         tracing::debug!(workflows, elapsed_ms = began.elapsed().as_millis() as u64, "derived tables rebuilt");
         Ok(workflows)
