@@ -17,8 +17,8 @@
 --                          failures without tokens, else priced by served model
 --   unknown_cost_attempts  attempts whose cost is unknown: answers without any
 --                          usage, and priced attempts of a model without a price
--- Columns of temp.scope_minutes: attempt_minute, retry, attempts.
--- Columns of temp.scope_recovered: outcome, us (first attempt to delivered
+-- Columns of temp.scope_minutes (a view): attempt_minute, retry, attempts.
+-- Columns of temp.scope_recovered (a view): outcome, us (first attempt to delivered
 --   attempt, microseconds) for each recovered workflow in scope.
 -- A rollup row inside the window's whole minutes, of the workflow name asked for.
 CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS
@@ -38,7 +38,9 @@ SELECT t.* FROM total_workflows t
 WHERE getvariable('scope_everything')
   AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'));
 
-CREATE OR REPLACE TEMP TABLE scope_minutes AS
+-- Views, not tables: only the report sections that read them pay for them
+-- (/metrics reads neither).
+CREATE OR REPLACE TEMP VIEW scope_minutes AS
 SELECT attempt_minute, retry, sum(attempts)::BIGINT AS attempts
 FROM (
     SELECT r.attempt_minute, r.retry, r.attempts FROM rollup_attempts r
@@ -76,7 +78,7 @@ SELECT g.*,
 FROM grouped g
 LEFT JOIN temp.prices p ON p.served_provider = g.served_provider AND p.served_model = g.served_model;
 
-CREATE OR REPLACE TEMP TABLE scope_recovered AS
+CREATE OR REPLACE TEMP VIEW scope_recovered AS
 SELECT f.outcome, epoch_us(f.delivered_at) - epoch_us(f.first_at) AS us
 FROM workflow_facts f
 WHERE f.outcome IN ('retry_recovery', 'fallback_recovery')
