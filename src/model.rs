@@ -246,6 +246,20 @@ pub struct SpanRecord {
     pub span: Option<Vec<u8>>,
 }
 
+/// How a workflow ended (docs/record-format.md, "Outcomes"), as
+/// `queries/facts.sql` derives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
+pub enum Outcome {
+    PrimarySuccess,
+    RetryRecovery,
+    FallbackRecovery,
+    Degraded,
+    Queued,
+    InFlight,
+    FailClosed,
+}
+
 /// Renders an enum the way the record format and the store spell it.
 pub fn name<T: Into<&'static str>>(value: T) -> &'static str {
     value.into()

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::rules::{Rule, RuleKind};
+use crate::model::{ErrorClass, name};
 use crate::pricing::PriceTable;
 use crate::report::Report;
 use crate::store::{Query, ReportFilter, Store, StoreError};
@@ -114,7 +115,7 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
             let routes: Vec<String> = r
                 .fallbacks
                 .iter()
-                .map(|f| format!("{} -> {} ({}: {})", f.primary(), f.fallback(), f.reason, f.workflows))
+                .map(|f| format!("{} -> {} ({}: {})", f.primary(), f.fallback(), f.reason.map_or("none", name), f.workflows))
                 .collect();
             let value = if rule.kind == RuleKind::FallbackActivation {
                 Some(activations as f64)
@@ -218,7 +219,7 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
             )
         }
         RuleKind::QuotaExhausted => {
-            let quota: Vec<_> = r.error_classes.iter().filter(|e| e.error_class == "quota").collect();
+            let quota: Vec<_> = r.error_classes.iter().filter(|e| e.error_class == ErrorClass::Quota).collect();
             let attempts: i64 = quota.iter().map(|e| e.attempts).sum();
             let providers: Vec<String> = quota.iter().map(|e| format!("{} ({})", e.provider, e.attempts)).collect();
             single(

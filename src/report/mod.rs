@@ -11,6 +11,7 @@ use serde::Serialize;
 pub use render::{Format, render};
 pub use time_arg::parse_time;
 
+use crate::model::{ErrorClass, Layer, Outcome, name};
 use crate::store::ReportRows;
 use crate::store::queries::{MinuteRow, OutcomeRow};
 
@@ -143,8 +144,9 @@ pub struct WorkflowBreakdown {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LayerAmplification {
-    /// `all`, `sdk`, `gateway`, `app` or `queue`.
-    pub layer: String,
+    /// `None`: every layer (spelled `all`).
+    #[serde(serialize_with = "spelled_or_all")]
+    pub layer: Option<Layer>,
     pub attempts: i64,
     pub per_workflow: PerWorkflow,
 }
@@ -177,7 +179,9 @@ pub struct BudgetIncident {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RecoveryTime {
-    pub outcome: String,
+    /// `None`: both recovered outcomes (spelled `all`).
+    #[serde(serialize_with = "spelled_or_all")]
+    pub outcome: Option<Outcome>,
     pub workflows: i64,
     pub total: Option<f64>,
     pub mean: Option<f64>,
@@ -188,7 +192,8 @@ pub struct RecoveryTime {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ErrorClassCount {
-    pub error_class: String,
+    #[serde(serialize_with = "spelled")]
+    pub error_class: ErrorClass,
     pub provider: String,
     pub attempts: i64,
     pub input_tokens: i128,
@@ -229,7 +234,9 @@ pub struct FallbackActivation {
     pub fallback_model: Option<String>,
     /// Error class of the last failed attempt before the fallback; `none`
     /// when nothing had failed (an open circuit, a routing policy).
-    pub reason: String,
+    /// `None`: nothing failed first (spelled `none`).
+    #[serde(serialize_with = "spelled_or_none")]
+    pub reason: Option<ErrorClass>,
     pub workflows: i64,
     /// Of those, workflows whose outcome is `fallback_recovery`.
     pub recovered: i64,
@@ -253,7 +260,7 @@ impl Report {
         let total = rows.outcomes.iter().find(|r| r.is_total);
         let workflows = total.map(counts).unwrap_or_default();
         let overall_rates = rates(&workflows);
-        let all_layers = rows.amplification.iter().find(|r| r.layer == "all");
+        let all_layers = rows.amplification.iter().find(|r| r.layer.is_none());
         let w = &rows.waste;
         let tokens_total = (w.input_tokens + w.output_tokens) as f64;
         let tokens_wasted = (w.wasted_input_tokens + w.wasted_output_tokens) as f64;
@@ -342,7 +349,7 @@ impl Report {
                 .amplification
                 .iter()
                 .map(|r| LayerAmplification {
-                    layer: r.layer.clone(),
+                    layer: r.layer,
                     attempts: r.attempts,
                     per_workflow: per_workflow(r),
                 })
@@ -352,7 +359,7 @@ impl Report {
                 .recovery
                 .iter()
                 .map(|r| RecoveryTime {
-                    outcome: r.outcome.clone(),
+                    outcome: r.outcome,
                     workflows: r.workflows,
                     total: r.total_ms,
                     mean: r.mean_ms,
@@ -365,7 +372,7 @@ impl Report {
                 .error_classes
                 .iter()
                 .map(|r| ErrorClassCount {
-                    error_class: r.error_class.clone(),
+                    error_class: r.error_class,
                     provider: r.provider.clone(),
                     attempts: r.attempts,
                     input_tokens: r.input_tokens,
@@ -400,7 +407,7 @@ impl Report {
                     fallback_route_group: r.fallback.route_group.clone(),
                     fallback_provider: r.fallback.provider.clone(),
                     fallback_model: r.fallback.model.clone(),
-                    reason: r.reason.clone(),
+                    reason: r.reason,
                     workflows: r.workflows,
                     recovered: r.recovered,
                 })
@@ -519,4 +526,23 @@ fn retry_budget_summary(minutes: &[MinuteRow], budget: f64) -> RetryBudget {
         peak_minute: peak.map(|p| minute_text(p.1)),
         incidents,
     }
+}
+
+/// Enums leave the report in the record format's spelling.
+fn spelled<S: serde::Serializer, T: Copy + Into<&'static str>>(value: &T, out: S) -> Result<S::Ok, S::Error> {
+    out.serialize_str(name(*value))
+}
+
+fn spelled_or_all<S: serde::Serializer, T: Copy + Into<&'static str>>(
+    value: &Option<T>,
+    out: S,
+) -> Result<S::Ok, S::Error> {
+    out.serialize_str(value.map_or("all", name))
+}
+
+fn spelled_or_none<S: serde::Serializer, T: Copy + Into<&'static str>>(
+    value: &Option<T>,
+    out: S,
+) -> Result<S::Ok, S::Error> {
+    out.serialize_str(value.map_or("none", name))
 }

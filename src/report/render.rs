@@ -5,6 +5,7 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_
 use serde_json::Value;
 
 use super::{PerWorkflow, Rates, Report, WorkflowCounts};
+use crate::model::name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -223,7 +224,7 @@ fn table(r: &Report) -> String {
     for a in &r.amplification {
         let PerWorkflow { mean, p50, p99, max } = &a.per_workflow;
         t.add_row(vec![
-            Cell::new(&a.layer),
+            Cell::new(a.layer.map_or("all", name)),
             right(a.attempts),
             right(mean.map_or("-".into(), |m| format!("{m:.2}"))),
             right(opt(*p50)),
@@ -260,7 +261,7 @@ fn table(r: &Report) -> String {
     if b.incidents.len() > 10 {
         out += &format!("  ... and {} more incidents (see --format json)\n", b.incidents.len() - 10);
     }
-    if let Some(all) = r.recovery_time_ms.iter().find(|t| t.outcome == "all" && t.workflows > 0) {
+    if let Some(all) = r.recovery_time_ms.iter().find(|t| t.outcome.is_none() && t.workflows > 0) {
         out += &format!(
             "Time spent recovering: {} recovered workflows, mean {:.0} ms, p99 {:.0} ms, max {:.0} ms\n",
             all.workflows,
@@ -305,7 +306,7 @@ fn table(r: &Report) -> String {
             t.add_row(vec![
                 Cell::new(f.primary().to_string()),
                 Cell::new(f.fallback().to_string()),
-                Cell::new(&f.reason),
+                Cell::new(f.reason.map_or("none", name)),
                 right(f.workflows),
                 right(f.recovered),
             ]);
@@ -320,7 +321,7 @@ fn table(r: &Report) -> String {
             new_table(&["error class", "provider", "attempts", "input tokens", "output tokens", "cost"]);
         for e in &r.error_classes {
             t.add_row(vec![
-                Cell::new(&e.error_class),
+                Cell::new(name(e.error_class)),
                 Cell::new(&e.provider),
                 right(e.attempts),
                 right(e.input_tokens),

@@ -7,6 +7,7 @@ use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
 use super::StoreError;
+use crate::model::{ErrorClass, Layer, Outcome};
 use crate::pricing::PriceTable;
 
 const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
@@ -203,7 +204,8 @@ pub struct ServedRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AmplificationRow {
-    pub layer: String,
+    /// `None` on the row over every layer.
+    pub layer: Option<Layer>,
     pub attempts: i64,
     pub workflows: i64,
     pub mean: Option<f64>,
@@ -223,7 +225,8 @@ pub struct MinuteRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecoveryRow {
-    pub outcome: String,
+    /// `None` on the row over both recovered outcomes.
+    pub outcome: Option<Outcome>,
     pub workflows: i64,
     pub total_ms: Option<f64>,
     pub mean_ms: Option<f64>,
@@ -234,7 +237,7 @@ pub struct RecoveryRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorClassRow {
-    pub error_class: String,
+    pub error_class: ErrorClass,
     pub provider: String,
     pub attempts: i64,
     pub input_tokens: i128,
@@ -278,7 +281,9 @@ pub struct RouteRow {
 pub struct FallbackRow {
     pub primary: RouteKey,
     pub fallback: RouteKey,
-    pub reason: String,
+    /// The error class just before the fallback; `None` when nothing had
+    /// failed (an open circuit, a policy).
+    pub reason: Option<ErrorClass>,
     pub workflows: i64,
     pub recovered: i64,
 }
@@ -359,7 +364,7 @@ pub(super) fn report_rows(
         })?,
         amplification: rows(conn, wanted, Query::Amplification, [], |r| {
             Ok(AmplificationRow {
-                layer: r.get("layer")?,
+                layer: spelled_or(r, "layer", "all")?,
                 attempts: r.get("attempts")?,
                 workflows: r.get("workflows")?,
                 mean: r.get("mean")?,
@@ -379,7 +384,7 @@ pub(super) fn report_rows(
         })?,
         recovery: rows(conn, wanted, Query::RecoveryTime, [], |r| {
             Ok(RecoveryRow {
-                outcome: r.get("outcome")?,
+                outcome: spelled_or(r, "outcome", "all")?,
                 workflows: r.get("workflows")?,
                 total_ms: r.get("total_ms")?,
                 mean_ms: r.get("mean_ms")?,
@@ -390,7 +395,7 @@ pub(super) fn report_rows(
         })?,
         error_classes: rows(conn, wanted, Query::ErrorClasses, [], |r| {
             Ok(ErrorClassRow {
-                error_class: r.get("error_class")?,
+                error_class: spelled(r, "error_class")?,
                 provider: r.get("provider")?,
                 attempts: r.get("attempts")?,
                 input_tokens: r.get("input_tokens")?,
@@ -414,12 +419,31 @@ pub(super) fn report_rows(
             Ok(FallbackRow {
                 primary: route_key(r, "primary")?,
                 fallback: route_key(r, "fallback")?,
-                reason: r.get("reason")?,
+                reason: spelled_or(r, "reason", "none")?,
                 workflows: r.get("workflows")?,
                 recovered: r.get("recovered")?,
             })
         })?,
     })
+}
+
+/// A column holding an enum's spelling; anything else is a query bug,
+/// reported as a conversion error.
+fn spelled<T: std::str::FromStr>(row: &Row, column: &str) -> duckdb::Result<T> {
+    let text: String = row.get(column)?;
+    text.parse().map_err(|_| {
+        duckdb::Error::FromSqlConversionFailure(
+            0,
+            duckdb::types::Type::Text,
+            format!("{column} `{text}` is not a known value").into(),
+        )
+    })
+}
+
+/// `spelled`, with `none` (the word the query uses for "no value") as `None`.
+fn spelled_or<T: std::str::FromStr>(row: &Row, column: &str, none: &str) -> duckdb::Result<Option<T>> {
+    let text: String = row.get(column)?;
+    if text == none { Ok(None) } else { spelled(row, column).map(Some) }
 }
 
 /// `{prefix}_route_group`, `{prefix}_provider`, `{prefix}_model`.

@@ -1,6 +1,7 @@
 //! One small hand-written case per rule of docs/record-format.md (error classes, outcomes, waste, cost, amplification),
 //! each written so that getting the rule wrong changes the asserted number.
 
+use attempt_ledger::model::{ErrorClass, Layer, name};
 use attempt_ledger::report::WorkflowCounts;
 use attempt_ledger::store::ReportFilter;
 use chrono::DateTime;
@@ -334,7 +335,7 @@ fn error_classes_are_derived_and_stored() {
         rec(json!({"workflow_id": "d", "status": "error"})),
     ]);
     let mut classes: Vec<_> =
-        report.error_classes.iter().map(|e| (e.error_class.as_str(), e.attempts)).collect();
+        report.error_classes.iter().map(|e| (name(e.error_class), e.attempts)).collect();
     classes.sort();
     assert_eq!(classes, vec![("quota", 1), ("rate_limit", 1), ("transient", 1), ("unknown", 1)]);
 }
@@ -357,10 +358,10 @@ fn attempts_per_workflow_use_nearest_rank_percentiles_per_layer() {
     let report = report_for(&lines);
     let per = &report.attempts.per_workflow;
     assert_eq!((per.mean, per.p50, per.p99, per.max), (Some(2.0), Some(1), Some(5), Some(5)));
-    let sdk = report.amplification.iter().find(|a| a.layer == "sdk").unwrap();
+    let sdk = report.amplification.iter().find(|a| a.layer == Some(Layer::Sdk)).unwrap();
     assert_eq!((sdk.attempts, sdk.per_workflow.p50, sdk.per_workflow.max), (4, Some(0), Some(4)));
     assert_eq!(sdk.per_workflow.mean, Some(1.0));
-    let layers: Vec<_> = report.amplification.iter().map(|a| a.layer.as_str()).collect();
+    let layers: Vec<_> = report.amplification.iter().map(|a| a.layer.map_or("all", name)).collect();
     assert_eq!(layers, ["all", "sdk", "gateway", "app", "queue"]);
 }
 
@@ -400,7 +401,7 @@ fn recovery_time_runs_from_first_start_to_delivered_start() {
         rec(json!({"attempt": 2, "started_at": "2026-11-28T02:00:09Z"})),
     ]);
     let all = &report.recovery_time_ms[0];
-    assert_eq!((all.outcome.as_str(), all.workflows, all.max), ("all", 1, Some(1500.0)));
+    assert_eq!((all.outcome, all.workflows, all.max), (None, 1, Some(1500.0)));
 }
 
 // ---- Filters and dedup ------------------------------------------------------
@@ -490,7 +491,7 @@ fn a_fallback_between_groups_names_both_groups() {
         (f.primary_route_group.as_deref(), f.fallback_route_group.as_deref()),
         (Some("chat"), Some("chat-backup"))
     );
-    assert_eq!(f.reason, "transient");
+    assert_eq!(f.reason, Some(ErrorClass::Transient));
 }
 
 #[test]
