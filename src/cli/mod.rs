@@ -63,7 +63,7 @@ enum Command {
     /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
     /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
-    /// Delete workflows that started before a date (retention), and compact.
+    /// Delete workflows that started before a date (retention), and compact the file.
     Prune(prune::Args),
     /// Re-apply the provider alias table and derive every fact, rollup and
     /// total again from the stored attempts.

@@ -1,9 +1,12 @@
 //! `attempt-ledger prune --before DATE`: retention. Deletes whole workflows
 //! (by their first attempt) so no workflow is ever cut in two, with their
-//! derived rows, then compacts the file.
+//! derived rows, then compacts the file: DuckDB reuses freed blocks but
+//! never shrinks a file, so the live rows are copied into a new file that
+//! replaces the old one (a rename: a crash leaves one or the other whole).
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use chrono::Utc;
 
 use super::DbArg;
@@ -22,11 +25,28 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let before = parse_time(&args.before, Utc::now()).map_err(anyhow::Error::msg)?;
-    let store = Store::open(&args.db.db)?;
+    let db = &args.db.db;
+    let size_before = std::fs::metadata(db).map(|m| m.len()).ok();
+    let store = Store::open(db)?;
     let (workflows, attempts) = store.prune(before)?;
     println!(
         "deleted {workflows} workflows ({attempts} attempts) that started before {}",
         before.to_rfc3339()
     );
+    if workflows == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut compacted = db.as_os_str().to_owned();
+    compacted.push(".compacting");
+    let compacted = std::path::PathBuf::from(compacted);
+    // Left over by a compaction that was killed: never the live database.
+    let _ = std::fs::remove_file(&compacted);
+    store.compact_into(&compacted).context("copying the live rows into a compacted file")?;
+    drop(store);
+    std::fs::rename(&compacted, db)
+        .with_context(|| format!("replacing {} with {}", db.display(), compacted.display()))?;
+    if let (Some(before), Ok(after)) = (size_before, std::fs::metadata(db)) {
+        println!("compacted {}: {} -> {} bytes", db.display(), before, after.len());
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -201,8 +201,9 @@ impl Store {
     }
 
     /// Deletes the workflows whose first attempt started before `before`,
-    /// their attempts and derived rows, then compacts the file; returns
-    /// (workflows, attempts) deleted.
+    /// their attempts and derived rows, and checkpoints (DuckDB reuses the
+    /// freed blocks, but the file keeps its size: `compact_into` shrinks
+    /// it); returns (workflows, attempts) deleted.
     pub fn prune(&self, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
         let deleted = self.in_transaction(|conn| derived::prune(conn, before))?;
         // The filters still hold the deleted ids: harmless, but rebuilt
@@ -210,6 +211,24 @@ impl Store {
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.conn.execute_batch("CHECKPOINT;")?;
         Ok(deleted)
+    }
+
+    /// Copies every table into a new database file at `target` (which must
+    /// not exist): the copy holds only live rows, so after a prune it is
+    /// smaller. The caller swaps the files once this store is closed.
+    pub fn compact_into(&self, target: &Path) -> Result<(), StoreError> {
+        let current: String = self.conn.query_row("SELECT current_database()", [], |r| r.get(0))?;
+        let quote = |text: &str| text.replace('\'', "''");
+        let ident = |text: &str| text.replace('"', "\"\"");
+        self.conn.execute_batch(&format!(
+            "CHECKPOINT;
+             ATTACH '{target}' AS compacted;
+             COPY FROM DATABASE \"{current}\" TO compacted;
+             DETACH compacted;",
+            target = quote(&target.display().to_string()),
+            current = ident(&current),
+        ))?;
+        Ok(())
     }
 
     /// An order-independent checksum of each derived table (row count and

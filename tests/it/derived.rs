@@ -95,3 +95,48 @@ fn a_bad_memory_limit_is_named_in_the_error() {
     assert!(stderr.contains("ATTEMPT_LEDGER_MEMORY_LIMIT=lots"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("accepted"));
 }
+
+/// `attempt-ledger prune` on a file: the pruned database replaces the old
+/// one through a compacted copy, smaller, with the same answers as pruning
+/// in place.
+#[test]
+fn prune_compacts_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ledger.duckdb");
+    let input = dir.path().join("attempts.jsonl");
+    // Enough rows that the freed space shows in the file size.
+    let mut lines = Vec::new();
+    for copy in 0..400 {
+        for line in FIXTURE.lines() {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            let id = record["workflow_id"].as_str().unwrap().to_string();
+            record["workflow_id"] = serde_json::json!(format!("{id}-{copy}"));
+            lines.push(record.to_string());
+        }
+    }
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let bin = env!("CARGO_BIN_EXE_attempt-ledger");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).arg("--db").arg(&db).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["ingest", "--no-progress", input.to_str().unwrap()]);
+    let size_before = std::fs::metadata(&db).unwrap().len();
+    let out = run(&["prune", "--before", "2026-11-28T02:03:00Z"]);
+    assert!(out.contains("compacted"), "{out}");
+    assert!(std::fs::metadata(&db).unwrap().len() < size_before, "{out}");
+    assert!(!dir.path().join("ledger.duckdb.compacting").exists());
+
+    let pruned_in_place = store_with(&lines);
+    pruned_in_place
+        .prune(chrono::DateTime::parse_from_rfc3339("2026-11-28T02:03:00Z").unwrap().to_utc())
+        .unwrap();
+    let store = Store::open(&db).unwrap();
+    assert!(!store.derived_stale().unwrap());
+    assert_eq!(
+        report_of(&store, &ReportFilter::default()),
+        report_of(&pruned_in_place, &ReportFilter::default())
+    );
+    assert_eq!(store.derived_digest().unwrap(), pruned_in_place.derived_digest().unwrap());
+}
