@@ -20,13 +20,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.db.db)?.with_aliases(args.providers.load()?);
+    let kept = store.derived_checksum()?;
     let rows = store.reapply_aliases()?;
     println!("re-applied provider aliases: {rows} stored attempts changed provider names");
-    // Derived again from scratch whatever happened above: comparing the
-    // result with what was kept is what proves the kept tables right.
-    let before = store.derived_checksum()?;
+    if rows > 0 {
+        // Names moved, so reapply_aliases derived everything again already.
+        println!("derived facts, rollups and totals again from every stored attempt");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Derived again from scratch: comparing the result with what was kept
+    // is what proves the kept tables right.
     let workflows = store.rebuild_derived()?;
-    let changed = before != store.derived_checksum()?;
+    let changed = kept != store.derived_checksum()?;
     println!(
         "derived facts, rollups and totals for {workflows} workflows{}",
         if changed { " (the stored ones differed and were replaced)" } else { " (unchanged)" }

@@ -118,18 +118,6 @@ fn fill_ids(conn: &Connection, table: &str, ids: &[&str]) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Derives again the facts of the `touched` workflows, and the rollups and
-/// totals they feed. Runs inside the caller's transaction, after the
-/// attempts were written.
-pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshStats, StoreError> {
-    if touched.ids.is_empty() {
-        return Ok(RefreshStats::default());
-    }
-    // No span: the write only removed attempts (a trace derived again to
-    // nothing); the old facts bound where to look.
-    refresh_in(conn, touched, touched.earliest.zip(touched.latest))
-}
-
 /// The lowest and highest instant of something; `None` when it is empty.
 type TimeRange = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
@@ -143,11 +131,16 @@ fn time_range(conn: &Connection, sql: &str) -> Result<TimeRange, StoreError> {
     Ok((at(low)?, at(high)?))
 }
 
-fn refresh_in(
-    conn: &Connection,
-    touched: &Touched,
-    span: Option<(DateTime<Utc>, DateTime<Utc>)>,
-) -> Result<RefreshStats, StoreError> {
+/// Derives again the facts of the `touched` workflows, and the rollups and
+/// totals they feed. Runs inside the caller's transaction, after the
+/// attempts were written.
+pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshStats, StoreError> {
+    if touched.ids.is_empty() {
+        return Ok(RefreshStats::default());
+    }
+    // No span: the write only removed attempts (a trace derived again to
+    // nothing); the old facts bound where to look.
+    let span = touched.earliest.zip(touched.latest);
     let began = std::time::Instant::now();
     let mut stats = RefreshStats { workflows: touched.ids.len() as u64, full_lookups: 0 };
     fill_ids(conn, "touched", &touched.ids)?;

@@ -274,11 +274,18 @@ impl Store {
     /// Loads the filters of stored ids now rather than on the first write
     /// (which would otherwise wait for a scan of every stored id).
     pub fn load_known_ids(&self) -> Result<(), StoreError> {
+        self.known_ids().map(drop)
+    }
+
+    /// The filters of stored ids, loaded on first use and again once full.
+    /// Held for a whole write: one writer at a time per database, so the
+    /// filters see every write in order.
+    fn known_ids(&self) -> Result<std::sync::MutexGuard<'_, Option<known::KnownIds>>, StoreError> {
         let mut guard = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
+        if guard.as_ref().is_none_or(|k| k.is_full()) {
             *guard = Some(known::KnownIds::load(&self.conn)?);
         }
-        Ok(())
+        Ok(guard)
     }
 
     /// Stores attempt records in one transaction, skipping those already
@@ -298,13 +305,8 @@ impl Store {
         batches: &[Batch],
         derive: TraceDeriver,
     ) -> Result<Vec<WriteStats>, StoreError> {
-        // One writer at a time per database: the filters must see every
-        // write in order.
-        let mut guard = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref().is_none_or(|k| k.is_full()) {
-            *guard = Some(known::KnownIds::load(&self.conn)?);
-        }
-        let Some(known) = guard.as_mut() else { unreachable!("loaded above") };
+        let mut guard = self.known_ids()?;
+        let Some(known) = guard.as_mut() else { unreachable!("known_ids loads them") };
         let mut context =
             writer::WriteContext { aliases: &self.aliases, known, defer_derived: self.defer_derived.get() };
         writer::write_batches(&self.conn, &mut context, batches, derive)

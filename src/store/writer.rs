@@ -275,10 +275,9 @@ fn write_in_transaction(
             touched.ids.push(id);
         }
     }
-    touched.maybe_known =
-        touched.ids.iter().copied().filter(|id| context.known.may_hold_workflow(id)).collect();
-    let new_workflows: Vec<&str> =
-        touched.ids.iter().copied().filter(|id| !context.known.may_hold_workflow(id)).collect();
+    let (maybe_known, new_workflows): (Vec<&str>, Vec<&str>) =
+        touched.ids.iter().copied().partition(|id| context.known.may_hold_workflow(id));
+    touched.maybe_known = maybe_known;
     let refreshed = if context.defer_derived {
         if !touched.ids.is_empty() {
             conn.execute_batch("UPDATE derived_state SET stale = true;")?;
