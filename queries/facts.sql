@@ -5,8 +5,9 @@
 -- refreshes are dominated by per-statement costs), one row per workflow in
 -- temp.fact_input, shaped like the table workflow_facts.
 --
--- Parameters: temp.fact_input (the stored attempt columns; every attempt of
---   each workflow it holds, so the derivation sees whole workflows) and the
+-- Parameters: temp.fact_input (the stored attempt columns plus dim1..dim3,
+--   the dimension values of each attempt; every attempt of each workflow it
+--   holds, so the derivation sees whole workflows) and the
 --   variable latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending).
 -- Columns of temp.new_facts (see migrations/0004_facts.sql):
 --   workflow_id, workflow_name   first non-NULL `workflow` in attempt order
@@ -20,10 +21,13 @@
 --                                degraded | queued | in_flight | fail_closed
 --   fallback_provider, fallback_model, fallback_route_group
 --                                route of the first attempt off the primary route
+--   dim1, dim2, dim3             first non-NULL value of each dimension in attempt order
 --   fallback_reason              error class of the last failed attempt before it
 --                                ('unknown' unclassified, 'none' when nothing failed first;
 --                                NULL when the workflow never fell back)
---   spend    its attempts grouped by attempt minute, layer, requested and
+--   spend    (in no particular order: sorting these lists cost 3x the rest of
+--            the derivation; readers sum them)
+--            its attempts grouped by attempt minute, layer, requested and
 --            served route, status, error class, retry (seq > 1), delivered
 --            and cost_kind:
 --              emitter  the emitter stated its cost (emitter_cost_pusd)
@@ -47,7 +51,7 @@ CREATE OR REPLACE TEMP TABLE new_facts AS
 WITH ordered AS MATERIALIZED (
     SELECT workflow_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
            served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-           cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms,
+           cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, dim1, dim2, dim3,
            row_number() OVER (PARTITION BY workflow_id
                               ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
            status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
@@ -72,13 +76,16 @@ per_workflow AS (
            arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model,
                     'route_group': route_group, 'route': route}, seq)
                FILTER (WHERE deliverable) AS delivered,
-           arg_max({'decision': decision}, seq).decision AS last_decision
+           arg_max({'decision': decision}, seq).decision AS last_decision,
+           arg_min(dim1, seq) FILTER (WHERE dim1 IS NOT NULL) AS dim1,
+           arg_min(dim2, seq) FILTER (WHERE dim2 IS NOT NULL) AS dim2,
+           arg_min(dim3, seq) FILTER (WHERE dim3 IS NOT NULL) AS dim3
     FROM ordered
     GROUP BY workflow_id
 ),
 workflows AS MATERIALIZED (
     SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
-           delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
+           dim1, dim2, dim3, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
            primary_route.provider AS primary_provider, primary_route.model AS primary_model,
            primary_route.route_group AS primary_route_group,
            CASE WHEN delivered.seq = 1 THEN 'primary_success'
@@ -130,7 +137,7 @@ fallbacks AS (
     GROUP BY a.workflow_id
 ),
 spend AS (
-    SELECT workflow_id, list(entry ORDER BY entry) AS spend
+    SELECT workflow_id, list(entry) AS spend
     FROM (
         SELECT workflow_id,
                {'attempt_minute': date_trunc('minute', started_at), 'layer': layer, 'provider': provider,
@@ -149,7 +156,7 @@ spend AS (
     GROUP BY workflow_id
 ),
 latency AS (
-    SELECT workflow_id, list(entry ORDER BY entry) AS latency
+    SELECT workflow_id, list(entry) AS latency
     FROM (
         SELECT workflow_id,
                {'provider': provider, 'model': model, 'status': status, 'metric': metric, 'le': le,
@@ -171,7 +178,7 @@ SELECT w.workflow_id, w.workflow_name, w.first_at, w.earliest_at, w.last_at, w.a
        w.primary_route_group, w.outcome,
        f.route.provider AS fallback_provider, f.route.model AS fallback_model,
        f.route.route_group AS fallback_route_group, f.reason AS fallback_reason,
-       s.spend, coalesce(l.latency, []) AS latency
+       w.dim1, w.dim2, w.dim3, s.spend, coalesce(l.latency, []) AS latency
 FROM workflows w
 JOIN spend s USING (workflow_id)
 LEFT JOIN fallbacks f USING (workflow_id)

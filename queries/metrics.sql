@@ -18,78 +18,90 @@
 --            (NULL above the last bound: +Inf); NULL in other families
 --   value    the count or sum (cost in pico-USD); histogram rows: the count
 --            of observations in that one bucket (not cumulative)
+--   Label values beyond the first K of their label read 'other'.
 --   seconds  histogram rows: the sum of those observations (each observation
 --            counted to the microsecond, so totals stay exact under updates)
-SELECT 'attempts' AS family, workflow_name AS workflow, layer, provider, model, served_provider, status,
-       sum(attempts)::HUGEINT AS value
-FROM temp.scope_attempts
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'attempt_errors' AS family, workflow_name AS workflow, provider, model,
-       coalesce(error_class, 'unknown') AS error_class, sum(attempts)::HUGEINT AS value
-FROM temp.scope_attempts
-WHERE status = 'error'
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'wasted_attempts' AS family, workflow_name AS workflow, served_provider, sum(attempts)::HUGEINT AS value
-FROM temp.scope_attempts
-WHERE NOT delivered
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'retries' AS family, workflow_name AS workflow, layer, sum(attempts)::HUGEINT AS value
-FROM temp.scope_attempts
-WHERE retry
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'workflows_started' AS family, workflow_name AS workflow, sum(workflows)::HUGEINT AS value
-FROM temp.scope_workflows
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'workflows' AS family, workflow_name AS workflow, outcome, sum(workflows)::HUGEINT AS value
-FROM temp.scope_workflows
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT CASE WHEN wasted THEN 'wasted_tokens' ELSE 'tokens' END AS family, served_provider, token_type,
-       sum(n)::HUGEINT AS value
-FROM (
-    UNPIVOT (SELECT served_provider, false AS wasted,
-                    input_tokens AS input, output_tokens AS output, cached_input_tokens AS cached_input
-             FROM temp.scope_attempts
-             UNION ALL
-             SELECT served_provider, true AS wasted, input_tokens, output_tokens, cached_input_tokens
-             FROM temp.scope_attempts
-             WHERE NOT delivered)
-    ON input, output, cached_input INTO NAME token_type VALUE n)
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'cost' AS family, served_provider, coalesce(sum(cost_pusd), 0)::HUGEINT AS value
-FROM temp.scope_attempts
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'wasted_cost' AS family, served_provider,
-       coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS value
-FROM temp.scope_attempts
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'unknown_cost_attempts' AS family, served_provider, sum(unknown_cost_attempts)::HUGEINT AS value
-FROM temp.scope_attempts
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'fallback_activations' AS family, workflow_name AS workflow,
-       primary_provider AS provider, primary_model AS model, fallback_provider, fallback_model,
-       sum(workflows)::HUGEINT AS value
-FROM temp.scope_workflows
-WHERE fallback_reason IS NOT NULL
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'attempt_duration_seconds' AS family, provider, model, status, le,
-       sum(observations)::HUGEINT AS value, sum(sum_us)::DOUBLE / 1e6 AS seconds
-FROM total_latency
-WHERE metric = 'duration'
-GROUP BY ALL
-UNION ALL BY NAME
-SELECT 'time_to_first_token_seconds' AS family, provider, model, le,
-       sum(observations)::HUGEINT AS value, sum(sum_us)::DOUBLE / 1e6 AS seconds
-FROM total_latency
-WHERE metric = 'ttft'
+WITH samples AS (
+    SELECT 'attempts' AS family, workflow_name AS workflow, layer, provider, model, served_provider, status,
+           sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'attempt_errors' AS family, workflow_name AS workflow, provider, model,
+           coalesce(error_class, 'unknown') AS error_class, sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    WHERE status = 'error'
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'wasted_attempts' AS family, workflow_name AS workflow, served_provider, sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    WHERE NOT delivered
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'retries' AS family, workflow_name AS workflow, layer, sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    WHERE retry
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'workflows_started' AS family, workflow_name AS workflow, sum(workflows)::HUGEINT AS value
+    FROM temp.scope_workflows
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'workflows' AS family, workflow_name AS workflow, outcome, sum(workflows)::HUGEINT AS value
+    FROM temp.scope_workflows
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT CASE WHEN wasted THEN 'wasted_tokens' ELSE 'tokens' END AS family, served_provider, token_type,
+           sum(n)::HUGEINT AS value
+    FROM (
+        UNPIVOT (SELECT served_provider, false AS wasted,
+                        input_tokens AS input, output_tokens AS output, cached_input_tokens AS cached_input
+                 FROM temp.scope_attempts
+                 UNION ALL
+                 SELECT served_provider, true AS wasted, input_tokens, output_tokens, cached_input_tokens
+                 FROM temp.scope_attempts
+                 WHERE NOT delivered)
+        ON input, output, cached_input INTO NAME token_type VALUE n)
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'cost' AS family, served_provider, coalesce(sum(cost_pusd), 0)::HUGEINT AS value
+    FROM temp.scope_attempts
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'wasted_cost' AS family, served_provider,
+           coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS value
+    FROM temp.scope_attempts
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'unknown_cost_attempts' AS family, served_provider, sum(unknown_cost_attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'fallback_activations' AS family, workflow_name AS workflow,
+           primary_provider AS provider, primary_model AS model, fallback_provider, fallback_model,
+           sum(workflows)::HUGEINT AS value
+    FROM temp.scope_workflows
+    WHERE fallback_reason IS NOT NULL
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'attempt_duration_seconds' AS family, provider, model, status, le,
+           sum(observations)::HUGEINT AS value, sum(sum_us)::DOUBLE / 1e6 AS seconds
+    FROM total_latency
+    WHERE metric = 'duration'
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'time_to_first_token_seconds' AS family, provider, model, le,
+           sum(observations)::HUGEINT AS value, sum(sum_us)::DOUBLE / 1e6 AS seconds
+    FROM total_latency
+    WHERE metric = 'ttft'
+    GROUP BY ALL
+)
+-- Series beyond the first K values of a label are summed under 'other'
+-- (labels.sql), after pricing, so every cost stays exact.
+SELECT family, kept_label('workflow', workflow) AS workflow, layer, kept_label('provider', provider) AS provider,
+       kept_label('model', model) AS model, kept_label('provider', served_provider) AS served_provider, status,
+       error_class, outcome, kept_label('provider', fallback_provider) AS fallback_provider,
+       kept_label('model', fallback_model) AS fallback_model, token_type, le,
+       sum(value)::HUGEINT AS value, sum(seconds) AS seconds
+FROM samples
 GROUP BY ALL;

@@ -8,8 +8,14 @@
 --
 -- Parameters: temp.rollup_source, rows shaped like workflow_facts plus
 --   sign BIGINT: +1 adds the workflow, -1 takes it away (a workflow's old
---   facts, when a write derived them again).
--- Columns: those of the rollup tables. `minute` is the minute of the
+--   facts, when a write derived them again); the macro kept_label
+--   (labels.sql) and its variable fold_labels.
+-- Workflow names, primary and fallback routes and dimension values are
+--   folded by kept_label (bounded labels). The requested and served
+--   provider and model of rollup_attempts and rollup_latency are kept whole:
+--   they key the price table and the reroute count, so folding them would
+--   make costs unknown; /metrics folds them when it writes its series.
+-- Columns: those of the rollup tables, in their order. `minute` is the minute of the
 --   workflow's first attempt (outcomes are counted there); rollup_attempts
 --   also keeps each attempt's own minute (the per-minute retry budget).
 --   Groups whose every measure sums to 0 are dropped, so adding then taking
@@ -17,16 +23,23 @@
 --   whose tokens do not, as when a trace's attempt is derived again with
 --   other usage, is kept: its tokens still move).
 CREATE OR REPLACE TEMP TABLE r_workflows AS
-SELECT date_trunc('minute', first_at) AS minute, workflow_name, primary_provider, primary_model,
-       primary_route_group, outcome, fallback_provider, fallback_model, fallback_route_group,
+SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name,
+       kept_label('provider', primary_provider) AS primary_provider,
+       kept_label('model', primary_model) AS primary_model,
+       kept_label('route_group', primary_route_group) AS primary_route_group, outcome,
+       kept_label('provider', fallback_provider) AS fallback_provider,
+       kept_label('model', fallback_model) AS fallback_model,
+       kept_label('route_group', fallback_route_group) AS fallback_route_group,
        fallback_reason, attempts AS n_all, n_sdk, n_gateway, n_app, n_queue,
-       sum(sign)::BIGINT AS workflows
+       sum(sign)::BIGINT AS workflows,
+       kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3
 FROM temp.rollup_source
 GROUP BY ALL
 HAVING sum(sign) <> 0;
 
 CREATE OR REPLACE TEMP TABLE r_attempts AS
-SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, workflow_name, outcome, s.layer,
+SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('workflow', workflow_name) AS workflow_name,
+       outcome, s.layer,
        s.provider, s.model, s.served_provider, s.served_model, s.status, s.error_class, s.retry,
        s.delivered, s.cost_kind,
        sum(sign * s.attempts)::BIGINT AS attempts,
@@ -34,8 +47,10 @@ SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, workflow_name
        sum(sign * s.output_tokens)::HUGEINT AS output_tokens,
        sum(sign * s.cached_input_tokens)::HUGEINT AS cached_input_tokens,
        sum(sign * s.cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-       sum(sign * s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
-FROM (SELECT sign, first_at, workflow_name, outcome, unnest(spend) AS s FROM temp.rollup_source)
+       sum(sign * s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
+       kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3
+FROM (SELECT sign, first_at, workflow_name, dim1, dim2, dim3, outcome, unnest(spend) AS s
+      FROM temp.rollup_source)
 GROUP BY ALL
 HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sign * s.output_tokens) <> 0
     OR sum(sign * s.cached_input_tokens) <> 0 OR sum(sign * s.cache_write_input_tokens) <> 0

@@ -22,7 +22,8 @@
 --   attempt, microseconds) for each recovered workflow in scope.
 -- A rollup row inside the window's whole minutes, of the workflow name asked for.
 CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS
-    (getvariable('scope_whole_from') IS NULL OR minute >= getvariable('scope_whole_from'))
+    NOT getvariable('scope_folded')
+    AND (getvariable('scope_whole_from') IS NULL OR minute >= getvariable('scope_whole_from'))
     AND (getvariable('scope_whole_until') IS NULL OR minute < getvariable('scope_whole_until'))
     AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
 
@@ -30,10 +31,10 @@ CREATE OR REPLACE TEMP TABLE scope_workflows AS
 SELECT * EXCLUDE (minute) FROM (
     SELECT r.* FROM rollup_workflows r
     WHERE NOT getvariable('scope_everything') AND in_whole_minutes(r.minute, r.workflow_name)
-    UNION ALL
+    UNION ALL BY NAME
     SELECT * FROM temp.r_workflows
 )
-UNION ALL
+UNION ALL BY NAME
 SELECT t.* FROM total_workflows t
 WHERE getvariable('scope_everything')
   AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'));
@@ -55,10 +56,10 @@ WITH grouped AS (
     SELECT * EXCLUDE (minute, attempt_minute) FROM (
         SELECT r.* FROM rollup_attempts r
         WHERE NOT getvariable('scope_everything') AND in_whole_minutes(r.minute, r.workflow_name)
-        UNION ALL
+        UNION ALL BY NAME
         SELECT * FROM temp.r_attempts
     )
-    UNION ALL
+    UNION ALL BY NAME
     SELECT t.* FROM total_attempts t
     WHERE getvariable('scope_everything')
       AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))

@@ -14,15 +14,27 @@
 --   A workflow is selected as a whole, by its first attempt and its name, so
 --   a window never cuts a workflow in two and changes its outcome.
 -- Variables: scope_since, scope_until, scope_workflow, plus
+--   scope_folded       the workflow asked for is not among the names the
+--                      rollups keep (labels.sql): every workflow in scope
+--                      is read from the facts, and fold_labels is false
 --   scope_everything   no time bound: the all-time totals answer
 --   scope_whole_from, scope_whole_until   the whole minutes inside
 --                  [since, until) (NULL: unbounded); none when from >= until
 -- Columns of temp.rollup_source: sign (1), then those of workflow_facts, for
---   the workflows that started in [since, until) outside the whole minutes.
+--   the workflows that started in [since, until) outside the whole minutes
+--   (all of them when scope_folded).
 SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
 SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
 SET VARIABLE scope_workflow = (SELECT workflow FROM temp.scope_filter);
-SET VARIABLE scope_everything = (SELECT since IS NULL AND until IS NULL FROM temp.scope_filter);
+-- A name beyond the first K is summed under 'other' in the rollups: only
+-- the per-workflow facts can answer for it, and unfolded.
+SET VARIABLE scope_folded = (
+    SELECT workflow IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM label_values WHERE label = 'workflow' AND value = workflow)
+    FROM temp.scope_filter);
+SET VARIABLE fold_labels = NOT getvariable('scope_folded');
+SET VARIABLE scope_everything = (SELECT since IS NULL AND until IS NULL FROM temp.scope_filter)
+                                AND NOT getvariable('scope_folded');
 -- The whole minutes inside [since, until): read from the rollups.
 SET VARIABLE scope_whole_from = (
     SELECT CASE WHEN since = date_trunc('minute', since) THEN since
@@ -37,5 +49,6 @@ WHERE NOT getvariable('scope_everything')
   AND (getvariable('scope_since') IS NULL OR f.first_at >= getvariable('scope_since'))
   AND (getvariable('scope_until') IS NULL OR f.first_at < getvariable('scope_until'))
   AND (getvariable('scope_workflow') IS NULL OR f.workflow_name = getvariable('scope_workflow'))
-  AND NOT ((getvariable('scope_whole_from') IS NULL OR f.first_at >= getvariable('scope_whole_from'))
-           AND (getvariable('scope_whole_until') IS NULL OR f.first_at < getvariable('scope_whole_until')));
+  AND (getvariable('scope_folded')
+       OR NOT ((getvariable('scope_whole_from') IS NULL OR f.first_at >= getvariable('scope_whole_from'))
+               AND (getvariable('scope_whole_until') IS NULL OR f.first_at < getvariable('scope_whole_until'))));

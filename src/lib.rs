@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod classify;
 pub mod cli;
+pub mod dimensions;
 pub mod ingest;
 pub mod metrics;
 pub mod model;

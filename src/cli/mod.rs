@@ -2,6 +2,7 @@
 
 mod alerts;
 mod demo;
+mod dimensions;
 mod ingest;
 mod prune;
 mod rebuild;
@@ -60,6 +61,8 @@ enum Command {
     Alerts(alerts::Args),
     /// Simulate an incident, ingest it into a fresh database and print the report.
     Demo(demo::Args),
+    /// Show or set the dimensions (team, customer, ...) reports can group by.
+    Dimensions(dimensions::Args),
     /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
     /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Alerts(args) => alerts::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Dimensions(args) => dimensions::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Prune(args) => prune::run(args),
         Command::Rebuild(args) => rebuild::run(args),

@@ -25,6 +25,9 @@ pub struct Args {
     /// Only workflows with this name (the records' `workflow` field).
     #[arg(long)]
     workflow: Option<String>,
+    /// Also group outcomes and cost by this dimension (`attempt-ledger dimensions`).
+    #[arg(long, value_name = "DIMENSION")]
+    group_by: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// Retry-ratio budget per minute, as a fraction (0.1 = 10 %).
@@ -51,6 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         until: parse(&args.until, "--until")?,
         workflow: args.workflow,
         retry_budget: args.retry_budget,
+        group_by: args.group_by,
     };
     let prices = PriceTable::load(args.prices.as_deref())?;
     let store = Store::open(&args.db.db)?;

@@ -443,9 +443,48 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         .map(|usd| PicoUsd::from_usd(usd).ok_or(format!("cost {usd} is not a cost in dollars (>= 0)")))
         .transpose()?,
         source_trace: Some(hex(&span.trace_id)),
+        extra: extra_attributes(&view, &mut warnings),
         warnings,
         ..AttemptFields::default()
     })
+}
+
+/// Attributes named `attempt.extra.KEY` (on the call or a model span
+/// wrapping it, the call's own first) become the record's extra field `KEY`: what
+/// dimensions (`extra.team`) read. Scalars only; bounded like a JSONL
+/// record's unknown fields.
+fn extra_attributes(view: &CallView, warnings: &mut Vec<String>) -> Option<String> {
+    const PREFIX: &str = "attempt.extra.";
+    let mut extra = serde_json::Map::new();
+    for span in std::iter::once(view.span).chain(view.around.iter().copied()) {
+        for kv in &span.attributes {
+            let Some(key) = kv.key.strip_prefix(PREFIX).filter(|k| !k.is_empty()) else { continue };
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => serde_json::Value::from(s.as_str()),
+                Some(any_value::Value::IntValue(i)) => serde_json::Value::from(*i),
+                Some(any_value::Value::BoolValue(b)) => serde_json::Value::from(*b),
+                Some(any_value::Value::DoubleValue(d)) => match serde_json::Number::from_f64(*d) {
+                    Some(n) => serde_json::Value::Number(n),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            extra.entry(key.to_string()).or_insert(value);
+        }
+    }
+    if extra.is_empty() {
+        return None;
+    }
+    let text = serde_json::Value::Object(extra).to_string();
+    if text.len() > super::jsonl::MAX_EXTRA_BYTES {
+        warnings.push(format!(
+            "attempt.extra.* attributes take {} bytes, over the {}-byte limit: not kept",
+            text.len(),
+            super::jsonl::MAX_EXTRA_BYTES
+        ));
+        return None;
+    }
+    Some(text)
 }
 
 /// `{"model": "gpt-4o-mini", ...}` as OpenInference records the request.

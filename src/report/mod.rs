@@ -13,7 +13,7 @@ pub use time_arg::parse_time;
 
 use crate::model::{ErrorClass, Layer, Outcome, name};
 use crate::store::ReportRows;
-use crate::store::queries::{MinuteRow, OutcomeRow};
+use crate::store::queries::{GroupRow, MinuteRow, OutcomeRow};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -32,6 +32,30 @@ pub struct Report {
     pub error_classes: Vec<ErrorClassCount>,
     pub by_primary_route: Vec<PrimaryRoute>,
     pub fallbacks: Vec<FallbackActivation>,
+    /// Present when the report was asked to group by a dimension.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<DimensionGroups>,
+}
+
+/// Outcomes and cost by the values of one dimension (`--group-by`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DimensionGroups {
+    pub dimension: String,
+    pub values: Vec<GroupBreakdown>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GroupBreakdown {
+    /// The dimension's value; `null` for workflows without one, `other` for
+    /// values beyond the first K.
+    pub value: Option<String>,
+    pub workflows: WorkflowCounts,
+    pub rates: Rates,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub cost_usd: f64,
+    pub wasted_cost_usd: f64,
+    pub unknown_cost_attempts: i64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -412,7 +436,34 @@ impl Report {
                     recovered: r.recovered,
                 })
                 .collect(),
+            groups: rows.groups.as_ref().map(|g| DimensionGroups {
+                dimension: g.dimension.clone(),
+                values: g.rows.iter().map(group_breakdown).collect(),
+            }),
         }
+    }
+}
+
+fn group_breakdown(r: &GroupRow) -> GroupBreakdown {
+    let workflows = WorkflowCounts {
+        total: r.workflows,
+        primary_success: r.primary_success,
+        retry_recovery: r.retry_recovery,
+        fallback_recovery: r.fallback_recovery,
+        degraded: r.degraded,
+        fail_closed: r.fail_closed,
+        queued: r.queued,
+        in_flight: r.in_flight,
+    };
+    GroupBreakdown {
+        value: r.value.clone(),
+        rates: rates(&workflows),
+        workflows,
+        attempts: r.attempts,
+        wasted_attempts: r.wasted_attempts,
+        cost_usd: usd(r.cost_pusd),
+        wasted_cost_usd: usd(r.wasted_cost_pusd),
+        unknown_cost_attempts: r.unknown_cost_attempts,
     }
 }
 

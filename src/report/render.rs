@@ -35,7 +35,8 @@ fn csv(report: &Report) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-const IDENTITY_KEYS: [&str; 17] = [
+const IDENTITY_KEYS: [&str; 18] = [
+    "value",
     "served_provider",
     "served_model",
     "workflow",
@@ -213,6 +214,40 @@ fn table(r: &Report) -> String {
                 right(c.in_flight),
                 right(b.attempts),
                 right(dollars(b.wasted_cost_usd)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n\n";
+    }
+
+    if let Some(groups) = &r.groups {
+        out += &format!("By {}\n", groups.dimension);
+        let mut t = new_table(&[
+            groups.dimension.as_str(),
+            "workflows",
+            "primary",
+            "retry rec.",
+            "fallback rec.",
+            "degraded",
+            "fail-closed",
+            "attempts",
+            "wasted",
+            "cost",
+            "wasted cost",
+        ]);
+        for g in &groups.values {
+            t.add_row(vec![
+                Cell::new(g.value.as_deref().unwrap_or("(none)")),
+                right(g.workflows.total),
+                right(pct(g.rates.primary_success)),
+                right(pct(g.rates.retry_recovery)),
+                right(pct(g.rates.fallback_recovery)),
+                right(pct(g.rates.degraded)),
+                right(pct(g.rates.fail_closed)),
+                right(g.attempts),
+                right(g.wasted_attempts),
+                right(dollars(g.cost_usd)),
+                right(dollars(g.wasted_cost_usd)),
             ]);
         }
         out += &t.to_string();

@@ -387,6 +387,7 @@ async fn get_report(
         until: time("until")?,
         workflow: params.get("workflow").cloned(),
         retry_budget,
+        group_by: params.get("group_by").cloned(),
     };
     let store = read_store(&state)?;
     let prices = state.prices.clone();
@@ -395,6 +396,9 @@ async fn get_report(
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    .map_err(|e| match e {
+        e @ crate::store::StoreError::UnknownDimension { .. } => ApiError::BadRequest(e.to_string()),
+        e => ApiError::Internal(e.to_string()),
+    })?;
     Ok(axum::Json(report).into_response())
 }

@@ -13,29 +13,41 @@
 //! 3. the minutes either version of them started in are summed again from
 //!    the facts (cost: the workflows of those minutes, not the history);
 //! 4. the all-time totals take the difference, new minus old.
+//!
+//! Label values a client can grow without end (workflow names, routes,
+//! dimension values) keep rollup rows of their own for the first K seen
+//! (`label_values`, admitted by `queries/admit.sql` as facts are derived);
+//! later ones are summed under `other` (`queries/labels.sql`).
 
 use chrono::{DateTime, Duration, Utc};
 use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
 use super::StoreError;
+use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 
 const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
+const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
+const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 
 /// Attempts per pass of a rebuild: at the default memory limit one pass of
 /// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
-/// Every derived table.
-pub(super) const TABLES: [&str; 7] = [
-    "workflow_facts",
-    "rollup_workflows",
-    "rollup_attempts",
-    "rollup_latency",
-    "total_workflows",
-    "total_attempts",
-    "total_latency",
+/// Every derived table, as a query that reads it in a canonical form: the
+/// order of the list columns of `workflow_facts` means nothing.
+pub(super) const TABLES: [(&str, &str); 7] = [
+    (
+        "workflow_facts",
+        "SELECT * REPLACE (list_sort(spend) AS spend, list_sort(latency) AS latency) FROM workflow_facts",
+    ),
+    ("rollup_workflows", "FROM rollup_workflows"),
+    ("rollup_attempts", "FROM rollup_attempts"),
+    ("rollup_latency", "FROM rollup_latency"),
+    ("total_workflows", "FROM total_workflows"),
+    ("total_attempts", "FROM total_attempts"),
+    ("total_latency", "FROM total_latency"),
 ];
 
 /// How far around a batch's own start times its workflows' facts are looked
@@ -77,15 +89,54 @@ pub(super) struct RefreshStats {
     pub full_lookups: u64,
 }
 
-pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
+pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS touched (workflow_id VARCHAR);
          CREATE TEMP TABLE IF NOT EXISTS touched_known (workflow_id VARCHAR);
 ",
     )?;
+    conn.execute_batch(&format!(
+        "SET VARIABLE label_limit = {label_limit}::BIGINT; SET VARIABLE fold_labels = true;"
+    ))?;
+    conn.execute_batch(LABELS_SQL)?;
+    define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
     let bounds: Vec<String> = crate::metrics::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
     conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
+    Ok(())
+}
+
+/// The configured dimensions, by slot (1-based).
+pub(super) fn load_dimensions(conn: &Connection) -> Result<Vec<(usize, Dimension)>, StoreError> {
+    let rows: Vec<(i32, String, String)> = conn
+        .prepare("SELECT slot, name, source FROM dimensions ORDER BY slot")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    rows.into_iter()
+        .map(|(slot, name, source)| {
+            let source =
+                source.parse().map_err(|e| StoreError::Dimension(format!("stored dimension {name}: {e}")))?;
+            Ok((slot as usize, Dimension { name, source }))
+        })
+        .collect()
+}
+
+/// `temp.attempt_dims`: the stored attempts with the values of the
+/// configured dimensions as dim1..dim3 (NULL in an unused slot); what
+/// `facts.sql` reads. A view, so filters on it still prune by zone maps.
+pub(super) fn define_attempt_dims(conn: &Connection) -> Result<(), StoreError> {
+    let mut columns = [(); MAX_DIMENSIONS].map(|_| "NULL::VARCHAR".to_string());
+    for (slot, dimension) in load_dimensions(conn)? {
+        if let Some(column) = slot.checked_sub(1).and_then(|i| columns.get_mut(i)) {
+            *column = dimension.source.sql();
+        }
+    }
+    let select: Vec<String> =
+        columns.iter().enumerate().map(|(i, sql)| format!("{sql} AS dim{}", i + 1)).collect();
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP VIEW attempt_dims AS SELECT *, {} FROM attempts;",
+        select.join(", ")
+    ))?;
     Ok(())
 }
 
@@ -187,7 +238,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     set_time_variable(conn, "fact_until", until)?;
     conn.execute_batch(
         "CREATE OR REPLACE TEMP VIEW fact_input AS
-         SELECT * FROM attempts
+         SELECT * FROM temp.attempt_dims
          WHERE started_at >= getvariable('fact_from') AND started_at <= getvariable('fact_until')
            AND workflow_id IN (SELECT workflow_id FROM temp.touched);",
     )?;
@@ -201,6 +252,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
          INSERT INTO workflow_facts BY NAME SELECT * FROM temp.new_facts ORDER BY first_at;",
     )?;
+    conn.execute_batch(ADMIT_SQL)?;
 
     let derived_at = began.elapsed();
 
@@ -210,7 +262,8 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         "CREATE OR REPLACE TEMP VIEW rollup_source AS
          SELECT -1::BIGINT AS sign, * FROM temp.old_facts
          UNION ALL BY NAME
-         SELECT 1::BIGINT AS sign, * FROM temp.new_facts;",
+         SELECT 1::BIGINT AS sign, * FROM temp.new_facts;
+         SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
     let (aff_from, aff_until) = time_range(
@@ -363,12 +416,13 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
     set_time_variable(conn, "slab_until", slab.1)?;
     conn.execute_batch(
         "CREATE OR REPLACE TEMP VIEW fact_input AS
-         SELECT * FROM attempts WHERE workflow_id IN (
+         SELECT * FROM temp.attempt_dims WHERE workflow_id IN (
              SELECT workflow_id FROM attempts
              WHERE (getvariable('slab_from') IS NULL OR started_at >= getvariable('slab_from'))
                AND (getvariable('slab_until') IS NULL OR started_at < getvariable('slab_until')));",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    conn.execute_batch(ADMIT_SQL)?;
     let derived = conn.execute(
         "INSERT INTO workflow_facts BY NAME
          SELECT * FROM temp.new_facts
@@ -384,7 +438,8 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
 /// Sums every rollup and total again from the facts.
 pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
-        "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;",
+        "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;
+         SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
     for (minutes, totals, delta, _) in ROLLUPS {

@@ -25,6 +25,11 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration { version: 3, name: "gateways", sql: include_str!("../../migrations/0003_gateways.sql") },
     Migration { version: 4, name: "facts", sql: include_str!("../../migrations/0004_facts.sql") },
+    Migration {
+        version: 5,
+        name: "labels_dimensions",
+        sql: include_str!("../../migrations/0005_labels_dimensions.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store
@@ -75,39 +80,52 @@ pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
 
-    const NEXT: Migration = Migration {
-        version: 5,
-        name: "test_column",
-        sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
-    };
+    /// The newest version this binary knows.
+    fn newest() -> i64 {
+        MIGRATIONS.last().unwrap().version
+    }
+
+    /// A migration from a newer binary.
+    fn next() -> Migration {
+        Migration {
+            version: newest() + 1,
+            name: "test_column",
+            sql: "ALTER TABLE attempts ADD COLUMN test_column VARCHAR;",
+        }
+    }
 
     #[test]
     fn an_older_database_is_upgraded_once() {
         let conn = Connection::open_in_memory().unwrap();
         assert_eq!(migrate(&conn, &MIGRATIONS[..1]).unwrap(), vec![1]);
-        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), vec![2, 3, 4]);
-        let newer = [MIGRATIONS, &[NEXT]].concat();
-        assert_eq!(migrate(&conn, &newer).unwrap(), vec![5]);
+        assert_eq!(migrate(&conn, MIGRATIONS).unwrap(), (2..=newest()).collect::<Vec<_>>());
+        let newer = [MIGRATIONS, &[next()]].concat();
+        assert_eq!(migrate(&conn, &newer).unwrap(), vec![newest() + 1]);
         assert_eq!(migrate(&conn, &newer).unwrap(), Vec::<i64>::new());
-        assert_eq!(schema_version(&conn).unwrap(), 5);
+        assert_eq!(schema_version(&conn).unwrap(), newest() + 1);
         conn.execute_batch("SELECT test_column FROM attempts").unwrap();
     }
 
     #[test]
     fn a_newer_database_is_refused() {
         let conn = Connection::open_in_memory().unwrap();
-        migrate(&conn, &[MIGRATIONS, &[NEXT]].concat()).unwrap();
+        migrate(&conn, &[MIGRATIONS, &[next()]].concat()).unwrap();
         let err = migrate(&conn, MIGRATIONS).unwrap_err();
-        assert!(matches!(err, StoreError::SchemaTooNew { found: 5, supported: 4 }), "{err}");
+        let (found, supported) = (newest() + 1, newest());
+        assert!(
+            matches!(err, StoreError::SchemaTooNew { found: f, supported: s } if f == found && s == supported),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_failing_migration_leaves_the_schema_as_it_was() {
         let conn = Connection::open_in_memory().unwrap();
-        let broken = Migration { version: 5, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
+        let broken =
+            Migration { version: newest() + 1, name: "broken", sql: "CREATE TABLE t (x INT); SELECT nope;" };
         let err = migrate(&conn, &[MIGRATIONS, &[broken]].concat()).unwrap_err();
-        assert!(matches!(err, StoreError::Migration { version: 5, .. }));
-        assert_eq!(schema_version(&conn).unwrap(), 4);
+        assert!(matches!(err, StoreError::Migration { version, .. } if version == newest() + 1));
+        assert_eq!(schema_version(&conn).unwrap(), newest());
         assert!(conn.execute_batch("SELECT * FROM t").is_err());
     }
 }

@@ -6,6 +6,7 @@
 
 mod alerts;
 mod derived;
+mod functions;
 mod known;
 mod migrate;
 pub mod queries;
@@ -23,6 +24,7 @@ pub use writer::{Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, TraceDeriver,
 use chrono::{DateTime, Utc};
 
 use crate::alerts::AlertEvent;
+use crate::dimensions::Dimension;
 use crate::model::Attempt;
 use crate::pricing::PriceTable;
 use crate::providers::ProviderAliases;
@@ -44,6 +46,15 @@ pub enum StoreError {
     MemoryLimit { value: String, source: duckdb::Error },
     #[error("cannot build a record batch: {0}")]
     Arrow(#[from] duckdb::arrow::error::ArrowError),
+    #[error("{0}")]
+    Dimension(String),
+    #[error(
+        "no dimension named `{name}` (configured: {configured}); add one with \
+         `attempt-ledger dimensions --set {name}=extra.{name}`"
+    )]
+    UnknownDimension { name: String, configured: String },
+    #[error("{LABEL_LIMIT_ENV}={0} is not a count of label values (a whole number from 1)")]
+    LabelLimit(String),
 }
 
 /// The environment variable that sets DuckDB's memory limit for a database
@@ -51,6 +62,20 @@ pub enum StoreError {
 pub const MEMORY_LIMIT_ENV: &str = "ATTEMPT_LEDGER_MEMORY_LIMIT";
 /// Leaves room under 1 GiB for the process's own buffers.
 pub const DEFAULT_MEMORY_LIMIT: &str = "512MB";
+
+/// The environment variable that sets K, how many values of each label
+/// (workflow names, providers, models, route groups, each dimension) keep
+/// rollup rows and `/metrics` series of their own; later values are summed
+/// under `other`.
+pub const LABEL_LIMIT_ENV: &str = "ATTEMPT_LEDGER_LABEL_LIMIT";
+pub const DEFAULT_LABEL_LIMIT: u64 = 1000;
+
+fn label_limit() -> Result<u64, StoreError> {
+    match std::env::var(LABEL_LIMIT_ENV) {
+        Err(_) => Ok(DEFAULT_LABEL_LIMIT),
+        Ok(text) => text.trim().parse().ok().filter(|k| *k >= 1).ok_or(StoreError::LabelLimit(text)),
+    }
+}
 
 /// First and last instant of something stored.
 pub type Span = (DateTime<Utc>, DateTime<Utc>);
@@ -65,6 +90,8 @@ pub struct Store {
     known: Arc<Mutex<Option<known::KnownIds>>>,
     /// Writes leave the derived tables stale, for one rebuild at the end.
     defer_derived: std::cell::Cell<bool>,
+    /// K: values of each label with rollup rows of their own.
+    label_limit: u64,
 }
 
 impl Store {
@@ -87,14 +114,17 @@ impl Store {
     }
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
+        let label_limit = label_limit()?;
         let applied = migrate::migrate(&conn, MIGRATIONS)?;
+        functions::register(&conn)?;
         writer::create_scratch(&conn)?;
-        derived::create_scratch(&conn)?;
+        derived::create_scratch(&conn, label_limit)?;
         let store = Self {
             conn,
             aliases: Arc::new(ProviderAliases::builtin()),
             known: Arc::new(Mutex::new(None)),
             defer_derived: Default::default(),
+            label_limit,
         };
         if applied.contains(&migrate::CANONICAL_PROVIDERS_VERSION) {
             // Rows stored before canonical names existed get them now.
@@ -108,14 +138,27 @@ impl Store {
     /// another thread.
     pub fn try_clone(&self) -> Result<Self, StoreError> {
         let conn = self.conn.try_clone()?;
+        functions::register(&conn)?;
         writer::create_scratch(&conn)?;
-        derived::create_scratch(&conn)?;
+        derived::create_scratch(&conn, self.label_limit)?;
         Ok(Self {
             conn,
             aliases: self.aliases.clone(),
             known: self.known.clone(),
             defer_derived: Default::default(),
+            label_limit: self.label_limit,
         })
+    }
+
+    /// K for this connection from now on (values already admitted stay);
+    /// `LABEL_LIMIT_ENV` sets it for a process.
+    pub fn with_label_limit(mut self, label_limit: u64) -> Result<Self, StoreError> {
+        if label_limit == 0 {
+            return Err(StoreError::LabelLimit("0".to_string()));
+        }
+        self.conn.execute_batch(&format!("SET VARIABLE label_limit = {label_limit}::BIGINT;"))?;
+        self.label_limit = label_limit;
+        Ok(self)
     }
 
     /// Writes map provider spellings through `aliases` from now on (the
@@ -236,9 +279,10 @@ impl Store {
     pub fn derived_checksum(&self) -> Result<Vec<(i64, i128)>, StoreError> {
         derived::TABLES
             .iter()
-            .map(|table| {
-                let sql =
-                    format!("SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM {table} t");
+            .map(|(_, canonical)| {
+                let sql = format!(
+                    "SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM ({canonical}) t"
+                );
                 Ok(self.conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?)
             })
             .collect()
@@ -248,8 +292,9 @@ impl Store {
     /// the same attempts give the same digest (tests, `rebuild`).
     pub fn derived_digest(&self) -> Result<Vec<String>, StoreError> {
         let mut lines = Vec::new();
-        for table in derived::TABLES {
-            let mut stmt = self.conn.prepare(&format!("SELECT t::VARCHAR FROM {table} t ORDER BY 1"))?;
+        for (table, canonical) in derived::TABLES {
+            let mut stmt =
+                self.conn.prepare(&format!("SELECT t::VARCHAR FROM ({canonical}) t ORDER BY 1"))?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
             for row in rows {
                 lines.push(format!("{table} {}", row?));
@@ -326,11 +371,64 @@ impl Store {
     ) -> Result<ReportRows, StoreError> {
         // One transaction: every query sees the same snapshot while the
         // writer goes on committing.
+        let group = match &filter.group_by {
+            Some(name) => Some(self.dimension_slot(name)?),
+            None => None,
+        };
         self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::prepare_scope(&self.conn, filter, prices)
-            .and_then(|_| queries::report_rows(&self.conn, filter, queries));
+        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
+            let mut rows = queries::report_rows(&self.conn, filter, queries)?;
+            if let Some((slot, dimension)) = group {
+                rows.groups =
+                    Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
+            }
+            Ok(rows)
+        });
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
+    }
+
+    /// The configured dimensions, in slot order.
+    pub fn dimensions(&self) -> Result<Vec<Dimension>, StoreError> {
+        Ok(derived::load_dimensions(&self.conn)?.into_iter().map(|(_, d)| d).collect())
+    }
+
+    /// Replaces the configured dimensions and derives every fact and
+    /// rollup again with them (their values of the old ones are forgotten,
+    /// and so are the admitted values of their labels).
+    pub fn set_dimensions(&self, dimensions: &[Dimension]) -> Result<(), StoreError> {
+        crate::dimensions::check(dimensions).map_err(|e| StoreError::Dimension(e.to_string()))?;
+        self.in_transaction(|conn| {
+            conn.execute_batch(
+                "DELETE FROM dimensions;
+                 DELETE FROM label_values WHERE label IN ('dim1', 'dim2', 'dim3');
+                 UPDATE derived_state SET stale = true;",
+            )?;
+            for (i, d) in dimensions.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO dimensions VALUES (?, ?, ?)",
+                    duckdb::params![i as i32 + 1, d.name, d.source.to_string()],
+                )?;
+            }
+            Ok(())
+        })?;
+        derived::define_attempt_dims(&self.conn)?;
+        self.rebuild_derived()?;
+        Ok(())
+    }
+
+    /// The slot of the dimension called `name`, and its name.
+    fn dimension_slot(&self, name: &str) -> Result<(usize, String), StoreError> {
+        let configured = derived::load_dimensions(&self.conn)?;
+        configured.iter().find(|(_, d)| d.name == name).map(|(slot, d)| (*slot, d.name.clone())).ok_or_else(
+            || {
+                let names: Vec<&str> = configured.iter().map(|(_, d)| d.name.as_str()).collect();
+                StoreError::UnknownDimension {
+                    name: name.to_string(),
+                    configured: if names.is_empty() { "none".to_string() } else { names.join(", ") },
+                }
+            },
+        )
     }
 
     /// The stored-data samples of `/metrics` over every stored workflow, in

@@ -25,11 +25,13 @@ pub struct ReportFilter {
     pub workflow: Option<String>,
     /// Retry-ratio budget per minute (0.10 = 10 %).
     pub retry_budget: f64,
+    /// Also group outcomes and cost by this dimension (`groups.sql`).
+    pub group_by: Option<String>,
 }
 
 impl Default for ReportFilter {
     fn default() -> Self {
-        Self { since: None, until: None, workflow: None, retry_budget: 0.10 }
+        Self { since: None, until: None, workflow: None, retry_budget: 0.10, group_by: None }
     }
 }
 
@@ -288,6 +290,62 @@ pub struct FallbackRow {
     pub recovered: i64,
 }
 
+/// One value of the dimension a report is grouped by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRow {
+    /// `None` for workflows that carried no value.
+    pub value: Option<String>,
+    pub workflows: i64,
+    pub primary_success: i64,
+    pub retry_recovery: i64,
+    pub fallback_recovery: i64,
+    pub degraded: i64,
+    pub fail_closed: i64,
+    pub queued: i64,
+    pub in_flight: i64,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub cost_pusd: i128,
+    pub wasted_cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+}
+
+/// The rows of `groups.sql`, with the dimension they group by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Groups {
+    pub dimension: String,
+    pub rows: Vec<GroupRow>,
+}
+
+const GROUPS_SQL: &str = include_str!("../../queries/groups.sql");
+
+/// Runs `groups.sql` for the dimension in `slot` (1-based).
+pub(super) fn group_rows(conn: &Connection, slot: usize) -> Result<Vec<GroupRow>, StoreError> {
+    conn.execute_batch(&format!("SET VARIABLE group_slot = {slot};"))?;
+    let mut stmt = conn.prepare(GROUPS_SQL)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(GroupRow {
+                value: r.get("value")?,
+                workflows: r.get("workflows")?,
+                primary_success: r.get("primary_success")?,
+                retry_recovery: r.get("retry_recovery")?,
+                fallback_recovery: r.get("fallback_recovery")?,
+                degraded: r.get("degraded")?,
+                fail_closed: r.get("fail_closed")?,
+                queued: r.get("queued")?,
+                in_flight: r.get("in_flight")?,
+                attempts: r.get("attempts")?,
+                wasted_attempts: r.get("wasted_attempts")?,
+                cost_pusd: r.get("cost_pusd")?,
+                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
 /// Every report query's rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportRows {
@@ -300,6 +358,8 @@ pub struct ReportRows {
     pub error_classes: Vec<ErrorClassRow>,
     pub routes: Vec<RouteRow>,
     pub fallbacks: Vec<FallbackRow>,
+    /// Present when the filter asked for a `group_by`.
+    pub groups: Option<Groups>,
 }
 
 /// Runs the `queries` among the report's; the others' rows are left empty.
@@ -424,6 +484,7 @@ pub(super) fn report_rows(
                 recovered: r.get("recovered")?,
             })
         })?,
+        groups: None,
     })
 }
 

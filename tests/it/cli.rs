@@ -305,3 +305,62 @@ fn rebuild_applies_an_edited_provider_alias_table_to_stored_data() {
     let again = run(&["ingest", "--providers", "aliases.toml", "a.jsonl"], dir.path());
     assert!(text(&again.stdout).starts_with("accepted 0 records, 1 duplicates"), "{}", text(&again.stdout));
 }
+
+/// `dimensions --set`, then the grouped report from the command line and
+/// from the HTTP API, over records that carry their team in extra fields;
+/// records arriving after the dimension was set are grouped as they come.
+#[test]
+fn dimensions_set_from_the_cli_group_the_report_on_both_interfaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |id: &str, team: &str, status: &str, attempt: u32| {
+        format!(
+            r#"{{"workflow_id":"{id}","attempt_id":"{id}-{attempt}","attempt":{attempt},"started_at":"2026-11-28T02:00:0{attempt}Z","provider":"openai","model":"gpt-4o-mini","status":"{status}","input_tokens":100,"team":"{team}"}}"#
+        )
+    };
+    let first =
+        [line("a", "search", "ok", 1), line("b", "ads", "error", 1), line("b", "ads", "ok", 2)].join("\n");
+    std::fs::write(dir.path().join("first.jsonl"), first).unwrap();
+    let out = run(&["ingest", "--db", "d.duckdb", "first.jsonl"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = run(&["dimensions", "--db", "d.duckdb", "--set", "team=extra.team"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "team\textra.team\n");
+    let out = run(&["dimensions", "--db", "d.duckdb", "--set", "team=extra.te'am"], dir.path());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("neither a record field"), "{}", text(&out.stderr));
+
+    std::fs::write(dir.path().join("later.jsonl"), line("c", "search", "ok", 1)).unwrap();
+    let out = run(&["ingest", "--db", "d.duckdb", "later.jsonl"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = run(&["report", "--db", "d.duckdb", "--format", "json", "--group-by", "team"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = |report: &Value| -> Vec<(String, i64, i64)> {
+        report["groups"]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g["value"].as_str().unwrap().to_string(),
+                    g["workflows"]["total"].as_i64().unwrap(),
+                    g["workflows"]["retry_recovery"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(summary(&report), vec![("search".into(), 2, 0), ("ads".into(), 1, 1)]);
+    let table = run(&["report", "--db", "d.duckdb", "--group-by", "team"], dir.path());
+    assert!(text(&table.stdout).contains("By team"), "{}", text(&table.stdout));
+    let unknown = run(&["report", "--db", "d.duckdb", "--group-by", "customer"], dir.path());
+    assert!(!unknown.status.success());
+    assert!(text(&unknown.stderr).contains("no dimension named `customer`"), "{}", text(&unknown.stderr));
+
+    let service = crate::service::Service::start(&dir.path().join("d.duckdb"), &[]);
+    assert_eq!(summary(&service.report("?group_by=team")), summary(&report));
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let answer = agent.get(&format!("{}/api/v1/report?group_by=customer", service.http)).call().unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+}

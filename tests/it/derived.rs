@@ -4,7 +4,9 @@
 use attempt_ledger::ingest::jsonl;
 use attempt_ledger::store::{ReportFilter, Store};
 
-use crate::{FIXTURE, report_of, store_with};
+use serde_json::json;
+
+use crate::{FIXTURE, rec, report_of, store_with};
 
 fn fixture_lines() -> Vec<String> {
     FIXTURE.lines().map(String::from).collect()
@@ -139,4 +141,138 @@ fn prune_compacts_the_database_file() {
         report_of(&pruned_in_place, &ReportFilter::default())
     );
     assert_eq!(store.derived_digest().unwrap(), pruned_in_place.derived_digest().unwrap());
+}
+
+/// Records of three teams, in `extra`, over two workflow names; the third
+/// team's first attempts carry no team (a workflow takes the first value
+/// its attempts carry).
+fn team_records() -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, team) in ["search", "search", "ads", "chat", "chat", "chat"].iter().enumerate() {
+        let id = format!("w{i}");
+        let started = format!("2026-11-28T02:0{i}:00Z");
+        let retried = format!("2026-11-28T02:0{i}:05Z");
+        let name = if i % 2 == 0 { "summary" } else { "classify" };
+        let first_team = if *team == "chat" { serde_json::Value::Null } else { (*team).into() };
+        lines.push(rec(json!({"workflow_id": id, "attempt_id": format!("{id}-1"), "attempt": 1,
+            "started_at": started, "workflow": name, "status": "error", "error_class": "transient",
+            "input_tokens": 1000, "team": first_team})));
+        lines.push(rec(json!({"workflow_id": id, "attempt_id": format!("{id}-2"), "attempt": 2,
+            "started_at": retried, "workflow": name, "input_tokens": 1000, "output_tokens": 100,
+            "team": team})));
+    }
+    lines
+}
+
+/// `report --group-by team`: every workflow counts once, under its team,
+/// and the groups add up to the report's totals; the facts and rollups
+/// kept write by write equal a rebuild with the dimension set.
+#[test]
+fn a_dimension_groups_outcomes_and_cost_and_is_kept_incrementally() {
+    let lines = team_records();
+    let store = Store::open_in_memory().unwrap();
+    store.set_dimensions(&["team=extra.team".parse().unwrap()]).unwrap();
+    for line in &lines {
+        let decoded = jsonl::decode_lines(line, 1);
+        assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
+        store.write_batch(&decoded.attempts).unwrap();
+    }
+    let filter = ReportFilter { group_by: Some("team".into()), ..ReportFilter::default() };
+    let report = report_of(&store, &filter);
+    let groups = report.groups.clone().expect("grouped");
+    assert_eq!(groups.dimension, "team");
+    let by: std::collections::HashMap<_, _> =
+        groups.values.iter().map(|g| (g.value.clone().unwrap(), g.clone())).collect();
+    assert_eq!(by.len(), 3, "{groups:?}");
+    assert_eq!(
+        (by["search"].workflows.total, by["ads"].workflows.total, by["chat"].workflows.total),
+        (2, 1, 3)
+    );
+    assert_eq!(by["chat"].workflows.retry_recovery, 3);
+    assert_eq!(by["chat"].attempts, 6);
+    assert_eq!(by["chat"].wasted_attempts, 3);
+    let cost: f64 = groups.values.iter().map(|g| g.cost_usd).sum();
+    assert!((cost - report.cost_usd.total).abs() < 1e-9, "{cost} vs {}", report.cost_usd.total);
+    assert!(report.cost_usd.total > 0.0);
+
+    let digest = store.derived_digest().unwrap();
+    store.rebuild_derived().unwrap();
+    assert_eq!(digest, store.derived_digest().unwrap());
+
+    // A window cuts the same way: whole minutes from the rollups, edges
+    // from the facts.
+    let window = ReportFilter {
+        since: Some("2026-11-28T02:01:30Z".parse().unwrap()),
+        until: Some("2026-11-28T02:04:30Z".parse().unwrap()),
+        group_by: Some("team".into()),
+        ..ReportFilter::default()
+    };
+    let grouped = report_of(&store, &window).groups.unwrap();
+    let totals: Vec<(Option<String>, i64)> =
+        grouped.values.iter().map(|g| (g.value.clone(), g.workflows.total)).collect();
+    assert_eq!(totals, vec![(Some("chat".into()), 2), (Some("ads".into()), 1)], "{grouped:?}");
+
+    let err = store
+        .report_rows(
+            &ReportFilter { group_by: Some("customer".into()), ..ReportFilter::default() },
+            &attempt_ledger::pricing::PriceTable::load(None).unwrap(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no dimension named `customer` (configured: team)"), "{err}");
+}
+
+/// Beyond K values of a label, rollups and groups sum later values under
+/// `other`, counted; a report asking for a folded workflow name still
+/// answers exactly, from the per-workflow facts.
+#[test]
+fn labels_beyond_k_fold_into_other_and_stay_exact() {
+    let lines = team_records();
+    let store = Store::open_in_memory().unwrap().with_label_limit(1).unwrap();
+    store.set_dimensions(&["team=extra.team".parse().unwrap()]).unwrap();
+    for line in &lines {
+        store.write_batch(&jsonl::decode_lines(line, 1).attempts).unwrap();
+    }
+    let unbounded = store_with(&lines);
+
+    let report = report_of(&store, &ReportFilter::default());
+    let names: Vec<(Option<String>, i64)> =
+        report.by_workflow.iter().map(|b| (b.workflow.clone(), b.workflows.total)).collect();
+    // `summary` started first and keeps its row; `classify` is folded.
+    assert_eq!(names, vec![(Some("other".into()), 3), (Some("summary".into()), 3)]);
+    let full = report_of(&unbounded, &ReportFilter::default());
+    assert_eq!(report.workflows, full.workflows);
+    assert_eq!(report.cost_usd, full.cost_usd);
+
+    for name in ["classify", "summary"] {
+        let filter = ReportFilter { workflow: Some(name.into()), ..ReportFilter::default() };
+        let (bounded, exact) = (report_of(&store, &filter), report_of(&unbounded, &filter));
+        assert_eq!(bounded.workflows, exact.workflows, "{name}");
+        assert_eq!(bounded.cost_usd, exact.cost_usd, "{name}");
+        assert_eq!(bounded.by_workflow, exact.by_workflow, "{name}");
+    }
+
+    let grouped =
+        report_of(&store, &ReportFilter { group_by: Some("team".into()), ..ReportFilter::default() });
+    let teams: Vec<(Option<String>, i64)> =
+        grouped.groups.unwrap().values.iter().map(|g| (g.value.clone(), g.workflows.total)).collect();
+    assert_eq!(teams, vec![(Some("other".into()), 4), (Some("search".into()), 2)]);
+
+    // /metrics: the same names, every sample of `classify` counted under
+    // `other`.
+    let prices = attempt_ledger::pricing::PriceTable::load(None).unwrap();
+    let started: Vec<(Option<String>, i128)> = store
+        .metric_rows(&prices)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.family == "workflows_started")
+        .map(|r| (r.labels[0].clone(), r.value))
+        .collect();
+    let mut started = started;
+    started.sort();
+    assert_eq!(started, vec![(Some("other".into()), 3), (Some("summary".into()), 3)]);
+
+    // The admitted values are state, not derived: a rebuild folds the same.
+    let digest = store.derived_digest().unwrap();
+    store.rebuild_derived().unwrap();
+    assert_eq!(digest, store.derived_digest().unwrap());
 }

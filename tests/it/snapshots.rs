@@ -32,9 +32,14 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     // metrics.sql feeds /metrics, checked against the report in alerts.rs;
     // the derivation files build what every report reads (properties.rs
     // checks them against a rebuild).
-    let derivation = ["facts.sql", "rollups.sql", "window.sql", "scope.sql"];
-    let known: Vec<&str> =
-        Query::ALL.iter().map(|q| q.file_name()).chain(["metrics.sql"]).chain(derivation).collect();
+    let derivation = ["facts.sql", "rollups.sql", "window.sql", "scope.sql", "labels.sql", "admit.sql"];
+    // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension.
+    let known: Vec<&str> = Query::ALL
+        .iter()
+        .map(|q| q.file_name())
+        .chain(["metrics.sql", "groups.sql"])
+        .chain(derivation)
+        .collect();
     for file in &files {
         assert!(known.contains(&file.as_str()), "{file} is not run by the report");
         let text = std::fs::read_to_string(format!("{}/queries/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
@@ -42,6 +47,18 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         assert!(text.contains("-- Parameters:") && text.contains("-- Columns"), "{file} header");
     }
     assert_eq!(files.len(), known.len());
+}
+
+/// The fixture grouped by the provider that served (a record field as a
+/// dimension): the `groups` section of the JSON report.
+#[test]
+fn json_report_grouped_by_a_dimension() {
+    let store = store_with(&fixture_lines());
+    store.set_dimensions(&["served=served_provider".parse().unwrap()]).unwrap();
+    let report =
+        report_of(&store, &ReportFilter { group_by: Some("served".into()), ..ReportFilter::default() });
+    let groups = serde_json::to_string_pretty(&report.groups).unwrap();
+    insta::assert_snapshot!("groups.json", groups);
 }
 
 #[test]

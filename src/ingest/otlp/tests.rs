@@ -253,3 +253,26 @@ fn an_out_of_range_status_is_a_warning_not_a_rejection() {
     assert_eq!(out.decoded.warnings.len(), 1, "{:?}", out.decoded.warnings);
     assert_eq!(attempts_of_request(&req)[0].http_status, None);
 }
+
+/// `attempt.extra.*` attributes of a model call reach the attempt's extra
+/// fields and survive storing the spans and deriving the trace again.
+#[test]
+fn attempt_extra_attributes_become_extra_fields() {
+    let parent = span(1, None, 0, vec![kv("attempt.extra.team", s("not-a-model-span"))], false);
+    let call = span(
+        2,
+        Some(1),
+        0,
+        genai(vec![
+            kv("attempt.extra.team", s("search")),
+            kv("attempt.extra.priority", Value::IntValue(3)),
+            kv("attempt.extra.", s("no key")),
+            kv("team", s("not prefixed")),
+        ]),
+        false,
+    );
+    let attempts = derive_after(vec![vec![parent, call]]);
+    assert_eq!(attempts.len(), 1);
+    let extra: serde_json::Value = serde_json::from_str(attempts[0].extra.as_deref().unwrap()).unwrap();
+    assert_eq!(extra, serde_json::json!({"team": "search", "priority": 3}));
+}
