@@ -2,7 +2,7 @@
 -- label_values, the first ones seen first, until each label holds K
 -- (ARCHITECTURE.md, "Bounded labels"). Not a report itself.
 --
--- Parameters: temp.new_facts (facts.sql's output) and the variable
+-- Parameters: temp.new_facts and temp.new_spend (facts.sql's output) and the variable
 --   label_limit (BIGINT: K, the values each label may hold).
 -- Columns: none; it inserts (label, value) rows into label_values.
 -- Labels: workflow (names), provider and model (of primary and fallback
@@ -21,9 +21,9 @@ WITH seen_in_facts AS (
     INTO NAME label VALUE value
 ),
 seen_in_spend AS (
-    UNPIVOT (SELECT s.attempt_minute AS seen_at, s.provider AS provider_3, s.served_provider AS provider_4,
-                    s.model AS model_3, s.served_model AS model_4
-             FROM (SELECT unnest(spend) AS s FROM temp.new_facts))
+    UNPIVOT (SELECT attempt_minute AS seen_at, provider AS provider_3, served_provider AS provider_4,
+                    model AS model_3, served_model AS model_4
+             FROM temp.new_spend)
     ON provider_3, provider_4, model_3, model_4
     INTO NAME label VALUE value
 ),

@@ -1,15 +1,18 @@
 -- facts.sql: the per-workflow facts (docs/record-format.md, "Outcomes" and
 -- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
 -- product is here, once; the reports read what this derives.
--- Not a report itself: it builds temp.new_facts (one statement: small
--- refreshes are dominated by per-statement costs), one row per workflow in
--- temp.fact_input, shaped like the table workflow_facts.
+-- Not a report itself: it builds temp.new_facts, temp.new_spend and
+-- temp.new_latency (shaped like workflow_facts, workflow_spend and
+-- workflow_latency) for the workflows in temp.fact_input, through the
+-- scratch tables temp.fact_ordered, temp.fact_workflows and
+-- temp.fact_attempts. Flat rows, not lists per workflow: aggregating
+-- structs into lists cost three times the rest of the derivation.
 --
 -- Parameters: temp.fact_input (the stored attempt columns plus dim1..dim3,
 --   the dimension values of each attempt; every attempt of each workflow it
---   holds, so the derivation sees whole workflows) and the
---   variable latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending).
--- Columns of temp.new_facts (see migrations/0004_facts.sql):
+--   holds, so the derivation sees whole workflows) and the variable
+--   latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending).
+-- Columns of temp.new_facts (see migrations/0004_facts.sql), one row per workflow:
 --   workflow_id, workflow_name   first non-NULL `workflow` in attempt order
 --   first_at                     start of the first attempt (seq 1)
 --   earliest_at, last_at         earliest and latest start of any attempt (where to look)
@@ -25,17 +28,20 @@
 --   fallback_reason              error class of the last failed attempt before it
 --                                ('unknown' unclassified, 'none' when nothing failed first;
 --                                NULL when the workflow never fell back)
---   spend    (in no particular order: sorting these lists cost 3x the rest of
---            the derivation; readers sum them)
---            its attempts grouped by attempt minute, layer, requested and
---            served route, status, error class, retry (seq > 1), delivered
---            and cost_kind:
---              emitter  the emitter stated its cost (emitter_cost_pusd)
---              free     a failure that billed no tokens: costs 0, priced or not
---              unknown  an answer that reported no usage at all: cost unknown
---              priced   tokens priced when read, by served model (unknown without a price)
---   latency  duration and time-to-first-token observations by bucket (le
---            NULL above the last bound), with their sum in whole microseconds
+-- Columns of temp.new_spend (migrations/0005_flat_facts_dimensions.sql): the workflow's
+--   workflow_id, first_at, workflow_name, outcome, dim1..dim3 (the keys its
+--   rollups need), then its attempts grouped by attempt_minute, layer,
+--   requested and served route, status, error class, retry (seq > 1),
+--   delivered and cost_kind, with attempts, the four token sums and
+--   emitter_cost_pusd. cost_kind:
+--     emitter  the emitter stated its cost (emitter_cost_pusd)
+--     free     a failure that billed no tokens: costs 0, priced or not
+--     unknown  an answer that reported no usage at all: cost unknown
+--     priced   tokens priced when read, by served model (unknown without a price)
+-- Columns of temp.new_latency: workflow_id, first_at, workflow_name, then
+--   duration and time-to-first-token observations by provider, model,
+--   status, metric (duration | ttft) and bucket (le; NULL above the last
+--   bound), with their sum in whole microseconds (observations, sum_us).
 --
 -- Order in a workflow: attempt NULLS LAST, started_at, then status (at equal
 -- order and start, as second-resolution gateway logs have, a failure sorts
@@ -47,17 +53,17 @@ CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, p
     CASE WHEN group_a IS NOT NULL OR group_b IS NOT NULL THEN coalesce(group_a = group_b, false)
          ELSE provider_a = provider_b AND model_a = model_b END;
 
-CREATE OR REPLACE TEMP TABLE new_facts AS
-WITH ordered AS MATERIALIZED (
-    SELECT workflow_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
-           served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-           cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, dim1, dim2, dim3,
-           row_number() OVER (PARTITION BY workflow_id
-                              ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
-           status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
-    FROM temp.fact_input
-),
-per_workflow AS (
+CREATE OR REPLACE TEMP TABLE fact_ordered AS
+SELECT workflow_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
+       served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
+       cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, dim1, dim2, dim3,
+       row_number() OVER (PARTITION BY workflow_id
+                          ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
+       status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
+FROM temp.fact_input;
+
+CREATE OR REPLACE TEMP TABLE fact_workflows AS
+WITH per_workflow AS (
     SELECT workflow_id,
            count(*) AS attempts,
            count(*) FILTER (WHERE layer = 'sdk')     AS n_sdk,
@@ -80,48 +86,48 @@ per_workflow AS (
            arg_min(dim1, seq) FILTER (WHERE dim1 IS NOT NULL) AS dim1,
            arg_min(dim2, seq) FILTER (WHERE dim2 IS NOT NULL) AS dim2,
            arg_min(dim3, seq) FILTER (WHERE dim3 IS NOT NULL) AS dim3
-    FROM ordered
+    FROM temp.fact_ordered
     GROUP BY workflow_id
-),
-workflows AS MATERIALIZED (
-    SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
-           dim1, dim2, dim3, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
-           primary_route.provider AS primary_provider, primary_route.model AS primary_model,
-           primary_route.route_group AS primary_route_group,
-           CASE WHEN delivered.seq = 1 THEN 'primary_success'
-                WHEN delivered IS NOT NULL THEN
-                     CASE coalesce(delivered.route,
-                                   CASE WHEN same_route(delivered.route_group, delivered.provider, delivered.model,
-                                                        primary_route.route_group, primary_route.provider,
-                                                        primary_route.model)
-                                        THEN 'primary' ELSE 'fallback' END)
-                          WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
-                WHEN last_decision = 'degrade' THEN 'degraded'
-                WHEN last_decision = 'queue'   THEN 'queued'
-                WHEN last_decision IN ('retry', 'fallback') THEN 'in_flight'
-                ELSE 'fail_closed' END AS outcome
-    FROM per_workflow
-),
-classified AS MATERIALIZED (
-    SELECT o.*,
-           coalesce(o.route, CASE WHEN same_route(o.route_group, o.provider, o.model,
-                                                  w.primary_route_group, w.primary_provider, w.primary_model)
-                                  THEN 'primary' ELSE 'fallback' END) AS effective_route,
-           coalesce(o.seq = w.delivered_seq, false) AS delivered,
-           CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
-                WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
-                     AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
-                     THEN 'free'
-                WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
-                     AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
-                     THEN 'unknown'
-                ELSE 'priced' END AS cost_kind
-    FROM ordered o
-    JOIN workflows w USING (workflow_id)
-),
-first_fallback AS (
+)
+SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
+       dim1, dim2, dim3, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
+       primary_route.provider AS primary_provider, primary_route.model AS primary_model,
+       primary_route.route_group AS primary_route_group,
+       CASE WHEN delivered.seq = 1 THEN 'primary_success'
+            WHEN delivered IS NOT NULL THEN
+                 CASE coalesce(delivered.route,
+                               CASE WHEN same_route(delivered.route_group, delivered.provider, delivered.model,
+                                                    primary_route.route_group, primary_route.provider,
+                                                    primary_route.model)
+                                    THEN 'primary' ELSE 'fallback' END)
+                      WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
+            WHEN last_decision = 'degrade' THEN 'degraded'
+            WHEN last_decision = 'queue'   THEN 'queued'
+            WHEN last_decision IN ('retry', 'fallback') THEN 'in_flight'
+            ELSE 'fail_closed' END AS outcome
+FROM per_workflow;
+
+CREATE OR REPLACE TEMP TABLE fact_attempts AS
+SELECT o.*,
+       coalesce(o.route, CASE WHEN same_route(o.route_group, o.provider, o.model,
+                                              w.primary_route_group, w.primary_provider, w.primary_model)
+                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
+       coalesce(o.seq = w.delivered_seq, false) AS delivered,
+       CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
+            WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
+                 AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
+                 THEN 'free'
+            WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
+                 AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
+                 THEN 'unknown'
+            ELSE 'priced' END AS cost_kind
+FROM temp.fact_ordered o
+JOIN temp.fact_workflows w USING (workflow_id);
+
+CREATE OR REPLACE TEMP TABLE new_facts AS
+WITH first_fallback AS (
     SELECT workflow_id, min(seq) AS fallback_seq
-    FROM classified
+    FROM temp.fact_attempts
     WHERE effective_route = 'fallback'
     GROUP BY workflow_id
 ),
@@ -131,55 +137,51 @@ fallbacks AS (
                         FILTER (WHERE a.status = 'error' AND a.seq < f.fallback_seq), 'none') AS reason,
            max({'provider': a.provider, 'model': a.model, 'route_group': a.route_group})
                FILTER (WHERE a.seq = f.fallback_seq) AS route
-    FROM classified a
+    FROM temp.fact_attempts a
     JOIN first_fallback f ON f.workflow_id = a.workflow_id
     WHERE a.seq <= f.fallback_seq
     GROUP BY a.workflow_id
-),
-spend AS (
-    SELECT workflow_id, list(entry) AS spend
-    FROM (
-        SELECT workflow_id,
-               {'attempt_minute': date_trunc('minute', started_at), 'layer': layer, 'provider': provider,
-                'model': model, 'served_provider': served_provider, 'served_model': served_model,
-                'status': status, 'error_class': error_class, 'retry': seq > 1, 'delivered': delivered,
-                'cost_kind': cost_kind, 'attempts': count(*),
-                'input_tokens': coalesce(sum(input_tokens), 0)::HUGEINT,
-                'output_tokens': coalesce(sum(output_tokens), 0)::HUGEINT,
-                'cached_input_tokens': coalesce(sum(cached_input_tokens), 0)::HUGEINT,
-                'cache_write_input_tokens': coalesce(sum(cache_write_input_tokens), 0)::HUGEINT,
-                'emitter_cost_pusd': coalesce(sum(cost_pusd), 0)::HUGEINT} AS entry
-        FROM classified
-        GROUP BY workflow_id, date_trunc('minute', started_at), layer, provider, model, served_provider,
-                 served_model, status, error_class, seq > 1, delivered, cost_kind
-    )
-    GROUP BY workflow_id
-),
-latency AS (
-    SELECT workflow_id, list(entry) AS latency
-    FROM (
-        SELECT workflow_id,
-               {'provider': provider, 'model': model, 'status': status, 'metric': metric, 'le': le,
-                'observations': count(*), 'sum_us': sum(round(ms * 1000))::HUGEINT} AS entry
-        FROM (SELECT *,
-                     -- The smallest bound at or above the observation; NULL above the last.
-                     list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
-              FROM (SELECT workflow_id, provider, model, status, 'duration' AS metric, duration_ms AS ms
-                    FROM classified WHERE duration_ms IS NOT NULL
-                    UNION ALL
-                    SELECT workflow_id, provider, model, status, 'ttft' AS metric, ttft_ms AS ms
-                    FROM classified WHERE ttft_ms IS NOT NULL))
-        GROUP BY workflow_id, provider, model, status, metric, le
-    )
-    GROUP BY workflow_id
 )
 SELECT w.workflow_id, w.workflow_name, w.first_at, w.earliest_at, w.last_at, w.attempts, w.n_sdk, w.n_gateway,
        w.n_app, w.n_queue, w.delivered_at, w.delivered_seq, w.primary_provider, w.primary_model,
        w.primary_route_group, w.outcome,
        f.route.provider AS fallback_provider, f.route.model AS fallback_model,
        f.route.route_group AS fallback_route_group, f.reason AS fallback_reason,
-       w.dim1, w.dim2, w.dim3, s.spend, coalesce(l.latency, []) AS latency
-FROM workflows w
-JOIN spend s USING (workflow_id)
-LEFT JOIN fallbacks f USING (workflow_id)
-LEFT JOIN latency l USING (workflow_id);
+       w.dim1, w.dim2, w.dim3
+FROM temp.fact_workflows w
+LEFT JOIN fallbacks f USING (workflow_id);
+
+CREATE OR REPLACE TEMP TABLE new_spend AS
+SELECT a.workflow_id, w.first_at, w.workflow_name, w.outcome, w.dim1, w.dim2, w.dim3,
+       date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
+       a.served_provider, a.served_model, a.status, a.error_class, a.seq > 1 AS retry, a.delivered,
+       a.cost_kind, count(*) AS attempts,
+       coalesce(sum(a.input_tokens), 0)::HUGEINT AS input_tokens,
+       coalesce(sum(a.output_tokens), 0)::HUGEINT AS output_tokens,
+       coalesce(sum(a.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
+       coalesce(sum(a.cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
+       coalesce(sum(a.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
+FROM temp.fact_attempts a
+JOIN temp.fact_workflows w USING (workflow_id)
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE new_latency AS
+SELECT workflow_id, first_at, workflow_name, provider, model, status, metric, le,
+       count(*) AS observations, sum(round(ms * 1000))::HUGEINT AS sum_us
+FROM (SELECT *,
+             -- The smallest bound at or above the observation; NULL above the last.
+             list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
+      FROM (SELECT a.workflow_id, w.first_at, w.workflow_name, a.provider, a.model, a.status,
+                   'duration' AS metric, a.duration_ms AS ms
+            FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
+            WHERE a.duration_ms IS NOT NULL
+            UNION ALL
+            SELECT a.workflow_id, w.first_at, w.workflow_name, a.provider, a.model, a.status,
+                   'ttft' AS metric, a.ttft_ms AS ms
+            FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
+            WHERE a.ttft_ms IS NOT NULL))
+GROUP BY ALL;
+
+DROP TABLE temp.fact_ordered;
+DROP TABLE temp.fact_workflows;
+DROP TABLE temp.fact_attempts;

@@ -1,15 +1,17 @@
 -- rollups.sql: per-workflow facts summed by minute (the shapes of
 -- rollup_workflows, rollup_attempts and rollup_latency in
--- migrations/0004_facts.sql). Only sums and counts: a rollup of a set of
+-- migrations/0004_facts.sql and 0005). Only sums and counts: a rollup of a set of
 -- workflows is the sum of the rollups of its parts, so a window adds whole
 -- minutes to edge minutes and the all-time totals take signed deltas.
 -- Not a report itself: it builds temp.r_workflows, temp.r_attempts and
 -- temp.r_latency.
 --
--- Parameters: temp.rollup_source, rows shaped like workflow_facts plus
---   sign BIGINT: +1 adds the workflow, -1 takes it away (a workflow's old
---   facts, when a write derived them again); the macro kept_label
---   (labels.sql) and its variable fold_labels.
+-- Parameters: temp.rollup_source, temp.rollup_spend_source and
+--   temp.rollup_latency_source: rows shaped like workflow_facts,
+--   workflow_spend and workflow_latency plus sign BIGINT: +1 adds the
+--   workflow, -1 takes it away (a workflow's old rows, when a write derived
+--   them again); the macro kept_label (labels.sql) and its variable
+--   fold_labels.
 -- Workflow names, primary and fallback routes and dimension values are
 --   folded by kept_label (bounded labels). The requested and served
 --   provider and model of rollup_attempts and rollup_latency are kept whole:
@@ -49,8 +51,7 @@ SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('w
        sum(sign * s.cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
        sum(sign * s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
        kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3
-FROM (SELECT sign, first_at, workflow_name, dim1, dim2, dim3, outcome, unnest(spend) AS s
-      FROM temp.rollup_source)
+FROM temp.rollup_spend_source s
 GROUP BY ALL
 HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sign * s.output_tokens) <> 0
     OR sum(sign * s.cached_input_tokens) <> 0 OR sum(sign * s.cache_write_input_tokens) <> 0
@@ -60,6 +61,6 @@ CREATE OR REPLACE TEMP TABLE r_latency AS
 SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, l.metric, l.le,
        sum(sign * l.observations)::BIGINT AS observations,
        sum(sign * l.sum_us)::HUGEINT AS sum_us
-FROM (SELECT sign, first_at, unnest(latency) AS l FROM temp.rollup_source)
+FROM temp.rollup_latency_source l
 GROUP BY ALL
 HAVING sum(sign * l.observations) <> 0 OR sum(sign * l.sum_us) <> 0;

@@ -2,7 +2,7 @@
 -- the rollups answer and the edges the per-workflow facts answer. Windows
 -- stay exact: a workflow counts where its first attempt started.
 -- Not a report itself: it sets the connection's variables scope_* and
--- builds the view temp.rollup_source over the facts of the edge workflows,
+-- builds the views temp.rollup_*source over the facts of the edge workflows,
 -- for rollups.sql. Variables, not a table: DuckDB folds getvariable() into a
 -- constant, so a time bound prunes row groups by their zone maps.
 --
@@ -20,9 +20,10 @@
 --   scope_everything   no time bound: the all-time totals answer
 --   scope_whole_from, scope_whole_until   the whole minutes inside
 --                  [since, until) (NULL: unbounded); none when from >= until
--- Columns of temp.rollup_source: sign (1), then those of workflow_facts, for
---   the workflows that started in [since, until) outside the whole minutes
---   (all of them when scope_folded).
+-- Columns of temp.rollup_source, temp.rollup_spend_source and
+--   temp.rollup_latency_source: sign (1), then those of workflow_facts,
+--   workflow_spend and workflow_latency, for the workflows that started in
+--   [since, until) outside the whole minutes (all of them when scope_folded).
 SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
 SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
 SET VARIABLE scope_workflow = (SELECT workflow FROM temp.scope_filter);
@@ -42,13 +43,18 @@ SET VARIABLE scope_whole_from = (
     FROM temp.scope_filter);
 SET VARIABLE scope_whole_until = (SELECT date_trunc('minute', until) FROM temp.scope_filter);
 
-CREATE OR REPLACE TEMP VIEW rollup_source AS
-SELECT 1::BIGINT AS sign, f.*
-FROM workflow_facts f
-WHERE NOT getvariable('scope_everything')
-  AND (getvariable('scope_since') IS NULL OR f.first_at >= getvariable('scope_since'))
-  AND (getvariable('scope_until') IS NULL OR f.first_at < getvariable('scope_until'))
-  AND (getvariable('scope_workflow') IS NULL OR f.workflow_name = getvariable('scope_workflow'))
+CREATE OR REPLACE TEMP MACRO in_edges(first_at, name) AS
+    NOT getvariable('scope_everything')
+  AND (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
+  AND (getvariable('scope_until') IS NULL OR first_at < getvariable('scope_until'))
+  AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'))
   AND (getvariable('scope_folded')
-       OR NOT ((getvariable('scope_whole_from') IS NULL OR f.first_at >= getvariable('scope_whole_from'))
-               AND (getvariable('scope_whole_until') IS NULL OR f.first_at < getvariable('scope_whole_until'))));
+       OR NOT ((getvariable('scope_whole_from') IS NULL OR first_at >= getvariable('scope_whole_from'))
+               AND (getvariable('scope_whole_until') IS NULL OR first_at < getvariable('scope_whole_until'))));
+
+CREATE OR REPLACE TEMP VIEW rollup_source AS
+SELECT 1::BIGINT AS sign, f.* FROM workflow_facts f WHERE in_edges(f.first_at, f.workflow_name);
+CREATE OR REPLACE TEMP VIEW rollup_spend_source AS
+SELECT 1::BIGINT AS sign, s.* FROM workflow_spend s WHERE in_edges(s.first_at, s.workflow_name);
+CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
+SELECT 1::BIGINT AS sign, l.* FROM workflow_latency l WHERE in_edges(l.first_at, l.workflow_name);

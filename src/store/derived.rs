@@ -35,19 +35,17 @@ const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 /// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
-/// Every derived table, as a query that reads it in a canonical form: the
-/// order of the list columns of `workflow_facts` means nothing.
-pub(super) const TABLES: [(&str, &str); 7] = [
-    (
-        "workflow_facts",
-        "SELECT * REPLACE (list_sort(spend) AS spend, list_sort(latency) AS latency) FROM workflow_facts",
-    ),
-    ("rollup_workflows", "FROM rollup_workflows"),
-    ("rollup_attempts", "FROM rollup_attempts"),
-    ("rollup_latency", "FROM rollup_latency"),
-    ("total_workflows", "FROM total_workflows"),
-    ("total_attempts", "FROM total_attempts"),
-    ("total_latency", "FROM total_latency"),
+/// Every derived table.
+pub(super) const TABLES: [&str; 9] = [
+    "workflow_facts",
+    "workflow_spend",
+    "workflow_latency",
+    "rollup_workflows",
+    "rollup_attempts",
+    "rollup_latency",
+    "total_workflows",
+    "total_attempts",
+    "total_latency",
 ];
 
 /// How far around a batch's own start times its workflows' facts are looked
@@ -98,11 +96,34 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     conn.execute_batch(&format!(
         "SET VARIABLE label_limit = {label_limit}::BIGINT; SET VARIABLE fold_labels = true;"
     ))?;
-    conn.execute_batch(LABELS_SQL)?;
+    define_kept_label(conn)?;
     define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
     let bounds: Vec<String> = crate::metrics::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
     conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
+    Ok(())
+}
+
+/// Defines the macro `kept_label` for the labels that hold K values now
+/// (`queries/labels.sql`); while none does, it is the identity. Called
+/// when a connection opens, after each admission, and before each report
+/// (another connection may have filled a label since).
+pub(super) fn define_kept_label(conn: &Connection) -> Result<(), StoreError> {
+    let full: Vec<String> = conn
+        .prepare(
+            "SELECT label FROM label_values GROUP BY label
+             HAVING count(*) >= getvariable('label_limit') ORDER BY label",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if full.is_empty() {
+        conn.execute_batch("CREATE OR REPLACE TEMP MACRO kept_label(label_name, v) AS v;")?;
+        return Ok(());
+    }
+    // Label names come from admit.sql's fixed set, never from a client.
+    let list: Vec<String> = full.iter().map(|l| format!("'{}'", l.replace('\'', "''"))).collect();
+    conn.execute_batch(&format!("SET VARIABLE full_labels = [{}]::VARCHAR[];", list.join(", ")))?;
+    conn.execute_batch(LABELS_SQL)?;
     Ok(())
 }
 
@@ -246,13 +267,29 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
     set_time_variable(conn, "old_first", old_first)?;
     set_time_variable(conn, "old_last", old_last)?;
+    // A workflow's spend and latency rows carry its first_at: the same
+    // bounds prune them.
     conn.execute_batch(
-        "DELETE FROM workflow_facts
+        "CREATE OR REPLACE TEMP TABLE old_spend AS
+         SELECT * FROM workflow_spend
          WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-         INSERT INTO workflow_facts BY NAME SELECT * FROM temp.new_facts ORDER BY first_at;",
+         CREATE OR REPLACE TEMP TABLE old_latency AS
+         SELECT * FROM workflow_latency
+         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);",
     )?;
+    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+        let new = &table["workflow_".len()..];
+        conn.execute_batch(&format!(
+            "DELETE FROM {table}
+             WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+               AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
+             INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY first_at;"
+        ))?;
+    }
     conn.execute_batch(ADMIT_SQL)?;
+    define_kept_label(conn)?;
 
     let derived_at = began.elapsed();
 
@@ -263,6 +300,14 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          SELECT -1::BIGINT AS sign, * FROM temp.old_facts
          UNION ALL BY NAME
          SELECT 1::BIGINT AS sign, * FROM temp.new_facts;
+         CREATE OR REPLACE TEMP VIEW rollup_spend_source AS
+         SELECT -1::BIGINT AS sign, * FROM temp.old_spend
+         UNION ALL BY NAME
+         SELECT 1::BIGINT AS sign, * FROM temp.new_spend;
+         CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
+         SELECT -1::BIGINT AS sign, * FROM temp.old_latency
+         UNION ALL BY NAME
+         SELECT 1::BIGINT AS sign, * FROM temp.new_latency;
          SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
@@ -277,8 +322,11 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     merge(conn, Target::Minutes)?;
     merge(conn, Target::Totals)?;
     conn.execute_batch(
-        "DROP VIEW temp.rollup_source; DROP VIEW temp.fact_input;
+        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
+         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.fact_input;
          DROP TABLE temp.old_facts; DROP TABLE temp.new_facts;
+         DROP TABLE temp.old_spend; DROP TABLE temp.new_spend;
+         DROP TABLE temp.old_latency; DROP TABLE temp.new_latency;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
     tracing::debug!(
@@ -423,15 +471,26 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
     )?;
     conn.execute_batch(FACTS_SQL)?;
     conn.execute_batch(ADMIT_SQL)?;
-    let derived = conn.execute(
-        "INSERT INTO workflow_facts BY NAME
-         SELECT * FROM temp.new_facts
+    define_kept_label(conn)?;
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE slab_workflows AS
+         SELECT workflow_id FROM temp.new_facts
          WHERE (getvariable('slab_from') IS NULL OR earliest_at >= getvariable('slab_from'))
-           AND (getvariable('slab_until') IS NULL OR earliest_at < getvariable('slab_until'))
-         ORDER BY first_at",
-        [],
+           AND (getvariable('slab_until') IS NULL OR earliest_at < getvariable('slab_until'));",
     )?;
-    conn.execute_batch("DROP TABLE temp.new_facts; DROP VIEW temp.fact_input;")?;
+    let derived: i64 = conn.query_row("SELECT count(*) FROM temp.slab_workflows", [], |r| r.get(0))?;
+    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+        let new = &table["workflow_".len()..];
+        conn.execute_batch(&format!(
+            "INSERT INTO {table} BY NAME
+             SELECT * FROM temp.new_{new} SEMI JOIN temp.slab_workflows USING (workflow_id)
+             ORDER BY first_at;"
+        ))?;
+    }
+    conn.execute_batch(
+        "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
+         DROP TABLE temp.slab_workflows; DROP VIEW temp.fact_input;",
+    )?;
     Ok(derived as u64)
 }
 
@@ -439,6 +498,9 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
 pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;
+         CREATE OR REPLACE TEMP VIEW rollup_spend_source AS SELECT 1::BIGINT AS sign, * FROM workflow_spend;
+         CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
+         SELECT 1::BIGINT AS sign, * FROM workflow_latency;
          SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
@@ -449,7 +511,9 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
         ))?;
     }
     merge(conn, Target::Totals)?;
-    conn.execute_batch("DROP VIEW temp.rollup_source;")?;
+    conn.execute_batch(
+        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source; DROP VIEW temp.rollup_latency_source;",
+    )?;
     Ok(())
 }
 
@@ -471,7 +535,9 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
            AND workflow_id IN (SELECT workflow_id FROM temp.pruned)",
         [],
     )?;
-    conn.execute("DELETE FROM workflow_facts WHERE first_at < ?", [micros(before)])?;
+    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+        conn.execute(&format!("DELETE FROM {table} WHERE first_at < ?"), [micros(before)])?;
+    }
     // A span still waiting for the rest of its trace is kept.
     conn.execute(
         "DELETE FROM spans

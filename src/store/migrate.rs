@@ -27,8 +27,8 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 4, name: "facts", sql: include_str!("../../migrations/0004_facts.sql") },
     Migration {
         version: 5,
-        name: "labels_dimensions",
-        sql: include_str!("../../migrations/0005_labels_dimensions.sql"),
+        name: "flat_facts_dimensions",
+        sql: include_str!("../../migrations/0005_flat_facts_dimensions.sql"),
     },
 ];
 

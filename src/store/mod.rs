@@ -157,6 +157,7 @@ impl Store {
             return Err(StoreError::LabelLimit("0".to_string()));
         }
         self.conn.execute_batch(&format!("SET VARIABLE label_limit = {label_limit}::BIGINT;"))?;
+        derived::define_kept_label(&self.conn)?;
         self.label_limit = label_limit;
         Ok(self)
     }
@@ -225,7 +226,10 @@ impl Store {
         // Marked stale first, each pass its own commit, cleared last: a
         // rebuild killed half-way is done again at the next open.
         let slabs = self.in_transaction(|conn| {
-            conn.execute_batch("UPDATE derived_state SET stale = true; DELETE FROM workflow_facts;")?;
+            conn.execute_batch(
+                "UPDATE derived_state SET stale = true;
+                 DELETE FROM workflow_facts; DELETE FROM workflow_spend; DELETE FROM workflow_latency;",
+            )?;
             derived::rebuild_slabs(conn, attempts_per_part)
         })?;
         let mut workflows = 0;
@@ -279,10 +283,9 @@ impl Store {
     pub fn derived_checksum(&self) -> Result<Vec<(i64, i128)>, StoreError> {
         derived::TABLES
             .iter()
-            .map(|(_, canonical)| {
-                let sql = format!(
-                    "SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM ({canonical}) t"
-                );
+            .map(|table| {
+                let sql =
+                    format!("SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM {table} t");
                 Ok(self.conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?)
             })
             .collect()
@@ -292,9 +295,8 @@ impl Store {
     /// the same attempts give the same digest (tests, `rebuild`).
     pub fn derived_digest(&self) -> Result<Vec<String>, StoreError> {
         let mut lines = Vec::new();
-        for (table, canonical) in derived::TABLES {
-            let mut stmt =
-                self.conn.prepare(&format!("SELECT t::VARCHAR FROM ({canonical}) t ORDER BY 1"))?;
+        for table in derived::TABLES {
+            let mut stmt = self.conn.prepare(&format!("SELECT t::VARCHAR FROM {table} t ORDER BY 1"))?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
             for row in rows {
                 lines.push(format!("{table} {}", row?));

@@ -134,6 +134,7 @@ pub(super) fn prepare_scope(
         "INSERT INTO temp.scope_filter VALUES (?, ?, ?)",
         params![micros(filter.since), micros(filter.until), filter.workflow],
     )?;
+    super::derived::define_kept_label(conn)?;
     conn.execute_batch(WINDOW_SQL)?;
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
