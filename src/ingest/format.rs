@@ -76,6 +76,64 @@ impl Format {
     }
 }
 
+impl Format {
+    /// `decode_lines` on up to `threads` threads, each a run of whole lines
+    /// (every format decodes a line on its own); the result is the same,
+    /// in input order.
+    pub fn decode_lines_parallel(self, text: &str, first_line: u64, threads: usize) -> Decoded {
+        let pieces = split_lines(text, first_line, threads);
+        if pieces.len() <= 1 {
+            return self.decode_lines(text, first_line);
+        }
+        let parts: Vec<Decoded> = std::thread::scope(|scope| {
+            let handles: Vec<_> = pieces
+                .iter()
+                .map(|&(piece, line)| scope.spawn(move || self.decode_lines(piece, line)))
+                .collect();
+            // A decoder that panicked is a bug: the input is decoded again
+            // on this thread, so the panic surfaces here with its message.
+            handles
+                .into_iter()
+                .zip(&pieces)
+                .map(|(handle, &(piece, line))| {
+                    handle.join().unwrap_or_else(|_| self.decode_lines(piece, line))
+                })
+                .collect()
+        });
+        let mut decoded = Decoded::default();
+        for part in parts {
+            decoded.attempts.extend(part.attempts);
+            decoded.spans.extend(part.spans);
+            decoded.rejections.extend(part.rejections);
+            decoded.warnings.extend(part.warnings);
+        }
+        decoded
+    }
+}
+
+/// `text` cut into at most `parts` runs of whole lines of about the same
+/// size, each with the number of its first line.
+fn split_lines(text: &str, first_line: u64, parts: usize) -> Vec<(&str, u64)> {
+    let mut pieces = Vec::new();
+    let (mut rest, mut line) = (text, first_line);
+    for left in (1..=parts.max(1)).rev() {
+        if rest.is_empty() {
+            break;
+        }
+        let target = rest.len() / left;
+        let cut = if left == 1 {
+            rest.len()
+        } else {
+            rest[target..].find('\n').map_or(rest.len(), |i| target + i + 1)
+        };
+        let (piece, after) = rest.split_at(cut);
+        pieces.push((piece, line));
+        line += piece.matches('\n').count() as u64;
+        rest = after;
+    }
+    pieces
+}
+
 fn keys(map: &Map<String, Value>) -> String {
     let mut keys: Vec<&str> = map.keys().map(String::as_str).take(12).collect();
     keys.sort_unstable();
@@ -86,6 +144,29 @@ fn keys(map: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_in_parallel_equals_decoding_on_one_thread() {
+        let good = r#"{"workflow_id":"w","started_at":"2026-11-28T02:00:00Z","provider":"p","model":"m","status":"ok"}"#;
+        let lines: Vec<String> = (0..101)
+            .map(|i| match i % 7 {
+                3 => "not json".to_string(),
+                5 => String::new(),
+                _ => good.replace("\"w\"", &format!("\"w{i}\"")),
+            })
+            .collect();
+        let text = lines.join("\n") + "\n";
+        let one = Format::Attempts.decode_lines(&text, 40);
+        for threads in [1, 2, 3, 8, 500] {
+            let many = Format::Attempts.decode_lines_parallel(&text, 40, threads);
+            assert_eq!(many.attempts, one.attempts, "{threads} threads");
+            assert_eq!(many.rejections, one.rejections, "{threads} threads");
+        }
+        assert_eq!(one.rejections.len(), 14);
+        assert_eq!(one.rejections[0].line, 43);
+        assert_eq!(split_lines("", 1, 4), vec![]);
+        assert_eq!(split_lines("a\nb\n", 1, 4), vec![("a\n", 1), ("b\n", 2)]);
+    }
 
     #[test]
     fn the_first_record_decides_and_text_inside_a_value_does_not() {
