@@ -47,9 +47,13 @@ pub struct IngestSummary {
 }
 
 impl IngestSummary {
-    fn note(&mut self, source: &str, rejections: Vec<Rejection>, warnings: Vec<Warning>) {
-        self.rejected_total += rejections.len() as u64;
-        self.warnings_total += warnings.len() as u64;
+    /// Counts a chunk's notes (`rejected`, `warned`: all of them) and keeps
+    /// the reasons while there is room.
+    fn note(&mut self, source: &str, decoded: &mut Decoded) {
+        let (rejections, warnings) =
+            (std::mem::take(&mut decoded.rejections), std::mem::take(&mut decoded.warnings));
+        self.rejected_total += decoded.rejected;
+        self.warnings_total += decoded.warned;
         let room = MAX_LISTED_NOTES.saturating_sub(self.rejected.len());
         self.rejected.extend(rejections.into_iter().take(room).map(|r| (source.to_string(), r)));
         let room = MAX_LISTED_NOTES.saturating_sub(self.warnings.len());
@@ -119,13 +123,13 @@ fn ingest_source(
                 }
             };
             let mut decoded = format.decode_lines_parallel(&chunk.text, chunk.first_line, decode_threads);
-            decoded.rejections.extend(chunk.rejections);
+            chunk.rejections.into_iter().for_each(|r| decoded.reject(r.line, r.reason));
             // A closed channel means the writer failed; it reports why.
             sender.send(decoded).map_err(|_| std::io::Error::other("writer stopped"))
         })
     });
     let mut write_error = None;
-    for decoded in receiver {
+    for mut decoded in receiver {
         let batch = Batch { attempts: &decoded.attempts, spans: &decoded.spans };
         match store.write_batches(&[batch], &derive_trace) {
             Ok(mut stats) => summary.stored += stats.pop().unwrap_or_default(),
@@ -134,7 +138,7 @@ fn ingest_source(
                 break;
             }
         }
-        summary.note(&name, decoded.rejections, decoded.warnings);
+        summary.note(&name, &mut decoded);
         progress.set_position(bytes_read.load(Ordering::Relaxed));
         progress.set_message(format!("{} stored", summary.stored.inserted));
     }

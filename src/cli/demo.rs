@@ -26,17 +26,37 @@ const SCENARIOS: [(Scenario, &str); 3] = [
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where to write the simulated JSONL files and the demo database
-    /// (default: attempt-ledger-demo in the system's temporary directory).
+    /// (default: a new private directory, attempt-ledger-demo-XXXXXX, in
+    /// the system's temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
 
+fn private_dir_builder<'a>() -> tempfile::Builder<'a, 'a> {
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    builder
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let began = Instant::now();
-    let dir = args.dir.unwrap_or_else(|| std::env::temp_dir().join("attempt-ledger-demo"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = match args.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            dir
+        }
+        // A fixed name under a shared /tmp could be created first by another
+        // user, or be a symlink to their files: each run gets a new
+        // directory only its user can enter, kept for the next commands.
+        None => private_dir_builder()
+            .prefix("attempt-ledger-demo-")
+            .tempdir()
+            .context("cannot create a directory for the demo in the temporary directory")?
+            .keep(),
+    };
     let db = dir.join("demo.duckdb");
     for stale in [db.clone(), dir.join("demo.duckdb.wal")] {
         if stale.exists() {

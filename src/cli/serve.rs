@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use super::{DbArg, ProvidersArg};
 use crate::alerts::RuleSet;
+use crate::service::auth::Tokens;
 use crate::service::{ServeConfig, serve};
 
 #[derive(Debug, clap::Args)]
@@ -26,7 +27,9 @@ pub struct Args {
     /// Largest request body or gRPC message in MiB, after decompression.
     #[arg(long, default_value_t = 20)]
     max_body_mib: usize,
-    /// Requests that may wait for the writer before new ones get 503.
+    /// Write requests in flight at most (bodies being read or waiting for
+    /// the writer); more get 503 before their body is read. Bodies in
+    /// memory stay under about 2 x queue x max-body.
     #[arg(long, default_value_t = 64)]
     queue: usize,
     /// Alert rule file (TOML; see examples/alerts.toml).
@@ -36,7 +39,40 @@ pub struct Args {
     /// data was committed ("15s", "1m").
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     metrics_refresh: std::time::Duration,
+    /// Open HTTP connections at most; more wait to be accepted.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// How long a request's headers may take to arrive, from the
+    /// connection's first byte or the previous response ("10s").
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: std::time::Duration,
+    /// Access tokens: a file of lines `ingest TOKEN` (may write) and `read
+    /// TOKEN` (may read reports, alerts, /metrics). With tokens, every route
+    /// but /healthz and /readyz needs `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<PathBuf>,
+    /// Listen beyond loopback without tokens (only behind something that
+    /// authenticates).
+    #[arg(long)]
+    open_beyond_loopback: bool,
+    /// How long a write request's body may take to arrive ("30s"); 408 after.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    body_timeout: std::time::Duration,
 }
+
+/// Tokens from `--tokens FILE`, else from `ATTEMPT_LEDGER_TOKENS` (the same
+/// lines; `;` also separates them), else none.
+fn load_tokens(file: Option<&std::path::Path>) -> anyhow::Result<Tokens> {
+    if let Some(path) = file {
+        return Ok(Tokens::load(path)?);
+    }
+    match std::env::var(TOKENS_ENV) {
+        Ok(text) => Tokens::parse(&text.replace(';', "\n")).map_err(|e| anyhow::anyhow!("{TOKENS_ENV}: {e}")),
+        Err(_) => Ok(Tokens::default()),
+    }
+}
+
+const TOKENS_ENV: &str = "ATTEMPT_LEDGER_TOKENS";
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
@@ -51,6 +87,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_batch: 131_072,
         rules,
         metrics_refresh: args.metrics_refresh,
+        body_timeout: args.body_timeout,
+        tokens: load_tokens(args.tokens.as_deref())?,
+        open_beyond_loopback: args.open_beyond_loopback,
+        http_limits: crate::service::listen::HttpLimits {
+            max_connections: args.max_connections,
+            header_timeout: args.header_timeout,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, |http, grpc| {

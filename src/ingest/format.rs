@@ -67,7 +67,7 @@ impl Format {
                     }
                     match otlp::decode_json(line) {
                         Ok(spans) => decoded.absorb_at(spans.decoded, line_no),
-                        Err(reason) => decoded.rejections.push(super::Rejection { line: line_no, reason }),
+                        Err(reason) => decoded.reject(line_no, reason),
                     }
                 }
                 decoded
@@ -102,10 +102,7 @@ impl Format {
         });
         let mut decoded = Decoded::default();
         for part in parts {
-            decoded.attempts.extend(part.attempts);
-            decoded.spans.extend(part.spans);
-            decoded.rejections.extend(part.rejections);
-            decoded.warnings.extend(part.warnings);
+            decoded.append(part);
         }
         decoded
     }

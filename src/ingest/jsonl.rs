@@ -8,7 +8,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::{AttemptFields, Built, Decoded, Rejection, build_attempt};
+use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{PicoUsd, Status, Tokens};
 
 /// Decodes a request body of attempt records: JSONL, or a JSON array of
@@ -36,10 +36,7 @@ fn decode_array(body: &str) -> Decoded {
                 decoded.push_built(index as u64 + 1, decode_value(element));
             }
         }
-        Err(err) => decoded.rejections.push(Rejection {
-            line: err.line() as u64,
-            reason: format!("not a JSON array of records: {err}"),
-        }),
+        Err(err) => decoded.reject(err.line() as u64, format!("not a JSON array of records: {err}")),
     }
     decoded
 }

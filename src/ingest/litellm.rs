@@ -34,10 +34,7 @@ pub fn decode_body(body: &str) -> Decoded {
                     decoded.push_built(index as u64 + 1, decode_value(item));
                 }
             }
-            Err(e) => decoded.rejections.push(super::Rejection {
-                line: e.line() as u64,
-                reason: format!("not a JSON array of payloads: {e}"),
-            }),
+            Err(e) => decoded.reject(e.line() as u64, format!("not a JSON array of payloads: {e}")),
         }
         return decoded;
     }

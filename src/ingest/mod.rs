@@ -38,6 +38,11 @@ pub struct Warning {
     pub reason: String,
 }
 
+/// Rejections and warnings one decode keeps with their reasons; the counts
+/// take every one. A 20 MiB body of 10M bad lines keeps 1,000 reasons, not
+/// 10M (every answer and summary lists fewer than this anyway).
+pub const MAX_KEPT_NOTES: usize = 1000;
+
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub attempts: Vec<Attempt>,
@@ -45,29 +50,68 @@ pub struct Decoded {
     /// spans, so they do not depend on how the spans were split across
     /// exports.
     pub spans: Vec<SpanRecord>,
+    /// The first `MAX_KEPT_NOTES` rejections, in input order.
     pub rejections: Vec<Rejection>,
+    /// Every rejection.
+    pub rejected: u64,
+    /// The first `MAX_KEPT_NOTES` warnings, in input order.
     pub warnings: Vec<Warning>,
+    /// Every warning.
+    pub warned: u64,
 }
 
 impl Decoded {
+    /// Counts a rejected record, keeping its reason while there is room.
+    pub fn reject(&mut self, line: u64, reason: String) {
+        self.rejected += 1;
+        if self.rejections.len() < MAX_KEPT_NOTES {
+            self.rejections.push(Rejection { line, reason });
+        }
+    }
+
+    /// Counts a corrected value, keeping its reason while there is room.
+    pub fn warn(&mut self, line: u64, reason: String) {
+        self.warned += 1;
+        if self.warnings.len() < MAX_KEPT_NOTES {
+            self.warnings.push(Warning { line, reason });
+        }
+    }
+
     /// Keeps a built record with its warnings, or its rejection, at `line`.
     pub fn push_built(&mut self, line: u64, built: Result<Built, String>) {
         match built {
             Ok(Built { attempt, warnings }) => {
                 self.attempts.push(attempt);
-                self.warnings.extend(warnings.into_iter().map(|reason| Warning { line, reason }));
+                warnings.into_iter().for_each(|reason| self.warn(line, reason));
             }
-            Err(reason) => self.rejections.push(Rejection { line, reason }),
+            Err(reason) => self.reject(line, reason),
         }
+    }
+
+    /// Appends `other` (what followed in the same input).
+    pub fn append(&mut self, other: Decoded) {
+        self.append_renumbered(other, None);
     }
 
     /// Appends `other`, renumbering its notes to `line` (an OTLP export that
     /// was one line of a file).
     pub fn absorb_at(&mut self, other: Decoded, line: u64) {
+        self.append_renumbered(other, Some(line));
+    }
+
+    fn append_renumbered(&mut self, other: Decoded, line: Option<u64>) {
         self.attempts.extend(other.attempts);
         self.spans.extend(other.spans);
-        self.rejections.extend(other.rejections.into_iter().map(|r| Rejection { line, reason: r.reason }));
-        self.warnings.extend(other.warnings.into_iter().map(|w| Warning { line, reason: w.reason }));
+        let (unlisted_rejections, unlisted_warnings) =
+            (other.rejected - other.rejections.len() as u64, other.warned - other.warnings.len() as u64);
+        for r in other.rejections {
+            self.reject(line.unwrap_or(r.line), r.reason);
+        }
+        for w in other.warnings {
+            self.warn(line.unwrap_or(w.line), w.reason);
+        }
+        self.rejected += unlisted_rejections;
+        self.warned += unlisted_warnings;
     }
 }
 
@@ -88,7 +132,7 @@ pub fn decode_json_lines(
         let line_no = first_line + index as u64;
         match serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}")).and_then(&decode) {
             Ok(built) => built.into_iter().for_each(|b| decoded.push_built(line_no, Ok(b))),
-            Err(reason) => decoded.rejections.push(Rejection { line: line_no, reason }),
+            Err(reason) => decoded.reject(line_no, reason),
         }
     }
     decoded
@@ -240,6 +284,24 @@ pub fn derived_attempt_id(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_are_counted_all_and_kept_up_to_the_bound() {
+        let bad = "x\n".repeat(MAX_KEPT_NOTES * 3);
+        let mut decoded = decode_json_lines(&bad, 10, |_| Ok(Vec::new()));
+        assert_eq!(decoded.rejected, (MAX_KEPT_NOTES * 3) as u64);
+        assert_eq!(decoded.rejections.len(), MAX_KEPT_NOTES);
+        assert_eq!((decoded.rejections[0].line, decoded.rejections.last().unwrap().line), (10, 1009));
+        let more = decode_json_lines("x\n", 1, |_| Ok(Vec::new()));
+        decoded.append(more);
+        assert_eq!(
+            (decoded.rejected, decoded.rejections.len()),
+            ((MAX_KEPT_NOTES * 3 + 1) as u64, MAX_KEPT_NOTES)
+        );
+        let mut one = Decoded::default();
+        one.absorb_at(decoded, 7);
+        assert_eq!((one.rejected, one.rejections[0].line), ((MAX_KEPT_NOTES * 3 + 1) as u64, 7));
+    }
 
     fn fields() -> AttemptFields {
         AttemptFields {

@@ -136,16 +136,11 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
             match map_call(span, &[]) {
                 Ok(built) => {
                     let line = index as u64 + 1;
-                    out.decoded
-                        .warnings
-                        .extend(built.warnings.into_iter().map(|reason| super::Warning { line, reason }));
+                    built.warnings.into_iter().for_each(|reason| out.decoded.warn(line, reason));
                     Some(SpanKind::Model)
                 }
                 Err(reason) => {
-                    out.decoded.rejections.push(super::Rejection {
-                        line: index as u64 + 1,
-                        reason: format!("span {}: {reason}", hex(&span.span_id)),
-                    });
+                    out.decoded.reject(index as u64 + 1, format!("span {}: {reason}", hex(&span.span_id)));
                     None
                 }
             }

@@ -89,6 +89,31 @@ pub struct Chunk {
     pub rejections: Vec<Rejection>,
 }
 
+/// The longest line read; a longer one is rejected without being held in
+/// memory (a record is a few hundred bytes; an OTLP export line with many
+/// spans can reach megabytes).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Reads up to and including the next newline, keeping nothing.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok(());
+        }
+        match available.iter().position(|b| *b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let n = available.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
 /// Reads `reader` to the end in chunks of at most `lines_per_chunk` lines.
 pub fn for_each_chunk<E: From<io::Error>>(
     mut reader: impl BufRead,
@@ -102,11 +127,21 @@ pub fn for_each_chunk<E: From<io::Error>>(
         let mut lines = 0;
         while lines < lines_per_chunk {
             buf.clear();
-            if reader.read_until(b'\n', &mut buf)? == 0 {
+            if (&mut reader).take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf)? == 0 {
                 break;
             }
             line_no += 1;
             lines += 1;
+            if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+                // Not kept: the rest of the line is read past, never held.
+                skip_line(&mut reader)?;
+                chunk.rejections.push(Rejection {
+                    line: line_no,
+                    reason: format!("line is longer than {MAX_LINE_BYTES} bytes"),
+                });
+                chunk.text.push('\n');
+                continue;
+            }
             match std::str::from_utf8(&buf) {
                 Ok(line) => chunk.text.push_str(line.trim_end_matches(['\n', '\r'])),
                 Err(_) => chunk
@@ -125,6 +160,22 @@ pub fn for_each_chunk<E: From<io::Error>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlong_line_is_rejected_and_skipped_not_held() {
+        let mut input = b"a\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 10));
+        input.extend(b"\nb\n");
+        let mut chunks = Vec::new();
+        for_each_chunk::<io::Error>(input.as_slice(), 10, |c| {
+            chunks.push(c);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(chunks[0].text, "a\n\nb\n");
+        assert_eq!(chunks[0].rejections[0].line, 2);
+        assert!(chunks[0].rejections[0].reason.contains("longer than"));
+    }
 
     #[test]
     fn chunks_keep_line_numbers_and_flag_bad_utf8() {

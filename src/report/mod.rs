@@ -104,9 +104,13 @@ pub struct TokenTotals {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TokenCounts {
     /// All input, cached and cache-written parts included.
+    #[serde(serialize_with = "whole_number")]
     pub input: i128,
+    #[serde(serialize_with = "whole_number")]
     pub output: i128,
+    #[serde(serialize_with = "whole_number")]
     pub cached_input: i128,
+    #[serde(serialize_with = "whole_number")]
     pub cache_write_input: i128,
 }
 
@@ -146,8 +150,11 @@ pub struct ServedModel {
     pub attempts: i64,
     pub wasted_attempts: i64,
     pub rerouted_attempts: i64,
+    #[serde(serialize_with = "whole_number")]
     pub input_tokens: i128,
+    #[serde(serialize_with = "whole_number")]
     pub output_tokens: i128,
+    #[serde(serialize_with = "whole_number")]
     pub cached_input_tokens: i128,
     pub cost_usd: f64,
     pub wasted_cost_usd: f64,
@@ -220,7 +227,9 @@ pub struct ErrorClassCount {
     pub error_class: ErrorClass,
     pub provider: String,
     pub attempts: i64,
+    #[serde(serialize_with = "whole_number")]
     pub input_tokens: i128,
+    #[serde(serialize_with = "whole_number")]
     pub output_tokens: i128,
     pub cost_usd: f64,
 }
@@ -580,6 +589,18 @@ fn retry_budget_summary(minutes: &[MinuteRow], budget: f64) -> RetryBudget {
 }
 
 /// Enums leave the report in the record format's spelling.
+/// Token sums are 128-bit (a sum of 64-bit counts cannot overflow), but
+/// JSON readers and serde_json stop at 64 bits: a sum that fits is written
+/// exactly, a larger one as the nearest double rather than failing the
+/// whole report.
+fn whole_number<S: serde::Serializer>(value: &i128, out: S) -> Result<S::Ok, S::Error> {
+    match (i64::try_from(*value), u64::try_from(*value)) {
+        (Ok(v), _) => out.serialize_i64(v),
+        (_, Ok(v)) => out.serialize_u64(v),
+        _ => out.serialize_f64(*value as f64),
+    }
+}
+
 fn spelled<S: serde::Serializer, T: Copy + Into<&'static str>>(value: &T, out: S) -> Result<S::Ok, S::Error> {
     out.serialize_str(name(*value))
 }
@@ -596,4 +617,25 @@ fn spelled_or_none<S: serde::Serializer, T: Copy + Into<&'static str>>(
     out: S,
 ) -> Result<S::Ok, S::Error> {
     out.serialize_str(value.map_or("none", name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_sums_beyond_64_bits_still_serialise() {
+        let counts = TokenCounts {
+            input: i128::from(u64::MAX) * 3,
+            output: -5,
+            cached_input: 7,
+            cache_write_input: 0,
+        };
+        let json = serde_json::to_value(&counts).unwrap();
+        assert_eq!(json["output"], -5);
+        assert_eq!(json["cached_input"], 7);
+        assert_eq!(json["input"].as_f64(), Some(u64::MAX as f64 * 3.0));
+        let exact = TokenCounts { input: i128::from(u64::MAX), ..counts };
+        assert_eq!(serde_json::to_value(&exact).unwrap()["input"].as_u64(), Some(u64::MAX));
+    }
 }

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
@@ -17,6 +18,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message;
 use serde_json::json;
 
+use super::auth::{self, Denied, Scope, Tokens};
 use super::body::{BodyError, inflate};
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
@@ -36,22 +38,122 @@ pub struct AppState {
     pub prices: Arc<PriceTable>,
     /// Largest accepted body, after decompression.
     pub body_limit: usize,
+    /// Slots for write requests between reading their body and their
+    /// answer: bounds the bodies held in memory (`admit_write`).
+    pub write_slots: Arc<tokio::sync::Semaphore>,
+    /// How long a write request's body may take to arrive.
+    pub body_timeout: std::time::Duration,
+    /// Bearer tokens by scope; empty: open access (`auth.rs`).
+    pub tokens: Arc<Tokens>,
+    /// Refuse `Host` headers that do not name this machine (open access on
+    /// a loopback address).
+    pub local_hosts_only: bool,
     pub observed: Arc<super::observer::Observed>,
 }
 
 pub fn app(state: AppState) -> Router {
     // The compressed body may not exceed the limit either.
     let limit = state.body_limit;
+    let admit = || middleware::from_fn_with_state(state.clone(), admit_write);
     Router::new()
-        .route("/v1/attempts", post(post_attempts))
-        .route("/v1/litellm", post(post_litellm))
-        .route("/v1/traces", post(post_traces))
+        .route("/v1/attempts", post(post_attempts).layer(admit()))
+        .route("/v1/litellm", post(post_litellm).layer(admit()))
+        .route("/v1/traces", post(post_traces).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/metrics", get(get_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(get_readyz))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+}
+
+/// Before a write request's body is read: a slot (else 503 with
+/// Retry-After, so a burst is refused before it takes memory), then the
+/// whole body within `body_timeout` (else 408) and the size limit (else
+/// 413). The slot is held until the answer.
+async fn admit_write(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Ok(_slot) = state.write_slots.clone().try_acquire_owned() else {
+        state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Read past the body without keeping it: a client still sending it
+        // then reads the 503 instead of a reset connection.
+        let _ =
+            tokio::time::timeout(state.body_timeout, discard(request.into_body(), state.body_limit)).await;
+        return Err(ApiError::Write(WriteError::Saturated));
+    };
+    let (parts, body) = request.into_parts();
+    let bytes =
+        match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.body_limit)).await {
+            Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_secs_f64())),
+            Ok(Err(err)) => {
+                return Err(ApiError::BodyUnread { limit: state.body_limit, detail: err.to_string() });
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
+    Ok(next.run(Request::from_parts(parts, Body::from(bytes))).await)
+}
+
+/// Ready to take writes: the writer thread runs and its last transaction
+/// committed. 503 with the reason otherwise (`/healthz` only says the
+/// process answers).
+async fn get_readyz(State(state): State<AppState>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stats = &state.writer.stats;
+    let problem = if !stats.alive.load(Relaxed) {
+        Some("the writer thread has stopped")
+    } else if stats.last_write_failed.load(Relaxed) {
+        Some("the last write to the database failed (see the log)")
+    } else {
+        None
+    };
+    match problem {
+        None => "ready\n".into_response(),
+        Some(reason) => with_retry_after(
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"ready": false, "reason": reason})))
+                .into_response(),
+        ),
+    }
+}
+
+/// Before anything else: the token a route needs (write routes `ingest`,
+/// the rest `read`; `/healthz` and `/readyz` are open for probes), and,
+/// when access is open on loopback, a `Host` naming this machine.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let path = request.uri().path();
+    if path == "/healthz" || path == "/readyz" {
+        return Ok(next.run(request).await);
+    }
+    if state.local_hosts_only {
+        let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !auth::is_local_host(host) {
+            return Err(ApiError::ForeignHost(host.chars().take(100).collect()));
+        }
+    }
+    let scope = if path.starts_with("/v1/") { Scope::Ingest } else { Scope::Read };
+    let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match state.tokens.check(authorization, scope) {
+        Ok(()) => Ok(next.run(request).await),
+        Err(Denied::Unauthenticated) => Err(ApiError::Unauthenticated),
+        Err(Denied::WrongScope) => Err(ApiError::WrongScope(scope)),
+    }
+}
+
+/// Reads a body to its end, or `limit` bytes, keeping nothing.
+async fn discard(body: Body, limit: usize) {
+    use axum::body::HttpBody;
+    let mut body = std::pin::pin!(body);
+    let mut read = 0usize;
+    while let Some(Ok(frame)) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        read += frame.data_ref().map_or(0, |d| d.len());
+        if read > limit {
+            return;
+        }
+    }
 }
 
 /// Errors a handler answers with. Details of 5xx are logged, not sent.
@@ -61,6 +163,23 @@ pub enum ApiError {
     Body(#[from] BodyError),
     #[error("{0}")]
     BadRequest(String),
+    #[error(
+        "Content-Type `{0}` is not JSON: send application/json or application/x-ndjson \
+         (a web page can send text/plain to this port without asking; JSON types it cannot)"
+    )]
+    NotJson(String),
+    #[error("a bearer token is required (Authorization: Bearer TOKEN)")]
+    Unauthenticated,
+    #[error("this token may not {}", if *.0 == Scope::Ingest { "write (it is a read token)" } else { "read (it is an ingest token)" })]
+    WrongScope(Scope),
+    #[error(
+        "Host `{0}` is not this machine: without access tokens the service answers only requests addressed to localhost"
+    )]
+    ForeignHost(String),
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(f64),
+    #[error("the request body is over {limit} bytes, or was cut off: {detail}")]
+    BodyUnread { limit: usize, detail: String },
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("internal error")]
@@ -73,10 +192,16 @@ impl ApiError {
             ApiError::Body(BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Body(BodyError::UnsupportedEncoding(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Body(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Write(WriteError::Saturated | WriteError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Write(WriteError::Store(_)) | ApiError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            ApiError::NotJson(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::WrongScope(_) | ApiError::ForeignHost(_) => StatusCode::FORBIDDEN,
+            ApiError::BodyUnread { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            // A failed commit stored nothing, and writes are idempotent: a
+            // storage error (a full disk, say) is for the client to retry,
+            // which OTLP exporters do on 503 and not on 500.
+            ApiError::Write(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -84,14 +209,24 @@ impl ApiError {
         if let ApiError::Internal(detail) | ApiError::Write(WriteError::Store(detail)) = self {
             tracing::error!(%detail, "request failed");
         }
-        self.to_string()
+        match self {
+            ApiError::Write(WriteError::Store(_)) => {
+                "storing the records failed, so none of this request was stored; retry later".to_string()
+            }
+            other => other.to_string(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        with_retry_after((status, axum::Json(json!({"error": self.message()}))).into_response())
+        let mut response =
+            with_retry_after((status, axum::Json(json!({"error": self.message()}))).into_response());
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 
@@ -102,6 +237,30 @@ fn with_retry_after(mut response: Response) -> Response {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
+}
+
+/// Record bodies must say they are JSON. A browser sends text/plain,
+/// form types or no type at all to any origin without a CORS preflight;
+/// requiring a JSON type means a web page cannot write to a service on
+/// the user's loopback.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let media = given.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    const JSON_TYPES: [&str; 7] = [
+        "application/json",
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonl",
+        "application/jsonlines",
+        "application/x-jsonlines",
+    ];
+    if JSON_TYPES.contains(&media.as_str()) || (media.starts_with("application/") && media.ends_with("+json"))
+    {
+        Ok(())
+    } else {
+        Err(ApiError::NotJson(if given.is_empty() { "(none)".to_string() } else { given.to_string() }))
+    }
 }
 
 fn request_body(headers: &HeaderMap, body: &[u8], limit: usize) -> Result<Vec<u8>, BodyError> {
@@ -123,6 +282,7 @@ async fn post_attempts(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    require_json(&headers)?;
     let format = match params.get("format") {
         Some(name) => Some(<Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
             ApiError::BadRequest(format!("format: `{name}` is not attempts, otlp, litellm or openrouter"))
@@ -160,6 +320,7 @@ async fn post_litellm(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    require_json(&headers)?;
     let bytes = request_body(&headers, &body, state.body_limit)?;
     let decoded = tokio::task::spawn_blocking(move || {
         std::str::from_utf8(&bytes).map(litellm::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
@@ -174,7 +335,7 @@ async fn post_litellm(
 /// (docs/record-format.md, "The ingest answer"): exact counts, and the first
 /// notes of each kind.
 async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ApiError> {
-    super::ServiceStats::count(&state.stats.rejected_records, decoded.rejections.len() as u64);
+    super::ServiceStats::count(&state.stats.rejected_records, decoded.rejected);
     let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
     let rejected: Vec<_> = decoded
         .rejections
@@ -188,18 +349,18 @@ async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response
         .take(MAX_LISTED_NOTES)
         .map(|w| json!({"line": w.line, "reason": w.reason}))
         .collect();
-    let truncated = decoded.rejections.len() > MAX_LISTED_NOTES
-        || decoded.warnings.len() > MAX_LISTED_NOTES
+    let truncated = decoded.rejected > MAX_LISTED_NOTES as u64
+        || decoded.warned > MAX_LISTED_NOTES as u64
         || stats.conflicts > MAX_LISTED_CONFLICTS as u64;
     Ok(axum::Json(json!({
         "accepted": stats.inserted,
         "duplicates": stats.duplicates,
         "conflicts": stats.conflicts,
         "conflict_ids": stats.conflict_ids,
-        "warnings": decoded.warnings.len(),
+        "warnings": decoded.warned,
         "warning_list": warnings,
         "rejected": rejected,
-        "rejected_total": decoded.rejections.len() as u64 + stats.spans_refused,
+        "rejected_total": decoded.rejected + stats.spans_refused,
         "spans_refused": stats.spans_refused,
         "truncated": truncated,
     }))
@@ -278,13 +439,14 @@ async fn export_traces(
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
     let stats = state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
-    Ok(export_response(&spans.decoded.rejections, stats.spans_refused))
+    Ok(export_response(&spans.decoded.rejections, spans.decoded.rejected, stats.spans_refused))
 }
 
 /// OTLP partial success: how many spans were rejected and why, `refused`
 /// of them for a trace that already held the most spans one may store.
-pub fn export_response(rejections: &[Rejection], refused: u64) -> ExportTraceServiceResponse {
-    if rejections.is_empty() && refused == 0 {
+/// `rejections`: the reasons kept of `rejected` spans refused as invalid.
+pub fn export_response(rejections: &[Rejection], rejected: u64, refused: u64) -> ExportTraceServiceResponse {
+    if rejected == 0 && refused == 0 {
         return ExportTraceServiceResponse { partial_success: None };
     }
     let mut reasons: Vec<String> = Vec::new();
@@ -294,14 +456,14 @@ pub fn export_response(rejections: &[Rejection], refused: u64) -> ExportTraceSer
         ));
     }
     reasons.extend(rejections.iter().take(5).map(|r| r.reason.clone()));
-    let more = rejections.len().saturating_sub(5);
+    let more = rejected.saturating_sub(rejections.len().min(5) as u64);
     let mut message = reasons.join("; ");
     if more > 0 {
         message.push_str(&format!("; and {more} more"));
     }
     ExportTraceServiceResponse {
         partial_success: Some(ExportTracePartialSuccess {
-            rejected_spans: rejections.len() as i64 + refused as i64,
+            rejected_spans: i64::try_from(rejected + refused).unwrap_or(i64::MAX),
             error_message: message,
         }),
     }

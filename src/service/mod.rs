@@ -7,16 +7,19 @@
 //! their own threads (`observer.rs`).
 //!
 //! Shutdown, in order: (1) a signal stops both listeners from accepting;
-//! (2) requests in flight finish, including their wait for the writer;
-//! (3) the last writer handle is dropped, the writer commits what is queued
+//! (2) requests in flight finish, including their wait for the writer, for
+//! `SHUTDOWN_GRACE` at most (a client that stalls mid-request is cut off:
+//! nothing of it was acknowledged); (3) the last writer handle is dropped, the writer commits what is queued
 //! and stops; (4) the background loops stop (an evaluation in progress
 //! finishes); (5) the process exits. Notifications still queued for a
 //! receiver are not waited for: the alert history has them.
 
+pub mod auth;
 pub mod body;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod listen;
 pub mod observer;
 pub mod writer;
 
@@ -61,7 +64,8 @@ pub struct ServeConfig {
     pub providers: crate::providers::ProviderAliases,
     /// Largest request body or gRPC message, after decompression.
     pub body_limit: usize,
-    /// Requests that may wait for the writer before new ones are refused.
+    /// Write requests in flight (body read, waiting for the writer) before
+    /// new ones are refused; with `body_limit`, bounds the bodies in memory.
     pub queue: usize,
     /// Attempts committed together at most.
     pub max_batch: usize,
@@ -69,10 +73,35 @@ pub struct ServeConfig {
     pub rules: Option<RuleSet>,
     /// How often the stored-data metrics are recomputed (when data changed).
     pub metrics_refresh: Duration,
+    /// Open HTTP connections and the time a request's headers may take.
+    pub http_limits: listen::HttpLimits,
+    /// The time a write request's body may take.
+    pub body_timeout: Duration,
+    /// Bearer tokens; none: open access, on loopback only unless
+    /// `open_beyond_loopback`.
+    pub tokens: auth::Tokens,
+    pub open_beyond_loopback: bool,
 }
+
+/// The longest a gRPC call may take, from its headers to its answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long shutdown waits for requests in flight before it closes their
+/// connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
 pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAddr)) -> anyhow::Result<()> {
+    let loopback = config.http.ip().is_loopback() && config.grpc.ip().is_loopback();
+    if !config.tokens.enabled() && !loopback && !config.open_beyond_loopback {
+        anyhow::bail!(
+            "refusing to listen beyond loopback ({} and {}) without access tokens: anyone who can reach \
+             the port could write and read the ledger. Pass --tokens FILE (lines `ingest TOKEN`, \
+             `read TOKEN`), or --open-beyond-loopback if something in front authenticates",
+            config.http,
+            config.grpc
+        );
+    }
     let store = Store::open(&config.db)?.with_aliases(config.providers.clone());
     // Before listening: the first request must not wait for a scan of
     // every stored id.
@@ -119,23 +148,46 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     };
 
     let stats = Arc::new(ServiceStats::default());
+    let tokens = Arc::new(config.tokens.clone());
     let state = http::AppState {
         stats: stats.clone(),
         writer: writer.clone(),
         reader: Arc::new(Mutex::new(reader)),
         prices,
         body_limit: config.body_limit,
+        write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),
+        body_timeout: config.body_timeout,
+        local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
+        tokens: tokens.clone(),
         observed,
     };
-    let http_server =
-        axum::serve(http_listener, http::app(state)).with_graceful_shutdown(until_stopped(stopped.clone()));
+    let http_server = listen::serve_http(
+        http_listener,
+        http::app(state),
+        config.http_limits,
+        until_stopped(stopped.clone()),
+    );
     let grpc_server = tonic::transport::Server::builder()
-        .add_service(grpc::service(writer.clone(), stats, config.body_limit))
+        .timeout(REQUEST_TIMEOUT)
+        .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit))
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener),
             until_stopped(stopped.clone()),
         );
-    let (http_result, grpc_result) = tokio::join!(http_server, grpc_server);
+    let servers = async { tokio::join!(http_server, grpc_server).1 };
+    let grace = async {
+        until_stopped(stopped.clone()).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    // Past the grace period the servers (and the connections they hold)
+    // are dropped; what the writer has queued is still committed below.
+    let grpc_result = tokio::select! {
+        result = servers => result,
+        _ = grace => {
+            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "requests still in flight: closing their connections");
+            Ok(())
+        }
+    };
     signal_task.abort();
     drop(writer);
     tokio::task::spawn_blocking(move || writer_thread.join())
@@ -147,7 +199,6 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
             .await?
             .map_err(|_| anyhow::anyhow!("a background loop panicked"))?;
     }
-    http_result.context("HTTP server")?;
     grpc_result.context("gRPC server")?;
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! never queued without bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
@@ -40,6 +40,11 @@ pub struct WriterStats {
     pub attempts_inserted: AtomicU64,
     pub attempts_duplicate: AtomicU64,
     pub requests_refused: AtomicU64,
+    /// The writer thread is running (false once it stopped, or died).
+    pub alive: AtomicBool,
+    /// The last transaction the writer tried failed (a full disk, an
+    /// unwritable file); cleared by the next one that commits.
+    pub last_write_failed: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -94,7 +99,18 @@ pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, Joi
     (handle, thread)
 }
 
+/// Marks the writer dead when its thread ends, by return or by panic.
+struct AliveGuard<'a>(&'a AtomicBool);
+
+impl Drop for AliveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
 fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
+    stats.alive.store(true, Ordering::Relaxed);
+    let _alive = AliveGuard(&stats.alive);
     while let Some(first) = receiver.blocking_recv() {
         let mut size = first.attempts.len() + first.spans.len();
         let mut jobs = vec![first];
@@ -109,22 +125,44 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
         }
         let batches: Vec<Batch> =
             jobs.iter().map(|j| Batch { attempts: &j.attempts, spans: &j.spans }).collect();
-        match store.write_batches(&batches, &derive_trace) {
+        let results: Vec<Result<Vec<WriteStats>, _>> = match store.write_batches(&batches, &derive_trace) {
             Ok(results) => {
                 stats.batches_committed.fetch_add(1, Ordering::Relaxed);
-                for (job, result) in jobs.into_iter().zip(results) {
+                results.into_iter().map(|r| Ok(vec![r])).collect()
+            }
+            // One request must not fail the others it was grouped with:
+            // each is tried again alone (the group's transaction rolled
+            // back, so nothing of it is stored twice).
+            Err(err) if jobs.len() > 1 => {
+                tracing::warn!(error = %err, jobs = jobs.len(), "group commit failed; storing each request alone");
+                let alone: Vec<_> = batches
+                    .iter()
+                    .map(|b| store.write_batches(std::slice::from_ref(b), &derive_trace))
+                    .collect();
+                let committed = alone.iter().filter(|r| r.is_ok()).count() as u64;
+                stats.batches_committed.fetch_add(committed, Ordering::Relaxed);
+                alone
+            }
+            Err(err) => vec![Err(err)],
+        };
+        drop(batches);
+        for (job, result) in jobs.into_iter().zip(results) {
+            let answer = match result {
+                Ok(mut per_batch) => {
+                    let result = per_batch.pop().unwrap_or_default();
                     stats.attempts_inserted.fetch_add(result.inserted, Ordering::Relaxed);
                     stats.attempts_duplicate.fetch_add(result.duplicates, Ordering::Relaxed);
-                    // A caller that went away no longer needs the answer.
-                    let _ = job.reply.send(Ok(result));
+                    stats.last_write_failed.store(false, Ordering::Relaxed);
+                    Ok(result)
                 }
-            }
-            Err(err) => {
-                tracing::error!(error = %err, jobs = jobs.len(), "batch not stored");
-                for job in jobs {
-                    let _ = job.reply.send(Err(err.to_string()));
+                Err(err) => {
+                    tracing::error!(error = %err, "batch not stored");
+                    stats.last_write_failed.store(true, Ordering::Relaxed);
+                    Err(err.to_string())
                 }
-            }
+            };
+            // A caller that went away no longer needs the answer.
+            let _ = job.reply.send(answer);
         }
     }
     tracing::info!("writer drained and stopped");

@@ -225,6 +225,31 @@ fn demo_runs_an_incident_end_to_end() {
     assert!(report["retry_budget"]["minutes_over_budget"].as_i64().unwrap() > 0);
 }
 
+/// Without `--dir`, each demo run writes into a new directory of its own
+/// that only its user can enter: a name planted in the temporary directory
+/// (a symlink to someone's files) is never followed.
+#[cfg(unix)]
+#[test]
+fn demo_without_a_dir_never_writes_through_a_planted_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, tmp.path().join("attempt-ledger-demo")).unwrap();
+    let out = bin().arg("demo").env("TMPDIR", tmp.path()).current_dir(tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "wrote through the planted symlink");
+    let made: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("attempt-ledger-demo-"))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].join("demo.duckdb").exists());
+    assert_eq!(std::fs::metadata(&made[0]).unwrap().permissions().mode() & 0o777, 0o700);
+    assert!(text(&out.stdout).contains(&made[0].display().to_string()), "the next commands name it");
+}
+
 /// The OpenTelemetry Collector's file exporter writes one
 /// ExportTraceServiceRequest JSON per line; `ingest` maps it like OTLP/HTTP.
 #[test]
@@ -363,4 +388,55 @@ fn dimensions_set_from_the_cli_group_the_report_on_both_interfaces() {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let answer = agent.get(&format!("{}/api/v1/report?group_by=customer", service.http)).call().unwrap();
     assert_eq!(answer.status().as_u16(), 400);
+}
+
+/// Token counts at the largest the record allows sum beyond 64 bits: the
+/// report in every format and an alert replay over them still answer (the
+/// sums were once serialised through serde_json's 64-bit numbers, which
+/// panicked in `report --format csv` and in the alert evaluator).
+#[test]
+fn token_sums_beyond_64_bits_do_not_break_reports_or_alerts() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<String> = (0..3)
+        .map(|i| {
+            format!(
+                r#"{{"workflow_id":"w{i}","workflow":"nightly-classify","started_at":"2026-11-28T02:00:0{i}Z","provider":"openai","model":"gpt-4o-mini","status":"error","error_class":"transient","input_tokens":{},"output_tokens":{}}}"#,
+                i64::MAX,
+                i64::MAX
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("huge.jsonl"), records.join("\n")).unwrap();
+    let out = run(&["ingest", "--db", "h.duckdb", "huge.jsonl"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for format in ["table", "json", "csv"] {
+        let out = run(&["report", "--db", "h.duckdb", "--format", format], dir.path());
+        assert!(out.status.success(), "{format}: {}", text(&out.stderr));
+    }
+    let out = run(&["report", "--db", "h.duckdb", "--format", "json"], dir.path());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let input = report["tokens"]["total"]["input"].as_f64().unwrap();
+    assert!((input / (3.0 * i64::MAX as f64) - 1.0).abs() < 1e-12, "{input}");
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/alerts.toml");
+    let out = run(
+        &[
+            "alerts",
+            "--check",
+            "--db",
+            "h.duckdb",
+            "--rules",
+            rules,
+            "--since",
+            "2026-11-28T02:00:00Z",
+            "--until",
+            "2026-11-28T02:10:00Z",
+            "--step",
+            "1m",
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("wasted-tokens"), "{}", text(&out.stdout));
 }

@@ -111,6 +111,31 @@ pub fn cli_ingest(db: &Path, file: &Path) {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// What a web page can send to a loopback port without a CORS preflight
+/// (text/plain, a form type, or a body with no type) is refused with 415 and
+/// stores nothing; JSON types with parameters are fine.
+#[test]
+fn record_bodies_must_say_they_are_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("ct.duckdb"), &[]);
+    for (path, content_type) in [
+        ("/v1/attempts", "text/plain;charset=UTF-8"),
+        ("/v1/attempts", "application/x-www-form-urlencoded"),
+        ("/v1/attempts", "multipart/form-data; boundary=x"),
+        ("/v1/attempts", ""),
+        ("/v1/litellm", "text/plain"),
+    ] {
+        let (status, body, _) = service.post(path, content_type, None, FIXTURE.as_bytes());
+        assert_eq!(status, 415, "{path} {content_type}: {}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("application/x-ndjson"));
+    }
+    assert_eq!(service.report("")["attempts"]["total"], 0);
+    let (status, _, _) =
+        service.post("/v1/attempts", "Application/JSON; charset=utf-8", None, FIXTURE.as_bytes());
+    assert_eq!(status, 200);
+    assert_eq!(service.report("")["attempts"]["total"], FIXTURE.lines().count());
+}
+
 #[test]
 fn http_attempts_share_validation_and_dedup_with_file_ingest() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,6 +246,27 @@ fn otlp_http_answers_partial_success_and_the_error_codes() {
     assert_eq!((status, json_of(&body)["accepted"].clone()), (200, json!(15)));
 }
 
+/// A small gzip body of a million bad lines: every one counted, 100
+/// listed, the good line among them stored. (Each rejection once kept its
+/// reason, then a JSON object each: 10M such lines grew the service by
+/// 17.9 GB.)
+#[test]
+fn a_body_of_bad_lines_is_counted_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("bad.duckdb"), &[]);
+    let body = format!("{}\n{}", "x\n".repeat(1_000_000), FIXTURE.lines().next().unwrap());
+    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    gz.write_all(body.as_bytes()).unwrap();
+    let (status, answer, _) =
+        service.post("/v1/attempts", "application/x-ndjson", Some("gzip"), &gz.finish().unwrap());
+    assert_eq!(status, 200);
+    let answer = json_of(&answer);
+    assert_eq!(answer["rejected_total"], 1_000_000);
+    assert_eq!(answer["rejected"].as_array().unwrap().len(), 100);
+    assert_eq!(answer["truncated"], true);
+    assert_eq!(answer["accepted"], 1);
+}
+
 #[test]
 fn a_saturated_writer_refuses_with_retry_after_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,7 +328,10 @@ fn acknowledged_batches_survive_sigkill() {
             .map(|i| format!("{{\"workflow_id\":\"w{n}-{i}\",\"workflow\":\"b{n}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"gpt-4o-mini\",\"status\":\"ok\"}}\n"))
             .collect();
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        match agent.post(&format!("{}/v1/attempts", service.http)).send(body.as_bytes()) {
+        let request = agent
+            .post(&format!("{}/v1/attempts", service.http))
+            .header("Content-Type", "application/x-ndjson");
+        match request.send(body.as_bytes()) {
             Ok(r) if r.status().as_u16() == 200 => acknowledged.push(n),
             _ => break,
         }
@@ -406,4 +455,165 @@ fn a_saturated_writer_answers_grpc_unavailable_with_retry_info() {
     }
     let accepted = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
     assert_eq!(service.report("")["attempts"]["total"].as_u64(), Some(accepted * 20_000));
+}
+
+/// Clients that stall: one that never finishes its headers is cut off after
+/// `--header-timeout`, one that never finishes its body gets 408 after
+/// `--body-timeout`, and the service keeps answering everyone else.
+#[test]
+fn stalled_headers_and_bodies_are_cut_off() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let service =
+        Service::start(&dir.path().join("slow.duckdb"), &["--header-timeout", "1s", "--body-timeout", "1s"]);
+    let addr = service.http.trim_start_matches("http://").to_string();
+    let answer_of = |request: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    // Half a request line, then nothing: the server ends the connection
+    // (hyper answers 408 or just closes); either way it does not wait.
+    let cut = answer_of(b"POST /v1/attempts HTTP/1.1\r\nHost: localhost\r\n");
+    assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut}");
+    // Headers promise 1,000 bytes, 10 arrive.
+    let slow_body = answer_of(
+        b"POST /v1/attempts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n{\"workflo",
+    );
+    assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body}");
+    assert_eq!(service.report("")["attempts"]["total"], 0);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
+    assert_eq!(status, 200);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut ready = agent.get(&format!("{}/readyz", service.http)).call().unwrap();
+    assert_eq!(
+        (ready.status().as_u16(), ready.body_mut().read_to_string().unwrap()),
+        (200, "ready\n".to_string())
+    );
+}
+
+/// SIGTERM with hundreds of connections that never send a request, and a
+/// few stuck mid-body: the service stops within its grace period (5 s)
+/// plus the writer's last commit, rather than waiting on them for ever.
+#[test]
+fn shutdown_does_not_wait_for_stalled_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("stop.duckdb");
+    let mut service = Service::start(&db, &["--body-timeout", "10m"]);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
+    assert_eq!(status, 200);
+    let addr = service.http.trim_start_matches("http://").to_string();
+    let mut held: Vec<std::net::TcpStream> =
+        (0..300).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    for stream in held.iter_mut().take(5) {
+        stream
+            .write_all(b"POST /v1/attempts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[")
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let began = std::time::Instant::now();
+    Command::new("kill").args(["-TERM", &service.child.id().to_string()]).status().unwrap();
+    let status = loop {
+        if let Some(status) = service.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "still running 30 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+    drop(held);
+    // What was acknowledged before is there.
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.attempt_count().unwrap(), FIXTURE.lines().count() as u64);
+}
+
+const TOKENS: &str = "# scopes\ningest ingest-token-0123456789\nread read-token-0123456789\n";
+
+/// With tokens, every route but the probes needs one of the right scope:
+/// 401 (with `WWW-Authenticate: Bearer`) without, 403 with the other
+/// scope; OTLP/gRPC the same through `authorization` metadata.
+#[test]
+fn tokens_gate_every_route_but_the_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let service = Service::start(&dir.path().join("auth.duckdb"), &["--tokens", tokens.to_str().unwrap()]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let post = |token: Option<&str>| {
+        let mut request = agent
+            .post(&format!("{}/v1/attempts", service.http))
+            .header("Content-Type", "application/x-ndjson");
+        if let Some(t) = token {
+            request = request.header("Authorization", &format!("Bearer {t}"));
+        }
+        let response = request.send(FIXTURE.as_bytes()).unwrap();
+        let challenge = response.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_string());
+        (response.status().as_u16(), challenge)
+    };
+    let get = |path: &str, token: Option<&str>| {
+        let mut request = agent.get(&format!("{}{path}", service.http));
+        if let Some(t) = token {
+            request = request.header("Authorization", &format!("Bearer {t}"));
+        }
+        request.call().unwrap().status().as_u16()
+    };
+    assert_eq!(post(None), (401, Some("Bearer".to_string())));
+    assert_eq!(post(Some("read-token-0123456789")).0, 403);
+    assert_eq!(post(Some("not-a-token-0123456789")).0, 401);
+    assert_eq!(post(Some("ingest-token-0123456789")).0, 200);
+    for path in ["/api/v1/report", "/api/v1/alerts", "/metrics"] {
+        assert_eq!(get(path, None), 401, "{path}");
+        assert_eq!(get(path, Some("ingest-token-0123456789")), 403, "{path}");
+        assert_eq!(get(path, Some("read-token-0123456789")), 200, "{path}");
+    }
+    assert_eq!((get("/healthz", None), get("/readyz", None)), (200, 200));
+
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    let export: ExportTraceServiceRequest = serde_json::from_slice(&export_json(vec![])).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let codes = runtime.block_on(async {
+        let mut client = TraceServiceClient::connect(service.grpc.clone()).await.unwrap();
+        let mut codes = Vec::new();
+        for token in [None, Some("read-token-0123456789"), Some("ingest-token-0123456789")] {
+            let mut request = tonic::Request::new(export.clone());
+            if let Some(t) = token {
+                request.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            codes.push(client.export(request).await.err().map(|s| s.code()));
+        }
+        codes
+    });
+    assert_eq!(codes, vec![Some(tonic::Code::Unauthenticated), Some(tonic::Code::PermissionDenied), None]);
+}
+
+/// Without tokens the service stays on loopback, and answers only requests
+/// addressed to this machine (a page that rebinds its own name to 127.0.0.1
+/// still sends that name as `Host`).
+#[test]
+fn open_access_stays_on_loopback_and_local_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["serve", "--db", dir.path().join("o.duckdb").to_str().unwrap(), "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to listen beyond loopback"));
+
+    let service = Service::start(&dir.path().join("o.duckdb"), &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let status = |host: &str| {
+        agent
+            .get(&format!("{}/api/v1/report", service.http))
+            .header("Host", host)
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status("evil.example:4318"), 403);
+    assert_eq!(status("localhost:4318"), 200);
 }
