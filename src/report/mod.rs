@@ -13,7 +13,7 @@ pub use time_arg::parse_time;
 
 use crate::model::{ErrorClass, Layer, Outcome, name};
 use crate::store::ReportRows;
-use crate::store::queries::{GroupRow, MinuteRow, OutcomeRow};
+use crate::store::queries::{GroupRow, MinuteRow, OutcomeCounts};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -291,7 +291,7 @@ fn minute_text(t: DateTime<Utc>) -> String {
 impl Report {
     pub fn from_rows(rows: &ReportRows, retry_budget: f64) -> Self {
         let total = rows.outcomes.iter().find(|r| r.is_total);
-        let workflows = total.map(counts).unwrap_or_default();
+        let workflows = total.map(|r| counts(&r.counts)).unwrap_or_default();
         let overall_rates = rates(&workflows);
         let all_layers = rows.amplification.iter().find(|r| r.layer.is_none());
         let w = &rows.waste;
@@ -370,8 +370,8 @@ impl Report {
                 .filter(|r| !r.is_total)
                 .map(|r| WorkflowBreakdown {
                     workflow: r.workflow_name.clone(),
-                    workflows: counts(r),
-                    rates: rates(&counts(r)),
+                    workflows: counts(&r.counts),
+                    rates: rates(&counts(&r.counts)),
                     attempts: r.attempts,
                     wasted_attempts: r.wasted_attempts,
                     cost_usd: usd(r.cost_pusd),
@@ -454,16 +454,7 @@ impl Report {
 }
 
 fn group_breakdown(r: &GroupRow) -> GroupBreakdown {
-    let workflows = WorkflowCounts {
-        total: r.workflows,
-        primary_success: r.primary_success,
-        retry_recovery: r.retry_recovery,
-        fallback_recovery: r.fallback_recovery,
-        degraded: r.degraded,
-        fail_closed: r.fail_closed,
-        queued: r.queued,
-        in_flight: r.in_flight,
-    };
+    let workflows = counts(&r.counts);
     GroupBreakdown {
         value: r.value.clone(),
         rates: rates(&workflows),
@@ -510,7 +501,7 @@ fn per_workflow(r: &crate::store::queries::AmplificationRow) -> PerWorkflow {
     PerWorkflow { mean: r.mean, p50: r.p50, p99: r.p99, max: r.max }
 }
 
-fn counts(r: &OutcomeRow) -> WorkflowCounts {
+fn counts(r: &OutcomeCounts) -> WorkflowCounts {
     WorkflowCounts {
         total: r.workflows,
         primary_success: r.primary_success,

@@ -187,71 +187,26 @@ fn table(r: &Report) -> String {
 
     if !r.by_workflow.is_empty() {
         out += "Per workflow\n";
-        let mut t = new_table(&[
-            "workflow",
-            "workflows",
-            "primary",
-            "retry rec.",
-            "fallback rec.",
-            "degraded",
-            "fail-closed",
-            "queued",
-            "in flight",
-            "attempts",
-            "wasted cost",
-        ]);
-        for b in &r.by_workflow {
-            let c = &b.workflows;
-            t.add_row(vec![
-                Cell::new(b.workflow.as_deref().unwrap_or("(unnamed)")),
-                right(c.total),
-                right(pct(b.rates.primary_success)),
-                right(pct(b.rates.retry_recovery)),
-                right(pct(b.rates.fallback_recovery)),
-                right(pct(b.rates.degraded)),
-                right(pct(b.rates.fail_closed)),
-                right(c.queued),
-                right(c.in_flight),
-                right(b.attempts),
-                right(dollars(b.wasted_cost_usd)),
-            ]);
-        }
-        out += &t.to_string();
-        out += "\n\n";
+        let rows = r.by_workflow.iter().map(|b| BreakdownRow {
+            name: b.workflow.as_deref().unwrap_or("(unnamed)"),
+            counts: &b.workflows,
+            rates: &b.rates,
+            attempts: b.attempts,
+            wasted_cost_usd: b.wasted_cost_usd,
+        });
+        out += &breakdown_table("workflow", rows);
     }
 
     if let Some(groups) = &r.groups {
         out += &format!("By {}\n", groups.dimension);
-        let mut t = new_table(&[
-            groups.dimension.as_str(),
-            "workflows",
-            "primary",
-            "retry rec.",
-            "fallback rec.",
-            "degraded",
-            "fail-closed",
-            "attempts",
-            "wasted",
-            "cost",
-            "wasted cost",
-        ]);
-        for g in &groups.values {
-            t.add_row(vec![
-                Cell::new(g.value.as_deref().unwrap_or("(none)")),
-                right(g.workflows.total),
-                right(pct(g.rates.primary_success)),
-                right(pct(g.rates.retry_recovery)),
-                right(pct(g.rates.fallback_recovery)),
-                right(pct(g.rates.degraded)),
-                right(pct(g.rates.fail_closed)),
-                right(g.attempts),
-                right(g.wasted_attempts),
-                right(dollars(g.cost_usd)),
-                right(dollars(g.wasted_cost_usd)),
-            ]);
-        }
-        out += &t.to_string();
-        out += "\n\n";
+        let rows = groups.values.iter().map(|g| BreakdownRow {
+            name: g.value.as_deref().unwrap_or("(none)"),
+            counts: &g.workflows,
+            rates: &g.rates,
+            attempts: g.attempts,
+            wasted_cost_usd: g.wasted_cost_usd,
+        });
+        out += &breakdown_table(&groups.dimension, rows);
     }
 
     out += "Retry amplification: attempts per workflow, by the layer that sent them\n";
@@ -368,6 +323,48 @@ fn table(r: &Report) -> String {
         out += "\n";
     }
     out
+}
+
+/// One line of a per-name outcome table (per workflow, per dimension value).
+struct BreakdownRow<'a> {
+    name: &'a str,
+    counts: &'a WorkflowCounts,
+    rates: &'a Rates,
+    attempts: i64,
+    wasted_cost_usd: f64,
+}
+
+fn breakdown_table<'a>(first_column: &str, rows: impl Iterator<Item = BreakdownRow<'a>>) -> String {
+    let mut t = new_table(&[
+        first_column,
+        "workflows",
+        "primary",
+        "retry rec.",
+        "fallback rec.",
+        "degraded",
+        "fail-closed",
+        "queued",
+        "in flight",
+        "attempts",
+        "wasted cost",
+    ]);
+    for row in rows {
+        let (c, rates) = (row.counts, row.rates);
+        t.add_row(vec![
+            Cell::new(row.name),
+            right(c.total),
+            right(pct(rates.primary_success)),
+            right(pct(rates.retry_recovery)),
+            right(pct(rates.fallback_recovery)),
+            right(pct(rates.degraded)),
+            right(pct(rates.fail_closed)),
+            right(c.queued),
+            right(c.in_flight),
+            right(row.attempts),
+            right(dollars(row.wasted_cost_usd)),
+        ]);
+    }
+    format!("{t}\n\n")
 }
 
 fn outcome_table(w: &WorkflowCounts, rates: &Rates) -> Table {

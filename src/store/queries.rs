@@ -157,6 +157,16 @@ pub(super) fn pretty(conn: &Connection, query: Query, filter: &ReportFilter) -> 
 pub struct OutcomeRow {
     pub is_total: bool,
     pub workflow_name: Option<String>,
+    pub counts: OutcomeCounts,
+    pub attempts: i64,
+    pub wasted_attempts: i64,
+    pub cost_pusd: i128,
+    pub wasted_cost_pusd: i128,
+}
+
+/// Workflows by outcome, as `outcomes.sql` and `groups.sql` count them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OutcomeCounts {
     pub workflows: i64,
     pub primary_success: i64,
     pub retry_recovery: i64,
@@ -165,10 +175,21 @@ pub struct OutcomeRow {
     pub fail_closed: i64,
     pub queued: i64,
     pub in_flight: i64,
-    pub attempts: i64,
-    pub wasted_attempts: i64,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
+}
+
+impl OutcomeCounts {
+    fn read(r: &Row) -> duckdb::Result<Self> {
+        Ok(OutcomeCounts {
+            workflows: r.get("workflows")?,
+            primary_success: r.get("primary_success")?,
+            retry_recovery: r.get("retry_recovery")?,
+            fallback_recovery: r.get("fallback_recovery")?,
+            degraded: r.get("degraded")?,
+            fail_closed: r.get("fail_closed")?,
+            queued: r.get("queued")?,
+            in_flight: r.get("in_flight")?,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -296,14 +317,7 @@ pub struct FallbackRow {
 pub struct GroupRow {
     /// `None` for workflows that carried no value.
     pub value: Option<String>,
-    pub workflows: i64,
-    pub primary_success: i64,
-    pub retry_recovery: i64,
-    pub fallback_recovery: i64,
-    pub degraded: i64,
-    pub fail_closed: i64,
-    pub queued: i64,
-    pub in_flight: i64,
+    pub counts: OutcomeCounts,
     pub attempts: i64,
     pub wasted_attempts: i64,
     pub cost_pusd: i128,
@@ -328,14 +342,7 @@ pub(super) fn group_rows(conn: &Connection, slot: usize) -> Result<Vec<GroupRow>
         .query_map([], |r| {
             Ok(GroupRow {
                 value: r.get("value")?,
-                workflows: r.get("workflows")?,
-                primary_success: r.get("primary_success")?,
-                retry_recovery: r.get("retry_recovery")?,
-                fallback_recovery: r.get("fallback_recovery")?,
-                degraded: r.get("degraded")?,
-                fail_closed: r.get("fail_closed")?,
-                queued: r.get("queued")?,
-                in_flight: r.get("in_flight")?,
+                counts: OutcomeCounts::read(r)?,
                 attempts: r.get("attempts")?,
                 wasted_attempts: r.get("wasted_attempts")?,
                 cost_pusd: r.get("cost_pusd")?,
@@ -374,14 +381,7 @@ pub(super) fn report_rows(
             Ok(OutcomeRow {
                 is_total: r.get("is_total")?,
                 workflow_name: r.get("workflow_name")?,
-                workflows: r.get("workflows")?,
-                primary_success: r.get("primary_success")?,
-                retry_recovery: r.get("retry_recovery")?,
-                fallback_recovery: r.get("fallback_recovery")?,
-                degraded: r.get("degraded")?,
-                fail_closed: r.get("fail_closed")?,
-                queued: r.get("queued")?,
-                in_flight: r.get("in_flight")?,
+                counts: OutcomeCounts::read(r)?,
                 attempts: r.get("attempts")?,
                 wasted_attempts: r.get("wasted_attempts")?,
                 cost_pusd: r.get("cost_pusd")?,

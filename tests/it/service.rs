@@ -316,10 +316,17 @@ fn acknowledged_batches_survive_sigkill() {
     let db = dir.path().join("s.duckdb");
     let service = Service::start(&db, &[]);
     let mut acknowledged = Vec::new();
+    // Killed while the stream runs: after some batches were acknowledged
+    // (however slow this machine is), in the middle of later ones.
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let killer = {
         let pid = service.child.id();
+        let acked = acked.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1500));
+            while acked.load(std::sync::atomic::Ordering::Relaxed) < 5 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(150));
             Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
         })
     };
@@ -332,10 +339,16 @@ fn acknowledged_batches_survive_sigkill() {
             .post(&format!("{}/v1/attempts", service.http))
             .header("Content-Type", "application/x-ndjson");
         match request.send(body.as_bytes()) {
-            Ok(r) if r.status().as_u16() == 200 => acknowledged.push(n),
+            Ok(r) if r.status().as_u16() == 200 => {
+                acknowledged.push(n);
+                acked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             _ => break,
         }
     }
+    // The stream ended (killed, or the service failed on its own): the
+    // killer must not wait for acknowledgements that will not come.
+    acked.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
     killer.join().unwrap();
     drop(service);
     assert!(acknowledged.len() > 3, "the stream ran before the kill: {}", acknowledged.len());
