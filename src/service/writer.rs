@@ -90,7 +90,9 @@ impl WriterHandle {
 /// queue is drained.
 pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(queue);
-    let stats = Arc::new(WriterStats::default());
+    // Alive from here, not from the thread's first instruction: a `/readyz`
+    // that arrives before the thread is scheduled must not read "stopped".
+    let stats = Arc::new(WriterStats { alive: AtomicBool::new(true), ..WriterStats::default() });
     let handle = WriterHandle { sender, capacity: queue, stats: stats.clone() };
     let thread = std::thread::Builder::new()
         .name("attempt-writer".into())
@@ -109,7 +111,6 @@ impl Drop for AliveGuard<'_> {
 }
 
 fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
-    stats.alive.store(true, Ordering::Relaxed);
     let _alive = AliveGuard(&stats.alive);
     while let Some(first) = receiver.blocking_recv() {
         let mut size = first.attempts.len() + first.spans.len();
