@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, with everything it needs, on a machine that has only
 # the Rust toolchain, Python 3 and apt:
+#   0. the Debian packages the tests drive, when missing
+#      (scripts/debian-packages.sh);
 #   1. a Python virtual environment with the pinned, hash-checked packages
 #      the tests drive (tests/python/requirements.txt), created or updated
 #      when the lock file changed;
@@ -23,13 +25,17 @@ phase() {
   return 0
 }
 
+phase "debian packages"
+# shellcheck source=scripts/debian-packages.sh
+source scripts/debian-packages.sh
+
 phase "python set-up"
 # shellcheck source=scripts/python-env.sh
 source scripts/python-env.sh
 
 phase "build"
-cargo test --release --locked --no-run
+cargo test --release --locked --workspace --no-run
 
 phase "tests"
-cargo test --release --locked "$@"
+cargo test --release --locked --workspace "$@"
 phase ""

@@ -2,16 +2,14 @@
 //! attempts. See ARCHITECTURE.md for the map of this crate.
 
 pub mod alerts;
-pub mod classify;
 pub mod cli;
-pub mod dimensions;
-pub mod ingest;
 pub mod metrics;
-pub mod model;
 pub mod pipeline;
-pub mod pricing;
-pub mod providers;
 pub mod report;
 pub mod service;
 pub mod simulate;
 pub mod store;
+
+// The database-free half lives in crates/attempt-core; its modules keep
+// their paths here.
+pub use attempt_core::{classify, dimensions, ingest, model, pricing, providers};

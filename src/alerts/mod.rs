@@ -6,7 +6,7 @@
 
 pub mod evaluate;
 pub mod notify;
-pub mod rules;
+pub use attempt_core::alert_rules as rules;
 pub mod tracker;
 
 use std::collections::BTreeMap;

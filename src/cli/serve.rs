@@ -58,6 +58,13 @@ pub struct Args {
     /// How long a write request's body may take to arrive ("30s"); 408 after.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: std::time::Duration,
+    /// PEM certificate chain: serve HTTPS and gRPC over TLS with it (and
+    /// --tls-key). Clients need the chain's CA; plain-text requests fail.
+    #[arg(long, value_name = "PEM", env = "ATTEMPT_LEDGER_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", env = "ATTEMPT_LEDGER_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Tokens from `--tokens FILE`, else from `ATTEMPT_LEDGER_TOKENS` (the same
@@ -73,6 +80,8 @@ fn load_tokens(file: Option<&std::path::Path>) -> anyhow::Result<Tokens> {
 }
 
 const TOKENS_ENV: &str = "ATTEMPT_LEDGER_TOKENS";
+
+use crate::service::tls::TlsFiles;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
@@ -90,6 +99,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         body_timeout: args.body_timeout,
         tokens: load_tokens(args.tokens.as_deref())?,
         open_beyond_loopback: args.open_beyond_loopback,
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles::load(cert, key)?),
+            _ => None,
+        },
         http_limits: crate::service::listen::HttpLimits {
             max_connections: args.max_connections,
             header_timeout: args.header_timeout,

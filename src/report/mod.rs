@@ -3,13 +3,12 @@
 //! module only divides, converts units and arranges keys (interfaces.md).
 
 mod render;
-mod time_arg;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+pub use attempt_core::time_arg::parse_time;
 pub use render::{Format, render};
-pub use time_arg::parse_time;
 
 use crate::model::{ErrorClass, Layer, Outcome, name};
 use crate::store::ReportRows;

@@ -1,7 +1,6 @@
 //! OTLP/gRPC `TraceService`: the same mapping and writer as OTLP/HTTP.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -10,13 +9,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use tonic::codec::CompressionEncoding;
-use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::{Request, Response, Status};
 
 use super::ServiceStats;
 use super::auth::{Denied, Scope, Tokens};
+use super::error::ServiceError;
 use super::http::export_response;
-use super::writer::{WriteError, WriterHandle};
+use super::writer::WriterHandle;
 use crate::ingest::otlp;
 
 pub struct OtlpGrpc {
@@ -48,41 +47,23 @@ impl TraceService for OtlpGrpc {
         let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
         match self.tokens.check(authorization, Scope::Ingest) {
             Ok(()) => {}
-            Err(Denied::Unauthenticated) => {
-                return Err(Status::unauthenticated(
-                    "a bearer token is required (authorization: Bearer TOKEN)",
-                ));
-            }
-            Err(Denied::WrongScope) => return Err(Status::permission_denied("this token may not write")),
+            Err(Denied::Unauthenticated) => return Err(ServiceError::Unauthenticated.into()),
+            Err(Denied::WrongScope) => return Err(ServiceError::WrongScope(Scope::Ingest).into()),
         }
         let request = request.into_inner();
         let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
             .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
         ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejected);
-        match self.writer.write(spans.decoded.attempts, spans.decoded.spans).await {
-            Ok(stats) => Ok(Response::new(export_response(
-                &spans.decoded.rejections,
-                spans.decoded.rejected,
-                stats.spans_refused,
-            ))),
-            // OTLP: UNAVAILABLE with RetryInfo is retryable after the delay.
-            Err(WriteError::Saturated) => Err(Status::with_error_details(
-                Code::Unavailable,
-                "the writer is saturated; retry later",
-                ErrorDetails::with_retry_info(Some(Duration::from_secs(1))),
-            )),
-            Err(WriteError::Stopped) => Err(Status::unavailable("the service is shutting down")),
-            // Nothing was stored and a retry is safe (writes are idempotent):
-            // UNAVAILABLE, which exporters retry; INTERNAL they drop.
-            Err(WriteError::Store(detail)) => {
-                tracing::error!(%detail, "OTLP/gRPC export failed");
-                Err(Status::with_error_details(
-                    Code::Unavailable,
-                    "storing the spans failed; retry later",
-                    ErrorDetails::with_retry_info(Some(Duration::from_secs(1))),
-                ))
-            }
-        }
+        let stats = self
+            .writer
+            .write(spans.decoded.attempts, spans.decoded.spans)
+            .await
+            .map_err(ServiceError::from)?;
+        Ok(Response::new(export_response(
+            &spans.decoded.rejections,
+            spans.decoded.rejected,
+            stats.spans_refused,
+        )))
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::auth::{self, Denied, Scope, Tokens};
 use super::body::{BodyError, inflate};
+use super::error::{self, Kind, ServiceError};
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
@@ -77,21 +78,21 @@ async fn admit_write(
     State(state): State<AppState>,
     request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ServiceError> {
     let Ok(_slot) = state.write_slots.clone().try_acquire_owned() else {
         state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Read past the body without keeping it: a client still sending it
         // then reads the 503 instead of a reset connection.
         let _ =
             tokio::time::timeout(state.body_timeout, discard(request.into_body(), state.body_limit)).await;
-        return Err(ApiError::Write(WriteError::Saturated));
+        return Err(ServiceError::Write(WriteError::Saturated));
     };
     let (parts, body) = request.into_parts();
     let bytes =
         match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.body_limit)).await {
-            Err(_) => return Err(ApiError::BodyTimeout(state.body_timeout.as_secs_f64())),
+            Err(_) => return Err(ServiceError::BodyTimeout(state.body_timeout.as_secs_f64())),
             Ok(Err(err)) => {
-                return Err(ApiError::BodyUnread { limit: state.body_limit, detail: err.to_string() });
+                return Err(ServiceError::BodyUnread { limit: state.body_limit, detail: err.to_string() });
             }
             Ok(Ok(bytes)) => bytes,
         };
@@ -113,17 +114,24 @@ async fn get_readyz(State(state): State<AppState>) -> Response {
     };
     match problem {
         None => "ready\n".into_response(),
-        Some(reason) => with_retry_after(
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"ready": false, "reason": reason})))
-                .into_response(),
-        ),
+        Some(reason) => {
+            let mut response =
+                (Kind::Unavailable.http(), axum::Json(json!({"ready": false, "reason": reason})))
+                    .into_response();
+            error::decorate(Kind::Unavailable, &mut response);
+            response
+        }
     }
 }
 
 /// Before anything else: the token a route needs (write routes `ingest`,
 /// the rest `read`; `/healthz` and `/readyz` are open for probes), and,
 /// when access is open on loopback, a `Host` naming this machine.
-async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+async fn guard(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ServiceError> {
     let path = request.uri().path();
     if path == "/healthz" || path == "/readyz" {
         return Ok(next.run(request).await);
@@ -131,15 +139,15 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     if state.local_hosts_only {
         let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !auth::is_local_host(host) {
-            return Err(ApiError::ForeignHost(host.chars().take(100).collect()));
+            return Err(ServiceError::ForeignHost(host.chars().take(100).collect()));
         }
     }
     let scope = if path.starts_with("/v1/") { Scope::Ingest } else { Scope::Read };
     let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     match state.tokens.check(authorization, scope) {
         Ok(()) => Ok(next.run(request).await),
-        Err(Denied::Unauthenticated) => Err(ApiError::Unauthenticated),
-        Err(Denied::WrongScope) => Err(ApiError::WrongScope(scope)),
+        Err(Denied::Unauthenticated) => Err(ServiceError::Unauthenticated),
+        Err(Denied::WrongScope) => Err(ServiceError::WrongScope(scope)),
     }
 }
 
@@ -156,94 +164,11 @@ async fn discard(body: Body, limit: usize) {
     }
 }
 
-/// Errors a handler answers with. Details of 5xx are logged, not sent.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error(transparent)]
-    Body(#[from] BodyError),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error(
-        "Content-Type `{0}` is not JSON: send application/json or application/x-ndjson \
-         (a web page can send text/plain to this port without asking; JSON types it cannot)"
-    )]
-    NotJson(String),
-    #[error("a bearer token is required (Authorization: Bearer TOKEN)")]
-    Unauthenticated,
-    #[error("this token may not {}", if *.0 == Scope::Ingest { "write (it is a read token)" } else { "read (it is an ingest token)" })]
-    WrongScope(Scope),
-    #[error(
-        "Host `{0}` is not this machine: without access tokens the service answers only requests addressed to localhost"
-    )]
-    ForeignHost(String),
-    #[error("the request body did not arrive within {0} s")]
-    BodyTimeout(f64),
-    #[error("the request body is over {limit} bytes, or was cut off: {detail}")]
-    BodyUnread { limit: usize, detail: String },
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error("internal error")]
-    Internal(String),
-}
-
-impl ApiError {
-    fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Body(BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Body(BodyError::UnsupportedEncoding(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Body(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotJson(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ApiError::WrongScope(_) | ApiError::ForeignHost(_) => StatusCode::FORBIDDEN,
-            ApiError::BodyUnread { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            // A failed commit stored nothing, and writes are idempotent: a
-            // storage error (a full disk, say) is for the client to retry,
-            // which OTLP exporters do on 503 and not on 500.
-            ApiError::Write(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    fn message(&self) -> String {
-        if let ApiError::Internal(detail) | ApiError::Write(WriteError::Store(detail)) = self {
-            tracing::error!(%detail, "request failed");
-        }
-        match self {
-            ApiError::Write(WriteError::Store(_)) => {
-                "storing the records failed, so none of this request was stored; retry later".to_string()
-            }
-            other => other.to_string(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let mut response =
-            with_retry_after((status, axum::Json(json!({"error": self.message()}))).into_response());
-        if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        response
-    }
-}
-
-/// A 503 here is the writer refusing work for now: tell clients (OTLP
-/// exporters honour it) when to retry.
-fn with_retry_after(mut response: Response) -> Response {
-    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
-}
-
 /// Record bodies must say they are JSON. A browser sends text/plain,
 /// form types or no type at all to any origin without a CORS preflight;
 /// requiring a JSON type means a web page cannot write to a service on
 /// the user's loopback.
-fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
     let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let media = given.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     const JSON_TYPES: [&str; 7] = [
@@ -259,7 +184,7 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     {
         Ok(())
     } else {
-        Err(ApiError::NotJson(if given.is_empty() { "(none)".to_string() } else { given.to_string() }))
+        Err(ServiceError::NotJson(if given.is_empty() { "(none)".to_string() } else { given.to_string() }))
     }
 }
 
@@ -280,12 +205,12 @@ async fn post_attempts(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ServiceError> {
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
     require_json(&headers)?;
     let format = match params.get("format") {
         Some(name) => Some(<Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
-            ApiError::BadRequest(format!("format: `{name}` is not attempts, otlp, litellm or openrouter"))
+            ServiceError::BadRequest(format!("format: `{name}` is not attempts, otlp, litellm or openrouter"))
         })?),
         None => None,
     };
@@ -307,8 +232,8 @@ async fn post_attempts(
         Ok(format.decode_lines(text, 1))
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(ApiError::BadRequest)?;
+    .map_err(|e| ServiceError::Internal(e.to_string()))?
+    .map_err(ServiceError::BadRequest)?;
     store_and_answer(&state, decoded).await
 }
 
@@ -318,7 +243,7 @@ async fn post_litellm(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ServiceError> {
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
     require_json(&headers)?;
     let bytes = request_body(&headers, &body, state.body_limit)?;
@@ -326,15 +251,15 @@ async fn post_litellm(
         std::str::from_utf8(&bytes).map(litellm::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(ApiError::BadRequest)?;
+    .map_err(|e| ServiceError::Internal(e.to_string()))?
+    .map_err(ServiceError::BadRequest)?;
     store_and_answer(&state, decoded).await
 }
 
 /// Stores what was decoded and answers with the ingest keys
 /// (docs/record-format.md, "The ingest answer"): exact counts, and the first
 /// notes of each kind.
-async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ApiError> {
+async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ServiceError> {
     super::ServiceStats::count(&state.stats.rejected_records, decoded.rejected);
     let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
     let rejected: Vec<_> = decoded
@@ -402,7 +327,7 @@ async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: By
         other => {
             let message =
                 format!("unsupported Content-Type `{other}`: use application/x-protobuf or application/json");
-            return otlp_error(Encoding::Json, StatusCode::UNSUPPORTED_MEDIA_TYPE, message);
+            return otlp_error(Encoding::Json, Kind::Unsupported, message);
         }
     };
     match export_traces(&state, &headers, &body, encoding).await {
@@ -413,10 +338,7 @@ async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: By
             };
             ([(header::CONTENT_TYPE, encoding.content_type())], bytes).into_response()
         }
-        Err(err) => {
-            let status = err.status();
-            with_retry_after(otlp_error(encoding, status, err.message()))
-        }
+        Err(err) => otlp_error(encoding, err.kind(), err.message()),
     }
 }
 
@@ -425,18 +347,19 @@ async fn export_traces(
     headers: &HeaderMap,
     body: &[u8],
     encoding: Encoding,
-) -> Result<ExportTraceServiceResponse, ApiError> {
+) -> Result<ExportTraceServiceResponse, ServiceError> {
     let bytes = request_body(headers, body, state.body_limit)?;
     let request = match encoding {
         Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|e| {
-            ApiError::BadRequest(format!("undecodable protobuf ExportTraceServiceRequest: {e}"))
+            ServiceError::BadRequest(format!("undecodable protobuf ExportTraceServiceRequest: {e}"))
         })?,
-        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("undecodable JSON ExportTraceServiceRequest: {e}")))?,
+        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&bytes).map_err(|e| {
+            ServiceError::BadRequest(format!("undecodable JSON ExportTraceServiceRequest: {e}"))
+        })?,
     };
     let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
     super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
     let stats = state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
     Ok(export_response(&spans.decoded.rejections, spans.decoded.rejected, stats.spans_refused))
@@ -469,45 +392,44 @@ pub fn export_response(rejections: &[Rejection], rejected: u64, refused: u64) ->
     }
 }
 
-fn otlp_error(encoding: Encoding, status: StatusCode, message: String) -> Response {
-    // gRPC codes: INVALID_ARGUMENT 3, UNAVAILABLE 14, INTERNAL 13.
-    let code = match status {
-        s if s.is_client_error() => 3,
-        StatusCode::SERVICE_UNAVAILABLE => 14,
-        _ => 13,
-    };
+/// OTLP/HTTP errors are a `google.rpc.Status` in the request's encoding,
+/// with the gRPC code of the same kind.
+fn otlp_error(encoding: Encoding, kind: Kind, message: String) -> Response {
+    let code = kind.grpc() as i32;
     let body = match encoding {
         Encoding::Protobuf => RpcStatus { code, message }.encode_to_vec(),
         Encoding::Json => serde_json::to_vec(&json!({"code": code, "message": message})).unwrap_or_default(),
     };
-    (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response()
+    let mut response = (kind.http(), [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
+    error::decorate(kind, &mut response);
+    response
 }
 
-fn read_store(state: &AppState) -> Result<Store, ApiError> {
+fn read_store(state: &AppState) -> Result<Store, ServiceError> {
     state
         .reader
         .lock()
-        .map_err(|_| ApiError::Internal("reader lock poisoned".into()))?
+        .map_err(|_| ServiceError::Internal("reader lock poisoned".into()))?
         .try_clone()
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 /// Alerts pending and firing now, and the history (newest first).
 async fn get_alerts(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ServiceError> {
     let limit = match params.get("limit") {
-        Some(v) => {
-            v.parse::<usize>().map_err(|_| ApiError::BadRequest(format!("limit: `{v}` is not a count")))?
-        }
+        Some(v) => v
+            .parse::<usize>()
+            .map_err(|_| ServiceError::BadRequest(format!("limit: `{v}` is not a count")))?,
         None => 100,
     };
     let store = read_store(&state)?;
     let history = tokio::task::spawn_blocking(move || store.alert_history(limit))
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| ServiceError::Internal(e.to_string()))?
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
     let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
     let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
     let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
@@ -527,23 +449,22 @@ async fn get_metrics(State(state): State<AppState>) -> Response {
 async fn get_report(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ServiceError> {
     let now = Utc::now();
     let time = |key: &str| {
         params
             .get(key)
             .map(|t| parse_time(t, now))
             .transpose()
-            .map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
+            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
     };
-    let retry_budget = match params.get("retry_budget") {
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|b| b.is_finite() && *b >= 0.0)
-            .ok_or_else(|| ApiError::BadRequest(format!("retry_budget: `{v}` is not a fraction >= 0")))?,
-        None => ReportFilter::default().retry_budget,
-    };
+    let retry_budget =
+        match params.get("retry_budget") {
+            Some(v) => v.parse::<f64>().ok().filter(|b| b.is_finite() && *b >= 0.0).ok_or_else(|| {
+                ServiceError::BadRequest(format!("retry_budget: `{v}` is not a fraction >= 0"))
+            })?,
+            None => ReportFilter::default().retry_budget,
+        };
     let filter = ReportFilter {
         since: time("since")?,
         until: time("until")?,
@@ -557,10 +478,10 @@ async fn get_report(
         store.report_rows(&filter, &prices).map(|rows| Report::from_rows(&rows, filter.retry_budget))
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(|e| ServiceError::Internal(e.to_string()))?
     .map_err(|e| match e {
-        e @ crate::store::StoreError::UnknownDimension { .. } => ApiError::BadRequest(e.to_string()),
-        e => ApiError::Internal(e.to_string()),
+        e @ crate::store::StoreError::UnknownDimension { .. } => ServiceError::BadRequest(e.to_string()),
+        e => ServiceError::Internal(e.to_string()),
     })?;
     Ok(axum::Json(report).into_response())
 }

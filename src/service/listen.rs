@@ -3,7 +3,8 @@
 //! the kernel's backlog), and a deadline for a request's headers, so a
 //! client that opens a connection and sends nothing, or one byte a minute,
 //! holds a slot for `header_timeout` at most. Shutdown stops accepting and
-//! lets each connection finish the request it is in.
+//! lets each connection finish the request it is in. With TLS, the
+//! handshake runs in the connection's task under the same deadline.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,10 +12,12 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
@@ -28,6 +31,7 @@ pub async fn serve_http(
     listener: TcpListener,
     app: axum::Router,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -60,14 +64,32 @@ pub async fn serve_http(
             },
             _ = &mut shutdown => break,
         };
-        let connection = graceful
-            .watch(builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone())));
+        let (watcher, builder, app, tls) = (graceful.watcher(), builder.clone(), app.clone(), tls.clone());
         connections.spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(%err, "connection ended with an error");
+            match tls {
+                None => serve_connection(stream, watcher, &builder, app).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(stream, watcher, &builder, app).await,
+                        Ok(Err(err)) => tracing::debug!(%err, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
             drop(slot);
         });
     }
     graceful.shutdown().await;
+}
+
+async fn serve_connection(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    watcher: Watcher,
+    builder: &http1::Builder,
+    app: axum::Router,
+) {
+    let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    if let Err(err) = watcher.watch(connection).await {
+        tracing::debug!(%err, "connection ended with an error");
+    }
 }

@@ -16,11 +16,13 @@
 
 pub mod auth;
 pub mod body;
+pub mod error;
 pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod listen;
 pub mod observer;
+pub mod tls;
 pub mod writer;
 
 use std::net::SocketAddr;
@@ -81,6 +83,8 @@ pub struct ServeConfig {
     /// `open_beyond_loopback`.
     pub tokens: auth::Tokens,
     pub open_beyond_loopback: bool,
+    /// Certificate and key for both listeners; none: plain text.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 /// The longest a gRPC call may take, from its headers to its answer.
@@ -165,9 +169,14 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         http_listener,
         http::app(state),
         config.http_limits,
+        config.tls.as_ref().map(tls::TlsFiles::http_acceptor),
         until_stopped(stopped.clone()),
     );
-    let grpc_server = tonic::transport::Server::builder()
+    let mut grpc_builder = tonic::transport::Server::builder();
+    if let Some(files) = &config.tls {
+        grpc_builder = grpc_builder.tls_config(files.grpc_config()).context("gRPC TLS")?;
+    }
+    let grpc_server = grpc_builder
         .timeout(REQUEST_TIMEOUT)
         .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit))
         .serve_with_incoming_shutdown(

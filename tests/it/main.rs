@@ -9,6 +9,7 @@ mod readme;
 mod rules;
 mod service;
 mod snapshots;
+mod tls;
 
 use attempt_ledger::ingest::jsonl;
 use attempt_ledger::pricing::PriceTable;

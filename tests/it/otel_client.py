@@ -2,6 +2,9 @@
 
     python3 otel_client.py grpc|http ENDPOINT EXPECTED.jsonl
 
+An https:// ENDPOINT is reached over TLS, trusting the CA named by the
+SDK's own OTEL_EXPORTER_OTLP_CERTIFICATE.
+
 Exports, through the real OTLP exporter of the given protocol:
   doc-1  one chat span that succeeded;
   doc-2  one chat span hiding two SDK retries (HTTP client child spans: 529, then 200);
@@ -20,19 +23,37 @@ from datetime import datetime, timezone
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 
 protocol, endpoint, expected_path = sys.argv[1], sys.argv[2], sys.argv[3]
 if protocol == "grpc":
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True)
+    # An https:// endpoint uses TLS, trusting OTEL_EXPORTER_OTLP_CERTIFICATE.
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=not endpoint.startswith("https://"))
 else:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     exporter = OTLPSpanExporter(endpoint=endpoint + "/v1/traces")
 
+
+class Checked(SpanExporter):
+    """The SDK logs a failed export and goes on; a test must fail instead."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def export(self, spans):
+        result = self.inner.export(spans)
+        self.failed |= result is not SpanExportResult.SUCCESS
+        return result
+
+    def shutdown(self):
+        self.inner.shutdown()
+
+
+exporter = Checked(exporter)
 provider = TracerProvider(resource=Resource.create({"service.name": "otel-client-test"}))
 # One batch for everything: a GenAI span and its HTTP children must reach the
 # receiver in the same export to be seen together.
@@ -120,6 +141,8 @@ db.end(end_time=base + s)
 if not provider.force_flush(30_000):
     sys.exit("export did not finish")
 provider.shutdown()
+if exporter.failed:
+    sys.exit("an export failed (see the exporter's log above)")
 with open(expected_path, "w") as out:
     for rec in expected:
         out.write(json.dumps(rec) + "\n")

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 /// The table shipped inside the binary.
-pub const BUILTIN_PRICES: &str = include_str!("../prices/prices.toml");
+pub const BUILTIN_PRICES: &str = include_str!("../../../prices/prices.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum PriceError {

@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn the_shipped_example_parses_and_covers_every_kind() {
-        let text = include_str!("../../examples/alerts.toml");
+        let text = include_str!("../../../examples/alerts.toml");
         let set = RuleSet::parse(text, "examples/alerts.toml").unwrap();
         for kind in <RuleKind as strum::IntoEnumIterator>::iter() {
             assert!(set.rules.iter().any(|r| r.kind == kind), "no example rule of kind {}", kind.name());

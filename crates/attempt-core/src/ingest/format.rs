@@ -121,7 +121,9 @@ fn split_lines(text: &str, first_line: u64, parts: usize) -> Vec<(&str, u64)> {
         let cut = if left == 1 {
             rest.len()
         } else {
-            rest[target..].find('\n').map_or(rest.len(), |i| target + i + 1)
+            // Searched as bytes: `target` may fall inside a multi-byte
+            // character, and a cut after b'\n' is always a char boundary.
+            rest.as_bytes()[target..].iter().position(|&b| b == b'\n').map_or(rest.len(), |i| target + i + 1)
         };
         let (piece, after) = rest.split_at(cut);
         pieces.push((piece, line));
@@ -163,6 +165,18 @@ mod tests {
         assert_eq!(one.rejections[0].line, 43);
         assert_eq!(split_lines("", 1, 4), vec![]);
         assert_eq!(split_lines("a\nb\n", 1, 4), vec![("a\n", 1), ("b\n", 2)]);
+    }
+
+    /// Found by fuzzing (`attempts_jsonl`): a cut aimed inside a multi-byte
+    /// character panicked, so on a machine with 3+ cores any file with
+    /// non-ASCII text could stop `ingest`.
+    #[test]
+    fn a_cut_never_falls_inside_a_character() {
+        let text = "ككككك\nك\nééé\n名前名前\n";
+        for parts in 1..=text.len() {
+            let pieces = split_lines(text, 1, parts);
+            assert_eq!(pieces.iter().map(|(p, _)| *p).collect::<String>(), text, "{parts} parts");
+        }
     }
 
     #[test]

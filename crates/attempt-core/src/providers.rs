@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-pub const BUILTIN_PROVIDERS: &str = include_str!("../prices/providers.toml");
+pub const BUILTIN_PROVIDERS: &str = include_str!("../../../prices/providers.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {

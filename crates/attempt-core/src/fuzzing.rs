@@ -1,0 +1,147 @@
+//! One entry per fuzz target: what `fuzz/fuzz_targets/*.rs` run under
+//! libFuzzer, and what `tests/fuzz_corpus.rs` replays from the committed
+//! corpus on stable Rust in CI. Each entry must not panic on any input and
+//! checks the invariants a caller relies on, so a fuzzer finds wrong
+//! answers, not only crashes.
+
+use std::io;
+
+use chrono::{TimeZone, Utc};
+use prost::Message;
+
+use crate::alert_rules::RuleSet;
+use crate::dimensions::{self, Dimension};
+use crate::ingest::format::Format;
+use crate::ingest::source::{MAX_LINE_BYTES, for_each_chunk};
+use crate::ingest::{Decoded, MAX_KEPT_NOTES, otlp};
+use crate::time_arg::parse_time;
+
+/// A fuzz target: any bytes in, a panic on a broken invariant.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its corpus folder under `fuzz/corpus/`.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("ingest_file", ingest_file),
+    ("attempts_jsonl", attempts_jsonl),
+    ("litellm_jsonl", litellm_jsonl),
+    ("openrouter_jsonl", openrouter_jsonl),
+    ("otlp_json", otlp_json),
+    ("otlp_protobuf", otlp_protobuf),
+    ("alert_rules", alert_rules),
+    ("report_arguments", report_arguments),
+];
+
+/// A file as `ingest` reads it: split into chunks of whole lines (length
+/// cap, UTF-8 check), its format told by the first line, then decoded.
+pub fn ingest_file(data: &[u8]) {
+    let mut format = None;
+    let outcome = for_each_chunk::<io::Error>(data, 7, |chunk| {
+        assert!(chunk.rejections.iter().all(|r| r.line >= chunk.first_line));
+        let format = *format.get_or_insert_with(|| {
+            let first = chunk.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Format::detect(first).unwrap_or(Format::Attempts)
+        });
+        let lines = chunk.text.lines().count() as u64;
+        let decoded = format.decode_lines(&chunk.text, chunk.first_line);
+        check_notes(&decoded);
+        if format != Format::Otlp {
+            // One line is one record, which may list several upstream tries.
+            assert!(decoded.rejected <= lines, "{} rejections for {lines} lines", decoded.rejected);
+        }
+        Ok(())
+    });
+    outcome.expect("reading from memory cannot fail");
+}
+
+pub fn attempts_jsonl(data: &[u8]) {
+    decode_as(Format::Attempts, data);
+}
+
+pub fn litellm_jsonl(data: &[u8]) {
+    decode_as(Format::Litellm, data);
+}
+
+pub fn openrouter_jsonl(data: &[u8]) {
+    decode_as(Format::Openrouter, data);
+}
+
+pub fn otlp_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(spans) = otlp::decode_json(text) {
+        check_spans(&spans.decoded);
+    }
+}
+
+pub fn otlp_protobuf(data: &[u8]) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    let Ok(request) = ExportTraceServiceRequest::decode(data) else { return };
+    let spans = otlp::decode_request(&request);
+    check_spans(&spans.decoded);
+    // What a trace derives from its stored spans, as after a restart.
+    let _ = otlp::derive_trace(&spans.decoded.spans);
+}
+
+pub fn alert_rules(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(rules) = RuleSet::parse(text, "fuzz.toml") {
+        // A rule set that parsed is usable: every rule names a kind and a
+        // threshold that is a number.
+        for rule in &rules.rules {
+            assert!(rule.threshold.is_finite(), "rule {} has threshold {}", rule.name, rule.threshold);
+        }
+    }
+}
+
+/// What a user types after `--since`/`--until` and `dimensions --set`.
+pub fn report_arguments(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).single().expect("a valid instant");
+    let _ = parse_time(text, now);
+    let parsed: Vec<Dimension> = text.split('\n').filter_map(|line| line.parse().ok()).collect();
+    if dimensions::check(&parsed).is_ok() {
+        for dimension in &parsed {
+            // What reaches SQL: a closed grammar, never a quote or a comment.
+            let sql = dimension.source.sql();
+            assert!(!sql.contains(';') && !sql.contains("--"), "{sql}");
+        }
+    }
+}
+
+/// Decodes `data` as lines of `format` on one thread and on three: the same
+/// records and notes either way (the parallel decode is a pure split).
+fn decode_as(format: Format, data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if text.lines().any(|l| l.len() > MAX_LINE_BYTES) {
+        return;
+    }
+    let one = format.decode_lines(text, 1);
+    check_notes(&one);
+    let three = format.decode_lines_parallel(text, 1, 3);
+    assert_eq!(one.attempts, three.attempts);
+    assert_eq!(one.rejections, three.rejections);
+    assert_eq!((one.rejected, one.warned), (three.rejected, three.warned));
+}
+
+fn check_spans(decoded: &Decoded) {
+    check_notes(decoded);
+    for attempt in &decoded.attempts {
+        assert!(!attempt.attempt_id.is_empty() && !attempt.workflow_id.is_empty());
+    }
+}
+
+fn check_notes(decoded: &Decoded) {
+    assert!(decoded.rejections.len() <= MAX_KEPT_NOTES && decoded.warnings.len() <= MAX_KEPT_NOTES);
+    assert!(decoded.rejected >= decoded.rejections.len() as u64);
+    assert!(decoded.warned >= decoded.warnings.len() as u64);
+    for attempt in &decoded.attempts {
+        let tokens = &attempt.tokens;
+        for count in
+            [tokens.input, tokens.output, tokens.cached_input, tokens.cache_write_input].into_iter().flatten()
+        {
+            assert!(count >= 0, "a negative token count was accepted: {count}");
+        }
+        if let Some(cost) = attempt.cost {
+            assert!(cost.0 >= 0, "a negative cost was accepted");
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The part of attempt-ledger that needs no database: the attempt record
+//! (`model`), how errors are classified, the wire-format decoders, the
+//! price and provider tables, and the parsers of every file or argument a
+//! user writes (alert rules, dimensions, times). The `attempt-ledger` crate
+//! re-exports each module under its old path, so callers do not see the split.
+//!
+//! Kept apart so the decoders can be fuzzed with sanitizers without
+//! rebuilding DuckDB, and tested in seconds.
+
+pub mod alert_rules;
+pub mod classify;
+pub mod dimensions;
+pub mod fuzzing;
+pub mod ingest;
+pub mod model;
+pub mod pricing;
+pub mod providers;
+pub mod time_arg;

@@ -1,0 +1,55 @@
+"""Writes the starting corpus of every fuzz target from the project's own
+test fixtures (fuzz/README.md). Run with the tests' Python environment
+(it has the OpenTelemetry protobuf classes): python fuzz/seed.py
+A fuzzing run adds to these folders; commit what it adds after
+`cargo fuzz cmin`."""
+
+import json
+import pathlib
+import re
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+FIXTURES = ROOT / "tests" / "it" / "fixtures"
+
+
+def put(target, name, data):
+    folder = CORPUS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+attempts = (FIXTURES / "attempts.jsonl").read_text().splitlines()
+litellm = (FIXTURES / "litellm_payloads.jsonl").read_text().splitlines()
+for i in range(0, len(attempts), 4):
+    put("attempts_jsonl", f"fixture-{i}", "\n".join(attempts[i : i + 4]) + "\n")
+put("ingest_file", "attempts", "\n".join(attempts) + "\n")
+for i, line in enumerate(litellm[:6]):
+    put("litellm_jsonl", f"fixture-{i}", line + "\n")
+put("ingest_file", "litellm", "\n".join(litellm[:3]) + "\n")
+
+# OpenRouter's generation records, as its importer's unit tests hold them.
+source = (ROOT / "crates/attempt-core/src/ingest/openrouter.rs").read_text()
+for i, raw in enumerate(re.findall(r'r#"(\{.*?\})"#', source, re.S)):
+    line = json.dumps(json.loads(raw))
+    put("openrouter_jsonl", f"unit-{i}", line + "\n")
+    put("ingest_file", f"openrouter-{i}", line + "\n")
+
+for path in sorted((FIXTURES / "gateways").glob("*.json")):
+    export = json.loads(path.read_text())
+    line = json.dumps(export)
+    put("otlp_json", path.stem, line)
+    put("ingest_file", f"otlp-{path.stem}", line + "\n")
+    message = json_format.ParseDict(export, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    put("otlp_protobuf", path.stem, message.SerializeToString())
+
+put("alert_rules", "example", (ROOT / "examples" / "alerts.toml").read_bytes())
+for i, text in enumerate(
+    ["2026-11-30T10:00:00Z", "2026-11-30", "90m", "now", "team=extra.team\ncustomer=extra.customer_id",
+     "gateway=route_group", "x=extra.a.b"]
+):
+    put("report_arguments", f"seed-{i}", text)
+print("seeded", sum(1 for _ in CORPUS.rglob("*") if _.is_file()), "inputs under", CORPUS)

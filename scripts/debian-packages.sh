@@ -1,0 +1,16 @@
+# Sourced by scripts/test.sh: installs the Debian packages the tests drive,
+# only those missing (so a machine that has them needs no root and no
+# network). Add a package here, never as a manual step in the README.
+#   openssl: makes the throw-away CA and certificate of the TLS tests.
+debian_packages=(openssl)
+missing=()
+for package in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "installing Debian packages: ${missing[*]}" >&2
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
