@@ -21,6 +21,9 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// `ingest` stored what it could, but rejected some lines.
     pub const REJECTED_LINES: u8 = 3;
+    /// The database's write-ahead log cannot be replayed; the message says
+    /// what to do. Not worth a restart.
+    pub const DAMAGED_WAL: u8 = crate::store::EXIT_DAMAGED_WAL;
 }
 
 #[derive(Debug, Parser)]
@@ -97,7 +100,10 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(exit::FAILURE)
+            match err.downcast_ref::<crate::store::StoreError>() {
+                Some(crate::store::StoreError::DamagedWal { .. }) => ExitCode::from(exit::DAMAGED_WAL),
+                _ => ExitCode::from(exit::FAILURE),
+            }
         }
     }
 }

@@ -28,10 +28,14 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     max_body_mib: usize,
     /// Write requests in flight at most (bodies being read or waiting for
-    /// the writer); more get 503 before their body is read. Bodies in
-    /// memory stay under about 2 x queue x max-body.
+    /// the writer); more get 503 before their body is read.
     #[arg(long, default_value_t = 64)]
     queue: usize,
+    /// MiB of write bodies held at once, HTTP and gRPC together (raw while
+    /// they arrive, inflated until answered); a body that does not fit now
+    /// gets 503 with Retry-After. At least --max-body-mib.
+    #[arg(long, default_value_t = 256)]
+    queue_mib: usize,
     /// Alert rule file (TOML; see examples/alerts.toml).
     #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
     rules: Option<PathBuf>,
@@ -84,6 +88,13 @@ const TOKENS_ENV: &str = "ATTEMPT_LEDGER_TOKENS";
 use crate::service::tls::TlsFiles;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.queue_mib < args.max_body_mib {
+        anyhow::bail!(
+            "--queue-mib {} is below --max-body-mib {}: a body of the largest size could never be taken",
+            args.queue_mib,
+            args.max_body_mib
+        );
+    }
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
     let config = ServeConfig {
         db: args.db.db,
@@ -93,6 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         providers: args.providers.load()?,
         body_limit: args.max_body_mib << 20,
         queue: args.queue.max(1),
+        queue_bytes: args.queue_mib << 20,
         max_batch: 131_072,
         rules,
         metrics_refresh: args.metrics_refresh,

@@ -8,18 +8,21 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
+use prost::Message;
 use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status};
 
 use super::ServiceStats;
 use super::auth::{Denied, Scope, Tokens};
+use super::budget::{ByteBudget, Held};
 use super::error::ServiceError;
 use super::http::export_response;
-use super::writer::WriterHandle;
+use super::writer::{WriteError, WriterHandle};
 use crate::ingest::otlp;
 
 pub struct OtlpGrpc {
     writer: WriterHandle,
+    byte_budget: ByteBudget,
     stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
 }
@@ -30,8 +33,9 @@ pub fn service(
     stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
     body_limit: usize,
+    byte_budget: ByteBudget,
 ) -> TraceServiceServer<OtlpGrpc> {
-    TraceServiceServer::new(OtlpGrpc { writer, stats, tokens })
+    TraceServiceServer::new(OtlpGrpc { writer, byte_budget, stats, tokens })
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(body_limit)
@@ -50,6 +54,13 @@ impl TraceService for OtlpGrpc {
             Err(Denied::Unauthenticated) => return Err(ServiceError::Unauthenticated.into()),
             Err(Denied::WrongScope) => return Err(ServiceError::WrongScope(Scope::Ingest).into()),
         }
+        // tonic has decoded the message already (at most the body limit);
+        // what is held from here to the answer counts against the budget.
+        let mut held = Held::default();
+        if !self.byte_budget.take(&mut held, request.get_ref().encoded_len()) {
+            self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(ServiceError::Write(WriteError::Saturated).into());
+        }
         let request = request.into_inner();
         let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
             .await
@@ -60,6 +71,7 @@ impl TraceService for OtlpGrpc {
             .write(spans.decoded.attempts, spans.decoded.spans)
             .await
             .map_err(ServiceError::from)?;
+        drop(held);
         Ok(Response::new(export_response(
             &spans.decoded.rejections,
             spans.decoded.rejected,

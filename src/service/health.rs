@@ -50,6 +50,12 @@ pub fn families(state: &AppState) -> Vec<Family> {
             Kind::Gauge,
         )
         .sample(&[], f64::from_bits(o.last_evaluation_seconds.load(Relaxed))),
+        Family::new(
+            "background_loop_panics",
+            "Rounds of the alert evaluator or metrics refresher that panicked (a bug: see the log); the loop went on.",
+            Kind::Counter,
+        )
+        .sample(&[], n(o.loop_panics.load(Relaxed))),
     ];
 
     let mut alerts = Family::new("alerts", "Alerts pending or firing now, by rule.", Kind::Gauge);

@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::auth::{self, Denied, Scope, Tokens};
 use super::body::{BodyError, inflate};
+use super::budget::{ByteBudget, Held};
 use super::error::{self, Kind, ServiceError};
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
@@ -42,6 +43,8 @@ pub struct AppState {
     /// Slots for write requests between reading their body and their
     /// answer: bounds the bodies held in memory (`admit_write`).
     pub write_slots: Arc<tokio::sync::Semaphore>,
+    /// Bytes of write bodies held at once, with gRPC's (`budget.rs`).
+    pub byte_budget: ByteBudget,
     /// How long a write request's body may take to arrive.
     pub body_timeout: std::time::Duration,
     /// Bearer tokens by scope; empty: open access (`auth.rs`).
@@ -71,32 +74,83 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Before a write request's body is read: a slot (else 503 with
-/// Retry-After, so a burst is refused before it takes memory), then the
-/// whole body within `body_timeout` (else 408) and the size limit (else
-/// 413). The slot is held until the answer.
+/// Retry-After, so a burst is refused before it takes memory); then the
+/// body within `body_timeout` (else 408) and the size limit (else 413),
+/// each arriving byte taken from the byte budget (else 503); then the body
+/// inflated here, its inflated bytes taken in place of the raw ones. The
+/// handler gets the inflated body; slot and bytes are held until the answer.
 async fn admit_write(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ServiceError> {
-    let Ok(_slot) = state.write_slots.clone().try_acquire_owned() else {
+    let refuse = |state: &AppState| {
         state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ServiceError::Write(WriteError::Saturated)
+    };
+    let Ok(_slot) = state.write_slots.clone().try_acquire_owned() else {
         // Read past the body without keeping it: a client still sending it
         // then reads the 503 instead of a reset connection.
         let _ =
             tokio::time::timeout(state.body_timeout, discard(request.into_body(), state.body_limit)).await;
-        return Err(ServiceError::Write(WriteError::Saturated));
+        return Err(refuse(&state));
     };
-    let (parts, body) = request.into_parts();
-    let bytes =
-        match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.body_limit)).await {
-            Err(_) => return Err(ServiceError::BodyTimeout(state.body_timeout.as_secs_f64())),
-            Ok(Err(err)) => {
-                return Err(ServiceError::BodyUnread { limit: state.body_limit, detail: err.to_string() });
+    let (mut parts, body) = request.into_parts();
+    let mut held = Held::default();
+    let raw = match tokio::time::timeout(state.body_timeout, read_body(body, &state, &mut held)).await {
+        Err(_) => return Err(ServiceError::BodyTimeout(state.body_timeout.as_secs_f64())),
+        Ok(Err(BodyRead::TooLarge)) => return Err(BodyError::TooLarge { limit: state.body_limit }.into()),
+        Ok(Err(BodyRead::Broken(detail))) => {
+            return Err(ServiceError::BodyUnread { limit: state.body_limit, detail });
+        }
+        Ok(Err(BodyRead::OverBudget(rest))) => {
+            let _ = tokio::time::timeout(state.body_timeout, discard(rest, state.body_limit)).await;
+            return Err(refuse(&state));
+        }
+        Ok(Ok(raw)) => raw,
+    };
+    let body = match parts.headers.remove(header::CONTENT_ENCODING) {
+        None => raw,
+        Some(encoding) => {
+            let inflated = inflate(&raw, encoding.to_str().ok(), state.body_limit)?;
+            held.release(raw.len());
+            drop(raw);
+            if !state.byte_budget.take(&mut held, inflated.len()) {
+                return Err(refuse(&state));
             }
-            Ok(Ok(bytes)) => bytes,
-        };
-    Ok(next.run(Request::from_parts(parts, Body::from(bytes))).await)
+            inflated
+        }
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    drop(held);
+    Ok(response)
+}
+
+enum BodyRead {
+    TooLarge,
+    Broken(String),
+    /// The budget had no room; the rest of the body, to read past.
+    OverBudget(Body),
+}
+
+/// The whole body, each frame's bytes taken from the budget as it arrives.
+async fn read_body(body: Body, state: &AppState, held: &mut Held) -> Result<Vec<u8>, BodyRead> {
+    use axum::body::HttpBody;
+    let mut body = body;
+    let mut out = Vec::new();
+    loop {
+        let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await;
+        let Some(frame) = frame else { return Ok(out) };
+        let frame = frame.map_err(|e| BodyRead::Broken(e.to_string()))?;
+        let Some(data) = frame.data_ref() else { continue };
+        if out.len() + data.len() > state.body_limit {
+            return Err(BodyRead::TooLarge);
+        }
+        if !state.byte_budget.take(held, data.len()) {
+            return Err(BodyRead::OverBudget(body));
+        }
+        out.extend_from_slice(data);
+    }
 }
 
 /// Ready to take writes: the writer thread runs and its last transaction
@@ -108,7 +162,10 @@ async fn get_readyz(State(state): State<AppState>) -> Response {
     let problem = if !stats.alive.load(Relaxed) {
         Some("the writer thread has stopped")
     } else if stats.last_write_failed.load(Relaxed) {
-        Some("the last write to the database failed (see the log)")
+        Some(
+            "the last write to the database failed (see the log: a full disk or an unwritable file, say); \
+             the writer tries a small write every second and is ready again once one commits",
+        )
     } else {
         None
     };

@@ -16,6 +16,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod budget;
 pub mod error;
 pub mod grpc;
 pub mod health;
@@ -69,6 +70,9 @@ pub struct ServeConfig {
     /// Write requests in flight (body read, waiting for the writer) before
     /// new ones are refused; with `body_limit`, bounds the bodies in memory.
     pub queue: usize,
+    /// Bytes of write bodies held at once (raw while read, then inflated),
+    /// HTTP and gRPC together; at least `body_limit`.
+    pub queue_bytes: usize,
     /// Attempts committed together at most.
     pub max_batch: usize,
     /// Alert rules to evaluate; none: no evaluator runs.
@@ -152,6 +156,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     };
 
     let stats = Arc::new(ServiceStats::default());
+    let byte_budget = budget::ByteBudget::new(config.queue_bytes.max(config.body_limit));
     let tokens = Arc::new(config.tokens.clone());
     let state = http::AppState {
         stats: stats.clone(),
@@ -160,6 +165,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         prices,
         body_limit: config.body_limit,
         write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),
+        byte_budget: byte_budget.clone(),
         body_timeout: config.body_timeout,
         local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
         tokens: tokens.clone(),
@@ -178,7 +184,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     }
     let grpc_server = grpc_builder
         .timeout(REQUEST_TIMEOUT)
-        .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit))
+        .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit, byte_budget))
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener),
             until_stopped(stopped.clone()),

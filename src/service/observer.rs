@@ -70,6 +70,23 @@ pub struct Observed {
     /// f64 bits of the last evaluation's duration.
     pub last_evaluation_seconds: AtomicU64,
     pub delivery: RwLock<Vec<(String, Arc<DeliveryStats>)>>,
+    /// Rounds of a loop that panicked; the loop went on at its next round.
+    pub loop_panics: AtomicU64,
+}
+
+/// Runs one round of a background loop. A panic (a bug) is logged and
+/// counted, and the loop goes on at its next round: a dead evaluator
+/// would leave alerts silent while `/healthz` says ok.
+fn supervised(name: &str, observed: &Observed, round: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)) {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        observed.loop_panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(loop_name = name, panic = message, "a background loop round panicked; it goes on");
+    }
 }
 
 pub fn spawn_metrics_refresher(
@@ -85,21 +102,23 @@ pub fn spawn_metrics_refresher(
         loop {
             let batches = writer.batches_committed.load(Ordering::Acquire);
             if computed_for != Some(batches) {
-                let began = Instant::now();
-                match store.metric_rows(&prices) {
-                    Ok(rows) => {
-                        let snapshot = StoredMetrics {
-                            families: stored_families(&rows),
-                            computed_at: Instant::now(),
-                            compute_seconds: began.elapsed().as_secs_f64(),
-                        };
-                        if let Ok(mut slot) = observed.stored_metrics.write() {
-                            *slot = Some(Arc::new(snapshot));
+                supervised("metrics", &observed, || {
+                    let began = Instant::now();
+                    match store.metric_rows(&prices) {
+                        Ok(rows) => {
+                            let snapshot = StoredMetrics {
+                                families: stored_families(&rows),
+                                computed_at: Instant::now(),
+                                compute_seconds: began.elapsed().as_secs_f64(),
+                            };
+                            if let Ok(mut slot) = observed.stored_metrics.write() {
+                                *slot = Some(Arc::new(snapshot));
+                            }
+                            computed_for = Some(batches);
                         }
-                        computed_for = Some(batches);
+                        Err(err) => tracing::error!(%err, "cannot compute the stored metrics"),
                     }
-                    Err(err) => tracing::error!(%err, "cannot compute the stored metrics"),
-                }
+                });
             }
             if stop.wait(every) {
                 return;
@@ -132,6 +151,7 @@ pub fn spawn_alert_evaluator(
         };
         loop {
             let began = Instant::now();
+            supervised("alerts", &observed, || {
             let now = Utc::now();
             let results = evaluate(&store, &prices, &rules.rules, now);
             for failed in results.iter().filter_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e))) {
@@ -154,9 +174,28 @@ pub fn spawn_alert_evaluator(
             }
             observed.evaluations.fetch_add(1, Ordering::Relaxed);
             observed.last_evaluation_seconds.store(began.elapsed().as_secs_f64().to_bits(), Ordering::Relaxed);
+            });
             if stop.wait(rules.interval.saturating_sub(began.elapsed())) {
                 return;
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_round_is_counted_and_the_next_round_runs() {
+        let observed = Observed::default();
+        let mut rounds = 0;
+        for round in 0..3 {
+            supervised("test", &observed, || {
+                rounds += 1;
+                assert!(round != 1, "round 1 breaks");
+            });
+        }
+        assert_eq!((rounds, observed.loop_panics.load(Ordering::Relaxed)), (3, 1));
+    }
 }

@@ -110,9 +110,39 @@ impl Drop for AliveGuard<'_> {
     }
 }
 
+/// After a failed commit, how often an idle writer tries a probe write.
+pub const PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The next job. After a failed commit, while no job comes, a probe write
+/// every `PROBE_INTERVAL` finds out when the database can be written again
+/// (space freed on a full disk), so `/readyz` turns ready without waiting
+/// for clients that a load balancer keeps away while it says not ready.
+fn next_job(store: &Store, receiver: &mut mpsc::Receiver<Job>, stats: &WriterStats) -> Option<Job> {
+    let mut last_probe = std::time::Instant::now();
+    while stats.last_write_failed.load(Ordering::Relaxed) {
+        match receiver.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::error::TryRecvError::Disconnected) => return None,
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
+        if last_probe.elapsed() >= PROBE_INTERVAL {
+            last_probe = std::time::Instant::now();
+            match store.probe_write() {
+                Ok(()) => {
+                    tracing::info!("the database can be written again");
+                    stats.last_write_failed.store(false, Ordering::Relaxed);
+                }
+                Err(err) => tracing::debug!(error = %err, "probe write failed"),
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    receiver.blocking_recv()
+}
+
 fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
     let _alive = AliveGuard(&stats.alive);
-    while let Some(first) = receiver.blocking_recv() {
+    while let Some(first) = next_job(&store, &mut receiver, stats) {
         let mut size = first.attempts.len() + first.spans.len();
         let mut jobs = vec![first];
         while size < max_batch {

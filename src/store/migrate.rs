@@ -30,6 +30,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "flat_facts_dimensions",
         sql: include_str!("../../migrations/0005_flat_facts_dimensions.sql"),
     },
+    Migration {
+        version: 6,
+        name: "writer_probe",
+        sql: include_str!("../../migrations/0006_writer_probe.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

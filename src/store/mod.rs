@@ -55,6 +55,45 @@ pub enum StoreError {
     UnknownDimension { name: String, configured: String },
     #[error("{LABEL_LIMIT_ENV}={0} is not a count of label values (a whole number from 1)")]
     LabelLimit(String),
+    #[error(
+        "the write-ahead log {wal} is damaged, so {db} cannot be opened ({detail}).\n\
+         The database file holds everything up to its last checkpoint. To open it, move the log aside:\n\
+         \n    mv {wal} {wal}.damaged\n\n\
+         The transactions after the last checkpoint are then not in the database: send those records \
+         again from their source (writes are idempotent: records already stored count as duplicates). \
+         Keep the moved file for a bug report. Exit status {EXIT_DAMAGED_WAL}: a supervisor should not \
+         restart on it (systemd: RestartPreventExitStatus={EXIT_DAMAGED_WAL})."
+    )]
+    DamagedWal { db: String, wal: String, detail: String },
+}
+
+/// The exit status of any command that stops on `StoreError::DamagedWal`
+/// (sysexits' EX_DATAERR): retrying cannot help, a person has to act.
+pub const EXIT_DAMAGED_WAL: u8 = 65;
+
+/// DuckDB reports a log it cannot replay as a "Data Corruption Error"
+/// naming the WAL; that one gets instructions, any other its own text.
+fn open_error(path: &Path, source: duckdb::Error) -> StoreError {
+    let text = source.to_string();
+    if text.contains("Failure while replaying WAL") || text.contains("Corrupt WAL") {
+        // DuckDB repeats its message; the part from "Corrupt WAL" to the
+        // first repeat says where the log broke.
+        let detail = text
+            .find("Corrupt WAL")
+            .map(|at| {
+                let rest = &text[at..];
+                rest[..rest.find(": Data Corruption").unwrap_or(rest.len())].to_string()
+            })
+            .unwrap_or_else(|| "it cannot be replayed".to_string());
+        let mut wal = path.as_os_str().to_owned();
+        wal.push(".wal");
+        return StoreError::DamagedWal {
+            db: path.display().to_string(),
+            wal: Path::new(&wal).display().to_string(),
+            detail,
+        };
+    }
+    StoreError::Open { path: path.display().to_string(), source }
 }
 
 /// The environment variable that sets DuckDB's memory limit for a database
@@ -98,8 +137,7 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and brings its
     /// schema up to date.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)
-            .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
+        let conn = Connection::open(path).map_err(|source| open_error(path, source))?;
         // A file database can spill to disk, so DuckDB's memory is bounded:
         // a rebuild over millions of attempts sorts on disk rather than
         // taking the machine's memory.
@@ -341,6 +379,15 @@ impl Store {
         let batch = Batch { attempts, spans: &[] };
         let no_spans: TraceDeriver = &|_| Vec::new();
         Ok(self.write_batches(&[batch], no_spans)?.pop().unwrap_or_default())
+    }
+
+    /// Rewrites the one row of `writer_probe`: a commit of a few bytes, to
+    /// learn whether the database can be written again after a failure.
+    pub fn probe_write(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch(
+            "BEGIN; DELETE FROM writer_probe; INSERT INTO writer_probe VALUES (now()); COMMIT;",
+        )?;
+        Ok(())
     }
 
     /// Stores several batches in one transaction (group commit); each gets

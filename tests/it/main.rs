@@ -9,6 +9,7 @@ mod readme;
 mod rules;
 mod service;
 mod snapshots;
+mod storage;
 mod tls;
 
 use attempt_ledger::ingest::jsonl;

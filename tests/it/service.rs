@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::{FIXTURE, report_of};
 
 pub struct Service {
-    child: Child,
+    pub child: Child,
     pub http: String,
     pub grpc: String,
 }
@@ -629,4 +629,53 @@ fn open_access_stays_on_loopback_and_local_names() {
     };
     assert_eq!(status("evil.example:4318"), 403);
     assert_eq!(status("localhost:4318"), 200);
+}
+
+/// `--queue-mib`: a body that arrives slowly holds the bytes it has sent;
+/// a second body that does not fit beside them gets 503 with Retry-After
+/// (nothing of it stored), and fits once the first is answered.
+#[test]
+fn write_bodies_share_a_byte_budget() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let service =
+        Service::start(&dir.path().join("budget.duckdb"), &["--queue-mib", "1", "--max-body-mib", "1"]);
+    let records = |name: &str, bytes: usize| {
+        let mut out = String::new();
+        let mut i = 0;
+        while out.len() < bytes {
+            out.push_str(&format!(
+                "{{\"workflow_id\":\"{name}-{i}\",\"workflow\":\"{name}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"gpt-4o-mini\",\"status\":\"ok\"}}\n"
+            ));
+            i += 1;
+        }
+        (out, i)
+    };
+    let (slow_body, slow_count) = records("slow", 900 << 10);
+    let addr = service.http.trim_start_matches("http://").to_string();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        slow,
+        "POST /v1/attempts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        slow_body.len()
+    )
+    .unwrap();
+    // All but the last byte: the service holds ~900 KiB of its 1 MiB.
+    let (sent, last) = slow_body.as_bytes().split_at(slow_body.len() - 1);
+    slow.write_all(sent).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    let (fast_body, fast_count) = records("fast", 300 << 10);
+    let (status, _, retry_after) =
+        service.post("/v1/attempts", "application/x-ndjson", None, fast_body.as_bytes());
+    assert_eq!((status, retry_after.as_deref()), (503, Some("1")), "300 KiB beside 900 KiB held of 1 MiB");
+
+    slow.write_all(last).unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, fast_body.as_bytes());
+    assert_eq!(status, 200, "the budget is free again");
+    assert_eq!(service.report("")["attempts"]["total"], (slow_count + fast_count) as u64);
 }
