@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use axum::Form;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,6 +23,7 @@ use super::auth::{self, Denied, Scope, Tokens};
 use super::body::{BodyError, inflate};
 use super::budget::{ByteBudget, Held};
 use super::error::{self, Kind, ServiceError};
+use super::session::{self, Sessions};
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
@@ -53,6 +55,10 @@ pub struct AppState {
     /// a loopback address).
     pub local_hosts_only: bool,
     pub observed: Arc<super::observer::Observed>,
+    /// Browser sessions opened with a read token (`session.rs`).
+    pub sessions: Arc<Sessions>,
+    /// Whether the listener speaks TLS (session cookies are then `Secure`).
+    pub tls: bool,
 }
 
 pub fn app(state: AppState) -> Router {
@@ -66,6 +72,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/metrics", get(get_metrics))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(get_readyz))
         .layer(DefaultBodyLimit::max(limit))
@@ -199,13 +207,69 @@ async fn guard(
             return Err(ServiceError::ForeignHost(host.chars().take(100).collect()));
         }
     }
+    if path == "/login" || path == "/logout" {
+        return Ok(next.run(request).await);
+    }
     let scope = if path.starts_with("/v1/") { Scope::Ingest } else { Scope::Read };
     let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    // A browser's session reads; it never writes, whatever the route.
+    if authorization.is_none()
+        && scope == Scope::Read
+        && matches!(*request.method(), Method::GET | Method::HEAD)
+        && state.sessions.is_live(request.headers().get(header::COOKIE).and_then(|v| v.to_str().ok()))
+    {
+        return Ok(next.run(request).await);
+    }
     match state.tokens.check(authorization, scope) {
         Ok(()) => Ok(next.run(request).await),
         Err(Denied::Unauthenticated) => Err(ServiceError::Unauthenticated),
         Err(Denied::WrongScope) => Err(ServiceError::WrongScope(scope)),
     }
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    token: String,
+    next: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct LoginQuery {
+    next: Option<String>,
+}
+
+async fn login_page(Query(query): Query<LoginQuery>) -> Response {
+    let next = session::local_target(query.next.as_deref());
+    let escaped = next.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let page = session::LOGIN_PAGE.replace("NEXT_PATH", &escaped);
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], page)
+        .into_response()
+}
+
+/// A read token in, a session cookie out, and on to the page asked for.
+async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Result<Response, ServiceError> {
+    match state.tokens.check(Some(&format!("Bearer {}", form.token.trim())), Scope::Read) {
+        Ok(()) => {}
+        Err(Denied::Unauthenticated) => return Err(ServiceError::Unauthenticated),
+        Err(Denied::WrongScope) => return Err(ServiceError::WrongScope(Scope::Read)),
+    }
+    let value = state.sessions.open().map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let cookie = HeaderValue::from_str(&session::set_cookie(&value, state.tls))
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let target = HeaderValue::from_str(session::local_target(form.next.as_deref()))
+        .unwrap_or(HeaderValue::from_static("/"));
+    Ok((StatusCode::SEE_OTHER, [(header::LOCATION, target), (header::SET_COOKIE, cookie)]).into_response())
+}
+
+async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    state.sessions.close(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()));
+    let clear =
+        HeaderValue::from_str(&session::clear_cookie(state.tls)).unwrap_or(HeaderValue::from_static(""));
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, HeaderValue::from_static("/login")), (header::SET_COOKIE, clear)],
+    )
+        .into_response()
 }
 
 /// Reads a body to its end, or `limit` bytes, keeping nothing.

@@ -23,6 +23,7 @@ pub mod health;
 pub mod http;
 pub mod listen;
 pub mod observer;
+pub mod session;
 pub mod tls;
 pub mod writer;
 
@@ -170,6 +171,8 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
         tokens: tokens.clone(),
         observed,
+        sessions: Arc::new(session::Sessions::default()),
+        tls: config.tls.is_some(),
     };
     let http_server = listen::serve_http(
         http_listener,

@@ -603,6 +603,72 @@ fn tokens_gate_every_route_but_the_probes() {
     assert_eq!(codes, vec![Some(tonic::Code::Unauthenticated), Some(tonic::Code::PermissionDenied), None]);
 }
 
+/// With tokens on, a browser trades a read token for a session cookie at
+/// `/login` (HttpOnly, SameSite=Strict) and reads with it; the cookie never
+/// writes, an ingest token cannot log in, and `/logout` ends the session.
+#[test]
+fn a_read_token_opens_a_browser_session_that_only_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let service = Service::start(&dir.path().join("session.duckdb"), &["--tokens", tokens.to_str().unwrap()]);
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let login = |token: &str| {
+        let response = agent
+            .post(&format!("{}/login", service.http))
+            .send_form([("token", token), ("next", "/api/v1/report?since=-1h")])
+            .unwrap();
+        let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+        (response.status().as_u16(), header("set-cookie"), header("location"))
+    };
+    let get = |path: &str, cookie: Option<&str>| {
+        let mut request = agent.get(&format!("{}{path}", service.http));
+        if let Some(c) = cookie {
+            request = request.header("Cookie", c);
+        }
+        request.call().unwrap().status().as_u16()
+    };
+
+    let page = agent
+        .get(&format!("{}/login?next=/x", service.http))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        page.contains("<form method=\"post\" action=\"/login\">") && page.contains("value=\"/x\""),
+        "{page}"
+    );
+    assert_eq!(login("ingest-token-0123456789").0, 403);
+    assert_eq!(login("not-a-token-0123456789").0, 401);
+    let (status, set_cookie, location) = login("read-token-0123456789");
+    assert_eq!((status, location.as_deref()), (303, Some("/api/v1/report?since=-1h")));
+    let set_cookie = set_cookie.unwrap();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.contains(part), "{set_cookie}");
+    }
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+
+    assert_eq!(get("/api/v1/report", None), 401);
+    for path in ["/api/v1/report", "/api/v1/alerts", "/metrics"] {
+        assert_eq!(get(path, Some(&cookie)), 200, "{path}");
+    }
+    let write = agent
+        .post(&format!("{}/v1/attempts", service.http))
+        .header("Content-Type", "application/x-ndjson")
+        .header("Cookie", &cookie)
+        .send(FIXTURE.as_bytes())
+        .unwrap();
+    assert_eq!(write.status().as_u16(), 401, "a session never writes");
+
+    let out = agent.post(&format!("{}/logout", service.http)).header("Cookie", &cookie).send_empty().unwrap();
+    assert_eq!(out.status().as_u16(), 303);
+    assert!(out.headers().get("set-cookie").unwrap().to_str().unwrap().contains("Max-Age=0"));
+    assert_eq!(get("/api/v1/report", Some(&cookie)), 401, "the session ended");
+}
+
 /// Without tokens the service stays on loopback, and answers only requests
 /// addressed to this machine (a page that rebinds its own name to 127.0.0.1
 /// still sends that name as `Host`).
