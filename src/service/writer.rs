@@ -110,6 +110,28 @@ impl Drop for AliveGuard<'_> {
     }
 }
 
+/// One group commit. A panic inside it (a bug) fails this group like a
+/// storage error, which rolls the transaction back, instead of ending the
+/// writer thread and with it every later write.
+fn write_guarded(store: &Store, batches: &[Batch]) -> Result<Vec<WriteStats>, String> {
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.write_batches(batches, &derive_trace)
+    }));
+    match attempt {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            // DuckDB rolls back a transaction left open by an unwound write
+            // at the next BEGIN; make it now so the next group starts clean.
+            let _ = store.rollback_open_transaction();
+            Err(format!("the write panicked: {}", message.unwrap_or_else(|| "(no message)".into())))
+        }
+    }
+}
+
 /// After a failed commit, how often an idle writer tries a probe write.
 pub const PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -156,7 +178,7 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
         }
         let batches: Vec<Batch> =
             jobs.iter().map(|j| Batch { attempts: &j.attempts, spans: &j.spans }).collect();
-        let results: Vec<Result<Vec<WriteStats>, _>> = match store.write_batches(&batches, &derive_trace) {
+        let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches) {
             Ok(results) => {
                 stats.batches_committed.fetch_add(1, Ordering::Relaxed);
                 results.into_iter().map(|r| Ok(vec![r])).collect()
@@ -166,10 +188,8 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
             // back, so nothing of it is stored twice).
             Err(err) if jobs.len() > 1 => {
                 tracing::warn!(error = %err, jobs = jobs.len(), "group commit failed; storing each request alone");
-                let alone: Vec<_> = batches
-                    .iter()
-                    .map(|b| store.write_batches(std::slice::from_ref(b), &derive_trace))
-                    .collect();
+                let alone: Vec<_> =
+                    batches.iter().map(|b| write_guarded(&store, std::slice::from_ref(b))).collect();
                 let committed = alone.iter().filter(|r| r.is_ok()).count() as u64;
                 stats.batches_committed.fetch_add(committed, Ordering::Relaxed);
                 alone
@@ -189,7 +209,7 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
                 Err(err) => {
                     tracing::error!(error = %err, "batch not stored");
                     stats.last_write_failed.store(true, Ordering::Relaxed);
-                    Err(err.to_string())
+                    Err(err)
                 }
             };
             // A caller that went away no longer needs the answer.

@@ -381,6 +381,14 @@ impl Store {
         Ok(self.write_batches(&[batch], no_spans)?.pop().unwrap_or_default())
     }
 
+    /// Ends a transaction an interrupted write left open, if any.
+    pub fn rollback_open_transaction(&self) -> Result<(), StoreError> {
+        if !self.conn.is_autocommit() {
+            self.conn.execute_batch("ROLLBACK")?;
+        }
+        Ok(())
+    }
+
     /// Rewrites the one row of `writer_probe`: a commit of a few bytes, to
     /// learn whether the database can be written again after a failure.
     pub fn probe_write(&self) -> Result<(), StoreError> {

@@ -107,7 +107,8 @@ pub fn report_arguments(data: &[u8]) {
             match literal {
                 Some(key) => assert!(!key.contains('\'') && !key.contains('\\'), "{sql}"),
                 None => assert!(
-                    sql.strip_suffix("::VARCHAR").is_some_and(|c| c.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
+                    sql.strip_suffix("::VARCHAR")
+                        .is_some_and(|c| c.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
                     "{sql}"
                 ),
             }
