@@ -9,9 +9,12 @@
 --   family   attempts | attempt_errors | wasted_attempts | retries |
 --            workflows_started | workflows | tokens | wasted_tokens | cost |
 --            wasted_cost | unknown_cost_attempts | fallback_activations |
---            attempt_duration_seconds | time_to_first_token_seconds
+--            route_workflows | attempt_duration_seconds |
+--            time_to_first_token_seconds
 --   workflow, layer, provider, model, served_provider, status, error_class,
---   outcome, fallback_provider, fallback_model, token_type
+--   outcome, fallback_provider, fallback_model, token_type, reason
+--            (route_workflows: provider and model are the workflow's
+--            primary route; reason: the error class that led to a fallback)
 --            label values; NULL where the family has no such label, or the
 --            record had no value (an unnamed workflow)
 --   le       histogram rows: the upper bound of the bucket the row counts
@@ -79,9 +82,14 @@ WITH samples AS (
     UNION ALL BY NAME
     SELECT 'fallback_activations' AS family, workflow_name AS workflow,
            primary_provider AS provider, primary_model AS model, fallback_provider, fallback_model,
-           sum(workflows)::HUGEINT AS value
+           fallback_reason AS reason, sum(workflows)::HUGEINT AS value
     FROM temp.scope_workflows
     WHERE fallback_reason IS NOT NULL
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'route_workflows' AS family, primary_provider AS provider, primary_model AS model, outcome,
+           sum(workflows)::HUGEINT AS value
+    FROM temp.scope_workflows
     GROUP BY ALL
     UNION ALL BY NAME
     SELECT 'attempt_duration_seconds' AS family, provider, model, status, le,
@@ -101,7 +109,7 @@ WITH samples AS (
 SELECT family, kept_label('workflow', workflow) AS workflow, layer, kept_label('provider', provider) AS provider,
        kept_label('model', model) AS model, kept_label('provider', served_provider) AS served_provider, status,
        error_class, outcome, kept_label('provider', fallback_provider) AS fallback_provider,
-       kept_label('model', fallback_model) AS fallback_model, token_type, le,
+       kept_label('model', fallback_model) AS fallback_model, token_type, reason, le,
        sum(value)::HUGEINT AS value, sum(seconds) AS seconds
 FROM samples
 GROUP BY ALL;

@@ -1,8 +1,10 @@
 # Sourced by scripts/test.sh: installs the Debian packages the tests drive,
 # only those missing (so a machine that has them needs no root and no
 # network). Add a package here, never as a manual step in the README.
-#   openssl: makes the throw-away CA and certificate of the TLS tests.
-debian_packages=(openssl)
+#   openssl: makes the throw-away CA and certificate of the TLS tests;
+#   prometheus: scrapes the service and evaluates dashboards/ (promtool too);
+#   prometheus-alertmanager: receives the alertmanager receiver's alerts.
+debian_packages=(openssl prometheus prometheus-alertmanager)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -123,14 +123,24 @@ const STORED: &[StoredFamily] = &[
         kind: Kind::Counter,
         unit: Unit::Count,
         help: "Workflows that sent an attempt to a route other than their primary, by primary \
-               and first fallback route.",
+               and first fallback route, and the error class that led to it.",
         labels: &[
             ("workflow", "workflow"),
             ("primary_provider", "provider"),
             ("primary_model", "model"),
             ("fallback_provider", "fallback_provider"),
             ("fallback_model", "fallback_model"),
+            ("reason", "reason"),
         ],
+    },
+    StoredFamily {
+        key: "route_workflows",
+        name: "route_workflows",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "Workflows by primary route and current outcome: primary success per route is \
+               outcome=\"primary_success\" over the terminal outcomes (not queued or in_flight).",
+        labels: &[("primary_provider", "provider"), ("primary_model", "model"), ("outcome", "outcome")],
     },
     StoredFamily {
         key: "tokens",
@@ -361,7 +371,7 @@ mod tests {
     use super::*;
 
     fn row(family: &str, labels: &[(&str, &str)], le: Option<f64>, value: i128, seconds: f64) -> MetricRow {
-        let mut all: [Option<String>; 11] = Default::default();
+        let mut all: [Option<String>; 12] = Default::default();
         for (column, v) in labels {
             let i = METRIC_LABEL_COLUMNS.iter().position(|c| c == column).unwrap();
             all[i] = Some(v.to_string());

@@ -520,7 +520,7 @@ fn route_key(row: &Row, prefix: &str) -> duckdb::Result<RouteKey> {
 const METRICS_SQL: &str = include_str!("../../queries/metrics.sql");
 
 /// The label columns of `queries/metrics.sql`, in order.
-pub const METRIC_LABEL_COLUMNS: [&str; 11] = [
+pub const METRIC_LABEL_COLUMNS: [&str; 12] = [
     "workflow",
     "layer",
     "provider",
@@ -532,6 +532,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 11] = [
     "fallback_provider",
     "fallback_model",
     "token_type",
+    "reason",
 ];
 
 /// One sample of `queries/metrics.sql`.
@@ -539,7 +540,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 11] = [
 pub struct MetricRow {
     pub family: String,
     /// Values of `METRIC_LABEL_COLUMNS`, in that order.
-    pub labels: [Option<String>; 11],
+    pub labels: [Option<String>; 12],
     pub le: Option<f64>,
     pub value: i128,
     pub seconds: Option<f64>,
@@ -552,7 +553,7 @@ pub(super) fn metric_rows(conn: &Connection) -> Result<Vec<MetricRow>, StoreErro
     let mut stmt = conn.prepare(METRICS_SQL)?;
     let rows = stmt
         .query_map([], |r| {
-            let mut labels: [Option<String>; 11] = Default::default();
+            let mut labels: [Option<String>; 12] = Default::default();
             for (slot, column) in labels.iter_mut().zip(METRIC_LABEL_COLUMNS) {
                 *slot = r.get(column)?;
             }

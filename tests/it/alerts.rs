@@ -485,3 +485,61 @@ fn the_example_rule_file_is_what_serve_reads() {
     let quota = check["rules"].as_array().unwrap().iter().find(|r| r["rule"] == "quota-exhausted").unwrap();
     assert_eq!(quota["fired"], 1, "{out}");
 }
+
+/// The `alertmanager` receiver against a real Alertmanager (Debian's
+/// `prometheus-alertmanager`): each alert of the incident shows up in its
+/// `/api/v2/alerts` while firing, and leaves it once resolved.
+#[test]
+fn a_real_alertmanager_receives_the_alerts_and_sees_them_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = closed_port();
+    let config = dir.path().join("alertmanager.yml");
+    std::fs::write(&config, "route:\n  receiver: nobody\n  group_wait: 1s\nreceivers:\n  - name: nobody\n")
+        .unwrap();
+    let mut alertmanager = Command::new("prometheus-alertmanager")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.path={}", dir.path().join("am").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus-alertmanager is installed (scripts/debian-packages.sh)");
+    let api = format!("http://127.0.0.1:{port}/api/v2/alerts");
+    let active = || -> Option<Vec<String>> {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut response = agent.get(&api).call().ok()?;
+        let alerts: Value = serde_json::from_slice(&response.body_mut().read_to_vec().ok()?).ok()?;
+        let mut names: Vec<String> = alerts
+            .as_array()?
+            .iter()
+            .filter(|a| a["status"]["state"] == "active")
+            .map(|a| a["labels"]["alertname"].as_str().unwrap_or("").to_string())
+            .collect();
+        names.sort();
+        Some(names)
+    };
+    wait_for("Alertmanager to answer", Duration::from_secs(30), || active().is_some());
+
+    let rules = format!(
+        "[evaluation]\ninterval = \"100ms\"\n\n[[receiver]]\nname = \"am\"\nkind = \"alertmanager\"\nurl = \"{api}\"\n{RULES}"
+    );
+    let rules_path = dir.path().join("rules.toml");
+    std::fs::write(&rules_path, rules).unwrap();
+    let db = dir.path().join("am.duckdb");
+    let service =
+        Service::start(&db, &["--rules", rules_path.to_str().unwrap(), "--metrics-refresh", "100ms"]);
+    let records = incident(Utc::now() - chrono::Duration::seconds(4), 4);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, records.as_bytes());
+    assert_eq!(status, 200);
+
+    wait_for("the three alerts active in Alertmanager", Duration::from_secs(60), || {
+        active().is_some_and(|names| names == ["fallback", "primary", "retries"])
+    });
+    wait_for("every alert resolved in Alertmanager", Duration::from_secs(60), || {
+        active().is_some_and(|names| names.is_empty())
+    });
+    assert!(service.terminate().success());
+    let _ = alertmanager.kill();
+    let _ = alertmanager.wait();
+}

@@ -4,6 +4,7 @@ mod alerts;
 mod cli;
 mod derived;
 mod gateways;
+mod prometheus;
 mod properties;
 mod readme;
 mod rules;
