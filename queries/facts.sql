@@ -5,7 +5,8 @@
 -- temp.new_latency (shaped like workflow_facts, workflow_spend and
 -- workflow_latency) for the workflows in temp.fact_input, through the
 -- scratch tables temp.fact_ordered, temp.fact_workflows and
--- temp.fact_attempts. Flat rows, not lists per workflow: aggregating
+-- temp.fact_attempts (left for the caller to read or drop: the workflow
+-- page reads fact_attempts). Flat rows, not lists per workflow: aggregating
 -- structs into lists cost three times the rest of the derivation.
 --
 -- Parameters: temp.fact_input (the stored attempt columns plus dim1..dim3,
@@ -54,7 +55,7 @@ CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, p
          ELSE provider_a = provider_b AND model_a = model_b END;
 
 CREATE OR REPLACE TEMP TABLE fact_ordered AS
-SELECT workflow_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
+SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
        cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, dim1, dim2, dim3,
        row_number() OVER (PARTITION BY workflow_id
@@ -181,7 +182,3 @@ FROM (SELECT *,
             FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
             WHERE a.ttft_ms IS NOT NULL))
 GROUP BY ALL;
-
-DROP TABLE temp.fact_ordered;
-DROP TABLE temp.fact_workflows;
-DROP TABLE temp.fact_attempts;

@@ -9,7 +9,8 @@
 --   over the window's edges, run before this), workflow_facts (recovery
 --   times), and
 --   temp.prices (served_provider, served_model, input_pusd,
---   cached_input_pusd, cache_write_pusd, output_pusd: pico-USD per token).
+--   cached_input_pusd, cache_write_pusd, output_pusd: pico-USD per token),
+--   and the macros of cost.sql (run before it).
 -- Columns of temp.scope_workflows: those of total_workflows (workflows
 --   counted by name, primary route, outcome, fallback and attempts per layer).
 -- Columns of temp.scope_attempts: those of total_attempts, plus
@@ -65,17 +66,12 @@ WITH grouped AS (
       AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))
 )
 SELECT g.*,
-       -- No price: NULL here, counted in unknown_cost_attempts instead.
-       coalesce(CASE g.cost_kind
-            WHEN 'emitter' THEN g.emitter_cost_pusd
-            WHEN 'priced' THEN
-                 (g.input_tokens - g.cached_input_tokens - g.cache_write_input_tokens) * p.input_pusd
-               + g.cached_input_tokens * p.cached_input_pusd
-               + g.cache_write_input_tokens * p.cache_write_pusd
-               + g.output_tokens * p.output_pusd
-            ELSE 0 END, 0)::HUGEINT AS cost_pusd,
-       CASE WHEN g.cost_kind = 'unknown' OR (g.cost_kind = 'priced' AND p.served_model IS NULL)
-            THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+       -- The rule is cost.sql's; an unknown cost adds 0 here and is counted
+       -- in unknown_cost_attempts instead.
+       known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
+                       g.cache_write_input_tokens, g.output_tokens,
+                       p.input_pusd, p.cached_input_pusd, p.cache_write_pusd, p.output_pusd) AS cost_pusd,
+       CASE WHEN cost_is_unknown(g.cost_kind, p.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
 FROM grouped g
 LEFT JOIN temp.prices p ON p.served_provider = g.served_provider AND p.served_model = g.served_model;
 

@@ -25,6 +25,8 @@ pub enum Kind {
     Invalid,
     /// The body's media type or encoding is not one the route reads.
     Unsupported,
+    /// Nothing by that name (a workflow id nobody stored).
+    NotFound,
     /// The body is over the size limit.
     TooLarge,
     /// The body did not arrive in time.
@@ -45,6 +47,7 @@ impl Kind {
         match self {
             Kind::Invalid => StatusCode::BAD_REQUEST,
             Kind::Unsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Kind::NotFound => StatusCode::NOT_FOUND,
             Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::Timeout => StatusCode::REQUEST_TIMEOUT,
             // OTLP exporters retry 503 (with Retry-After) and drop on 500.
@@ -58,6 +61,7 @@ impl Kind {
     pub fn grpc(self) -> Code {
         match self {
             Kind::Invalid | Kind::Unsupported => Code::InvalidArgument,
+            Kind::NotFound => Code::NotFound,
             Kind::TooLarge => Code::ResourceExhausted,
             Kind::Timeout => Code::DeadlineExceeded,
             // OTLP/gRPC exporters retry UNAVAILABLE (after RetryInfo's
@@ -95,6 +99,8 @@ pub enum ServiceError {
     BodyUnread { limit: usize, detail: String },
     #[error(transparent)]
     Write(#[from] WriteError),
+    #[error("no workflow with id `{0}` is stored")]
+    UnknownWorkflow(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -115,6 +121,7 @@ impl ServiceError {
             // A failed commit stored nothing, and writes are idempotent: a
             // storage error (a full disk, say) is for the client to retry.
             ServiceError::Write(_) => Kind::Unavailable,
+            ServiceError::UnknownWorkflow(_) => Kind::NotFound,
             ServiceError::Internal(_) => Kind::Internal,
         }
     }

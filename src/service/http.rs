@@ -28,6 +28,7 @@ use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
 use crate::pricing::PriceTable;
+use crate::report::workflow::WorkflowDetail;
 use crate::report::{Report, parse_time};
 use crate::store::{MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE};
 use crate::store::{ReportFilter, Store};
@@ -71,6 +72,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/traces", post(post_traces).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
+        .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
         .route("/metrics", get(get_metrics))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
@@ -524,6 +526,24 @@ fn otlp_error(encoding: Encoding, kind: Kind, message: String) -> Response {
     let mut response = (kind.http(), [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
     error::decorate(kind, &mut response);
     response
+}
+
+/// Every attempt of one workflow, in order (`report::workflow`).
+async fn get_workflow(
+    State(state): State<AppState>,
+    axum::extract::Path(workflow_id): axum::extract::Path<String>,
+) -> Result<Response, ServiceError> {
+    let store = read_store(&state)?;
+    let prices = state.prices.clone();
+    let id = workflow_id.clone();
+    let rows = tokio::task::spawn_blocking(move || store.workflow_attempts(&id, &prices))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    match WorkflowDetail::from_rows(&workflow_id, &rows) {
+        Some(detail) => Ok(axum::Json(detail).into_response()),
+        None => Err(ServiceError::UnknownWorkflow(workflow_id.chars().take(200).collect())),
+    }
 }
 
 fn read_store(state: &AppState) -> Result<Store, ServiceError> {

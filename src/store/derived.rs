@@ -26,7 +26,10 @@ use duckdb::types::{TimeUnit, Value};
 use super::StoreError;
 use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 
-const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
+pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
+/// The scratch tables `facts.sql` leaves, dropped once read.
+pub(super) const DROP_FACT_SCRATCH: &str =
+    "DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows; DROP TABLE temp.fact_attempts;";
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
@@ -264,6 +267,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
            AND workflow_id IN (SELECT workflow_id FROM temp.touched);",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    conn.execute_batch(DROP_FACT_SCRATCH)?;
     let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
     set_time_variable(conn, "old_first", old_first)?;
     set_time_variable(conn, "old_last", old_last)?;
@@ -470,6 +474,7 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
                AND (getvariable('slab_until') IS NULL OR started_at < getvariable('slab_until')));",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    conn.execute_batch(DROP_FACT_SCRATCH)?;
     conn.execute_batch(ADMIT_SQL)?;
     define_kept_label(conn)?;
     conn.execute_batch(

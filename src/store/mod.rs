@@ -445,6 +445,60 @@ impl Store {
         rows
     }
 
+    /// Every attempt of one workflow, in its order, with what the
+    /// derivation decided of each (route, delivered, cost kind) and its
+    /// cost; empty when no workflow has this id. The workflow is derived
+    /// again here by `facts.sql`, on this connection's temp tables, so the
+    /// page shows exactly the rules the reports count with.
+    pub fn workflow_attempts(
+        &self,
+        workflow_id: &str,
+        prices: &PriceTable,
+    ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = self.derive_one_workflow(workflow_id, prices);
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
+    }
+
+    fn derive_one_workflow(
+        &self,
+        workflow_id: &str,
+        prices: &PriceTable,
+    ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
+        let range: Option<(i64, i64)> = self
+            .conn
+            .prepare(
+                "SELECT epoch_us(earliest_at), epoch_us(last_at) FROM workflow_facts WHERE workflow_id = ? LIMIT 1",
+            )?
+            .query_map([workflow_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .next()
+            .transpose()?;
+        let Some((from, until)) = range else { return Ok(Vec::new()) };
+        derived::create_scratch(&self.conn, self.label_limit)?;
+        let at = |us: i64| chrono::DateTime::from_timestamp_micros(us);
+        derived::set_time_variable(&self.conn, "fact_from", at(from))?;
+        derived::set_time_variable(&self.conn, "fact_until", at(until))?;
+        self.conn.execute_batch("CREATE OR REPLACE TEMP TABLE detail_workflow (workflow_id VARCHAR);")?;
+        self.conn.execute("INSERT INTO temp.detail_workflow VALUES (?)", [workflow_id])?;
+        self.conn.execute_batch(
+            "CREATE OR REPLACE TEMP VIEW fact_input AS
+             SELECT * FROM temp.attempt_dims
+             WHERE started_at >= getvariable('fact_from') AND started_at <= getvariable('fact_until')
+               AND workflow_id IN (SELECT workflow_id FROM temp.detail_workflow);",
+        )?;
+        self.conn.execute_batch(derived::FACTS_SQL)?;
+        queries::load_prices(&self.conn, prices)?;
+        self.conn.execute_batch(queries::COST_SQL)?;
+        let rows = queries::workflow_rows(&self.conn)?;
+        self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;
+        self.conn.execute_batch(
+            "DROP VIEW temp.fact_input; DROP TABLE temp.detail_workflow; DROP TABLE temp.new_facts;
+             DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;",
+        )?;
+        Ok(rows)
+    }
+
     /// The configured dimensions, in slot order.
     pub fn dimensions(&self) -> Result<Vec<Dimension>, StoreError> {
         Ok(derived::load_dimensions(&self.conn)?.into_iter().map(|(_, d)| d).collect())

@@ -13,6 +13,7 @@ use crate::pricing::PriceTable;
 const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
+pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
 
 /// Which workflows a report covers.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,16 +92,9 @@ impl Query {
     }
 }
 
-/// Loads the prices of the served models present in the database into
-/// `temp.prices` and builds the `temp.scope_*` tables for `filter`: whole
-/// minutes from the rollups, the window's edges from the per-workflow facts
-/// (`window.sql`, `rollups.sql`, `scope.sql`).
-pub(super) fn prepare_scope(
-    conn: &Connection,
-    filter: &ReportFilter,
-    prices: &PriceTable,
-) -> Result<(), StoreError> {
-    let began = std::time::Instant::now();
+/// The prices of the served models present in the database, as
+/// `temp.prices` (pico-USD per token; a model without a price has no row).
+pub(super) fn load_prices(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
     let served: Vec<(String, String)> = conn
         .prepare("SELECT DISTINCT served_provider, served_model FROM total_attempts")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -125,6 +119,20 @@ pub(super) fn prepare_scope(
         }
         appender.flush()?;
     }
+    Ok(())
+}
+
+/// Loads the prices of the served models present in the database into
+/// `temp.prices` and builds the `temp.scope_*` tables for `filter`: whole
+/// minutes from the rollups, the window's edges from the per-workflow facts
+/// (`window.sql`, `rollups.sql`, `scope.sql`).
+pub(super) fn prepare_scope(
+    conn: &Connection,
+    filter: &ReportFilter,
+    prices: &PriceTable,
+) -> Result<(), StoreError> {
+    let began = std::time::Instant::now();
+    load_prices(conn, prices)?;
     conn.execute_batch(
         "CREATE OR REPLACE TEMP TABLE scope_filter (since TIMESTAMP, until TIMESTAMP, workflow VARCHAR);",
     )?;
@@ -137,6 +145,7 @@ pub(super) fn prepare_scope(
     super::derived::define_kept_label(conn)?;
     conn.execute_batch(WINDOW_SQL)?;
     conn.execute_batch(ROLLUPS_SQL)?;
+    conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
     tracing::debug!(query = "scope.sql", elapsed_ms = began.elapsed().as_millis() as u64);
     Ok(())
@@ -618,4 +627,99 @@ pub(super) fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
             "timestamp out of range".into(),
         )
     })
+}
+
+const WORKFLOW_SQL: &str = include_str!("../../queries/workflow.sql");
+
+/// One attempt of a workflow as `queries/workflow.sql` gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowAttemptRow {
+    pub seq: i64,
+    pub attempt_id: String,
+    pub started_at: DateTime<Utc>,
+    pub layer: Layer,
+    pub provider: String,
+    pub model: String,
+    pub route_group: Option<String>,
+    pub effective_route: String,
+    pub served_provider: String,
+    pub served_model: String,
+    pub status: String,
+    pub http_status: Option<i32>,
+    pub error_class: Option<ErrorClass>,
+    pub error_code: Option<String>,
+    pub duration_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub retry_after_ms: Option<f64>,
+    pub decision: Option<String>,
+    pub commit_state: String,
+    pub visible_output: Option<bool>,
+    pub circuit: Option<String>,
+    pub wait_ms: Option<f64>,
+    pub delivered: bool,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cached_input_tokens: Option<i64>,
+    pub cache_write_input_tokens: Option<i64>,
+    pub cost_kind: String,
+    /// `None`: unknown (no usage reported, or no price for the served model).
+    pub cost_pusd: Option<i128>,
+    pub workflow_name: Option<String>,
+    pub outcome: Outcome,
+    pub primary_provider: Option<String>,
+    pub primary_model: Option<String>,
+    pub primary_route_group: Option<String>,
+    pub fallback_reason: Option<String>,
+}
+
+/// `workflow.sql` over the workflow `facts.sql` has just derived on this
+/// connection (`Store::workflow_attempts`).
+pub(super) fn workflow_rows(conn: &Connection) -> Result<Vec<WorkflowAttemptRow>, StoreError> {
+    let mut statement = conn.prepare(WORKFLOW_SQL)?;
+    let rows = statement
+        .query_map([], |r| {
+            let micros: i64 = r.get("started_us")?;
+            Ok(WorkflowAttemptRow {
+                seq: r.get("seq")?,
+                attempt_id: r.get("attempt_id")?,
+                started_at: DateTime::from_timestamp_micros(micros).unwrap_or_default(),
+                layer: spelled(r, "layer")?,
+                provider: r.get("provider")?,
+                model: r.get("model")?,
+                route_group: r.get("route_group")?,
+                effective_route: r.get("effective_route")?,
+                served_provider: r.get("served_provider")?,
+                served_model: r.get("served_model")?,
+                status: r.get("status")?,
+                http_status: r.get("http_status")?,
+                error_class: match r.get::<_, Option<String>>("error_class")? {
+                    Some(_) => Some(spelled(r, "error_class")?),
+                    None => None,
+                },
+                error_code: r.get("error_code")?,
+                duration_ms: r.get("duration_ms")?,
+                ttft_ms: r.get("ttft_ms")?,
+                retry_after_ms: r.get("retry_after_ms")?,
+                decision: r.get("decision")?,
+                commit_state: r.get("commit_state")?,
+                visible_output: r.get("visible_output")?,
+                circuit: r.get("circuit")?,
+                wait_ms: r.get("wait_ms")?,
+                delivered: r.get("delivered")?,
+                input_tokens: r.get("input_tokens")?,
+                output_tokens: r.get("output_tokens")?,
+                cached_input_tokens: r.get("cached_input_tokens")?,
+                cache_write_input_tokens: r.get("cache_write_input_tokens")?,
+                cost_kind: r.get("cost_kind")?,
+                cost_pusd: r.get("cost_pusd")?,
+                workflow_name: r.get("workflow_name")?,
+                outcome: spelled(r, "outcome")?,
+                primary_provider: r.get("primary_provider")?,
+                primary_model: r.get("primary_model")?,
+                primary_route_group: r.get("primary_route_group")?,
+                fallback_reason: r.get("fallback_reason")?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }

@@ -745,3 +745,36 @@ fn write_bodies_share_a_byte_budget() {
     assert_eq!(status, 200, "the budget is free again");
     assert_eq!(service.report("")["attempts"]["total"], (slow_count + fast_count) as u64);
 }
+
+/// `GET /api/v1/workflows/{id}`: a stored workflow's attempts in order with
+/// the outcome the report counts; an unknown id is a 404 that says so.
+#[test]
+fn a_workflow_is_served_attempt_by_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("wf.duckdb"), &[]);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
+    assert_eq!(status, 200);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response = agent.get(&format!("{}/api/v1/workflows/wf-fallback", service.http)).call().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let page: Value = serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap();
+    assert_eq!(page["outcome"], "fallback_recovery");
+    assert_eq!(page["fallback_reason"], "rate_limit");
+    let attempts = page["attempts"].as_array().unwrap();
+    let summary: Vec<(i64, &str, &str, bool)> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["seq"].as_i64().unwrap(),
+                a["provider"].as_str().unwrap(),
+                a["route"].as_str().unwrap(),
+                a["delivered"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, vec![(1, "openai", "primary", false), (2, "anthropic", "fallback", true)]);
+    assert_eq!(attempts[0]["retry_after_ms"], 5000.0);
+    let mut missing = agent.get(&format!("{}/api/v1/workflows/wf-nobody", service.http)).call().unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    assert!(missing.body_mut().read_to_string().unwrap().contains("no workflow with id `wf-nobody`"));
+}

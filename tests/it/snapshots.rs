@@ -32,12 +32,14 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     // metrics.sql feeds /metrics, checked against the report in alerts.rs;
     // the derivation files build what every report reads (properties.rs
     // checks them against a rebuild).
-    let derivation = ["facts.sql", "rollups.sql", "window.sql", "scope.sql", "labels.sql", "admit.sql"];
-    // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension.
+    let derivation =
+        ["facts.sql", "rollups.sql", "window.sql", "scope.sql", "labels.sql", "admit.sql", "cost.sql"];
+    // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
+    // workflow.sql's is workflow_pages_of_the_fixture.
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
-        .chain(["metrics.sql", "groups.sql"])
+        .chain(["metrics.sql", "groups.sql", "workflow.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -65,4 +67,56 @@ fn json_report_grouped_by_a_dimension() {
 fn json_report_of_the_fixture() {
     let report = report_of(&store_with(&fixture_lines()), &ReportFilter::default());
     insta::assert_snapshot!("report.json", render(&report, Format::Json));
+}
+
+/// The workflow page's data for the fixture's retry, fallback, reroute and
+/// unknown-model workflows: attempts in order, waits, routes, delivered,
+/// cost kinds and costs (`queries/workflow.sql`).
+#[test]
+fn workflow_pages_of_the_fixture() {
+    use attempt_ledger::report::workflow::WorkflowDetail;
+    let store = store_with(&fixture_lines());
+    let prices = PriceTable::load(None).unwrap();
+    let mut pages = Vec::new();
+    for id in ["wf-retry", "wf-fallback", "wf-reroute", "wf-unknown-model"] {
+        let rows = store.workflow_attempts(id, &prices).unwrap();
+        pages.push(WorkflowDetail::from_rows(id, &rows).unwrap());
+    }
+    insta::assert_snapshot!("workflow_pages", serde_json::to_string_pretty(&pages).unwrap());
+    assert!(store.workflow_attempts("wf-nobody", &prices).unwrap().is_empty());
+}
+
+/// The pages price with the reports' rule: over every workflow, their costs
+/// add up to the report's total, wasted and unknown counts, and each page's
+/// outcome is the one the report counts.
+#[test]
+fn workflow_pages_add_up_to_the_report() {
+    use attempt_ledger::report::workflow::WorkflowDetail;
+    let store = store_with(&fixture_lines());
+    let prices = PriceTable::load(None).unwrap();
+    let report = report_of(&store, &ReportFilter::default());
+    let ids: std::collections::BTreeSet<String> = fixture_lines()
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["workflow_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let (mut cost, mut wasted, mut unknown) = (0.0, 0.0, 0);
+    let mut outcomes = std::collections::BTreeMap::<String, i64>::new();
+    for id in &ids {
+        let page = WorkflowDetail::from_rows(id, &store.workflow_attempts(id, &prices).unwrap()).unwrap();
+        cost += page.cost_usd;
+        wasted += page.wasted_cost_usd;
+        unknown += page.unknown_cost_attempts as i64;
+        *outcomes.entry(page.outcome.to_string()).or_default() += 1;
+        let seqs: Vec<i64> = page.attempts.iter().map(|a| a.seq).collect();
+        assert_eq!(seqs, (1..=page.attempts.len() as i64).collect::<Vec<_>>(), "{id}");
+    }
+    assert!((cost - report.cost_usd.total).abs() < 1e-9, "{cost} vs {}", report.cost_usd.total);
+    assert!((wasted - report.cost_usd.wasted).abs() < 1e-9, "{wasted} vs {}", report.cost_usd.wasted);
+    assert_eq!(unknown, report.cost_usd.unknown_cost_attempts);
+    let json = serde_json::to_value(&report.workflows).unwrap();
+    for (outcome, n) in outcomes {
+        assert_eq!(json[&outcome].as_i64(), Some(n), "{outcome}");
+    }
 }
