@@ -3,6 +3,7 @@
 //! module only divides, converts units and arranges keys (interfaces.md).
 
 mod render;
+pub mod timeseries;
 pub mod workflow;
 
 use chrono::{DateTime, SecondsFormat, Utc};

@@ -28,6 +28,7 @@ use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
 use crate::pricing::PriceTable;
+use crate::report::timeseries;
 use crate::report::workflow::WorkflowDetail;
 use crate::report::{Report, parse_time};
 use crate::store::{MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE};
@@ -73,6 +74,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
+        .route("/api/v1/timeseries", get(get_timeseries))
         .route("/metrics", get(get_metrics))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
@@ -526,6 +528,41 @@ fn otlp_error(encoding: Encoding, kind: Kind, message: String) -> Response {
     let mut response = (kind.http(), [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
     error::decorate(kind, &mut response);
     response
+}
+
+/// The charts' buckets (`report::timeseries`): `since` (default 24 h
+/// before `until`), `until` (default now), `step` ("5m"; default: at most
+/// 240 buckets), `workflow`.
+async fn get_timeseries(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ServiceError> {
+    let now = Utc::now();
+    let time = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ServiceError> {
+        params
+            .get(key)
+            .map(|t| parse_time(t, now))
+            .transpose()
+            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
+    };
+    let until = time("until")?.unwrap_or(now);
+    let since = time("since")?.unwrap_or(until - chrono::Duration::hours(24));
+    let step = params
+        .get("step")
+        .map(|s| {
+            humantime::parse_duration(s).map_err(|e| ServiceError::BadRequest(format!("step: `{s}`: {e}")))
+        })
+        .transpose()?;
+    let range = timeseries::range(since, until, step, params.get("workflow").cloned())
+        .map_err(ServiceError::BadRequest)?;
+    let store = read_store(&state)?;
+    let prices = state.prices.clone();
+    let asked = range.clone();
+    let rows = tokio::task::spawn_blocking(move || store.timeseries(&asked, &prices))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    Ok(axum::Json(timeseries::Timeseries::from_rows(&range, &rows)).into_response())
 }
 
 /// Every attempt of one workflow, in order (`report::workflow`).

@@ -499,6 +499,21 @@ impl Store {
         Ok(rows)
     }
 
+    /// Workflows by outcome, and attempts and cost by served provider, per
+    /// bucket of `range` (`queries/timeseries.sql`), in one transaction.
+    pub fn timeseries(
+        &self,
+        range: &queries::SeriesRange,
+        prices: &PriceTable,
+    ) -> Result<Vec<queries::SeriesRow>, StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::load_prices(&self.conn, prices)
+            .and_then(|_| Ok(self.conn.execute_batch(queries::COST_SQL)?))
+            .and_then(|_| queries::series_rows(&self.conn, range));
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
+    }
+
     /// The configured dimensions, in slot order.
     pub fn dimensions(&self) -> Result<Vec<Dimension>, StoreError> {
         Ok(derived::load_dimensions(&self.conn)?.into_iter().map(|(_, d)| d).collect())

@@ -723,3 +723,65 @@ pub(super) fn workflow_rows(conn: &Connection) -> Result<Vec<WorkflowAttemptRow>
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+const TIMESERIES_SQL: &str = include_str!("../../queries/timeseries.sql");
+
+/// The buckets `queries/timeseries.sql` covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesRange {
+    /// First bucket's start; a whole minute.
+    pub from: DateTime<Utc>,
+    /// End of the last bucket (excluded); a whole minute.
+    pub until: DateTime<Utc>,
+    pub step_minutes: u32,
+    pub workflow: Option<String>,
+}
+
+/// One row of `queries/timeseries.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeriesRow {
+    Outcome {
+        bucket: DateTime<Utc>,
+        outcome: Outcome,
+        workflows: i64,
+    },
+    Served {
+        bucket: DateTime<Utc>,
+        served_provider: String,
+        attempts: i64,
+        retries: i64,
+        cost_pusd: i128,
+        wasted_cost_pusd: i128,
+        unknown_cost_attempts: i64,
+    },
+}
+
+pub(super) fn series_rows(conn: &Connection, range: &SeriesRange) -> Result<Vec<SeriesRow>, StoreError> {
+    super::derived::set_time_variable(conn, "ts_from", Some(range.from))?;
+    super::derived::set_time_variable(conn, "ts_until", Some(range.until))?;
+    conn.execute_batch(&format!("SET VARIABLE ts_step = to_minutes({}::BIGINT);", range.step_minutes))?;
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE ts_filter (workflow VARCHAR);")?;
+    conn.execute("INSERT INTO temp.ts_filter VALUES (?)", params![range.workflow])?;
+    conn.execute_batch("SET VARIABLE ts_workflow = (SELECT workflow FROM temp.ts_filter);")?;
+    let mut statement = conn.prepare(TIMESERIES_SQL)?;
+    let rows = statement
+        .query_map([], |r| {
+            let bucket = DateTime::from_timestamp_micros(r.get("bucket_us")?).unwrap_or_default();
+            let kind: String = r.get("kind")?;
+            Ok(if kind == "outcome" {
+                SeriesRow::Outcome { bucket, outcome: spelled(r, "key")?, workflows: r.get("workflows")? }
+            } else {
+                SeriesRow::Served {
+                    bucket,
+                    served_provider: r.get("key")?,
+                    attempts: r.get("attempts")?,
+                    retries: r.get::<_, Option<i64>>("retries")?.unwrap_or(0),
+                    cost_pusd: r.get("cost_pusd")?,
+                    wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+                    unknown_cost_attempts: r.get("unknown_cost_attempts")?,
+                }
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

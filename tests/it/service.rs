@@ -778,3 +778,37 @@ fn a_workflow_is_served_attempt_by_attempt() {
     assert_eq!(missing.status().as_u16(), 404);
     assert!(missing.body_mut().read_to_string().unwrap().contains("no workflow with id `wf-nobody`"));
 }
+
+/// `GET /api/v1/timeseries`: the fixture's minutes as buckets that add up to
+/// the report over the same window; a range of too many buckets is a 400.
+#[test]
+fn timeseries_are_served_in_whole_minute_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("ts.duckdb"), &[]);
+    let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
+    assert_eq!(status, 200);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let window = "since=2026-11-28T02:00:00Z&until=2026-11-28T02:05:00Z";
+    let mut response = agent
+        .get(&format!("{}/api/v1/timeseries?{window}&step=1m&workflow=chat", service.http))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let series: Value = serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap();
+    let buckets = series["buckets"].as_array().unwrap();
+    assert_eq!((buckets.len(), series["step_seconds"].as_i64()), (5, Some(60)));
+    assert_eq!(buckets[0]["start"], "2026-11-28T02:00:00Z");
+    let report = service.report(&format!("?{window}&workflow=chat"));
+    let attempts: i64 = buckets.iter().map(|b| b["attempts"].as_i64().unwrap()).sum();
+    assert_eq!(Some(attempts), report["attempts"]["total"].as_i64());
+    let fallback: i64 = buckets.iter().map(|b| b["workflows"]["fallback_recovery"].as_i64().unwrap()).sum();
+    assert_eq!(Some(fallback), report["workflows"]["fallback_recovery"].as_i64());
+    let too_many = agent
+        .get(&format!(
+            "{}/api/v1/timeseries?since=2020-01-01T00:00:00Z&until=2026-01-01T00:00:00Z&step=1m",
+            service.http
+        ))
+        .call()
+        .unwrap();
+    assert_eq!(too_many.status().as_u16(), 400);
+}

@@ -35,11 +35,12 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     let derivation =
         ["facts.sql", "rollups.sql", "window.sql", "scope.sql", "labels.sql", "admit.sql", "cost.sql"];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
-    // workflow.sql's is workflow_pages_of_the_fixture.
+    // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
+    // timeseries_of_the_fixture_adds_up_to_the_report.
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
-        .chain(["metrics.sql", "groups.sql", "workflow.sql"])
+        .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -118,5 +119,49 @@ fn workflow_pages_add_up_to_the_report() {
     let json = serde_json::to_value(&report.workflows).unwrap();
     for (outcome, n) in outcomes {
         assert_eq!(json[&outcome].as_i64(), Some(n), "{outcome}");
+    }
+}
+
+/// The charts' buckets over the fixture: every minute of the range present,
+/// and per outcome, attempts and cost, the buckets add up to the report over
+/// the same window, at a 1-minute and a 5-minute step.
+#[test]
+fn timeseries_of_the_fixture_adds_up_to_the_report() {
+    use attempt_ledger::report::timeseries::{Timeseries, range};
+    let store = store_with(&fixture_lines());
+    let prices = PriceTable::load(None).unwrap();
+    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
+    let (since, until) = (at("2026-11-28T02:00:00Z"), at("2026-11-28T02:10:00Z"));
+    let report = report_of(
+        &store,
+        &ReportFilter { since: Some(since), until: Some(until), ..ReportFilter::default() },
+    );
+    let workflows = serde_json::to_value(&report.workflows).unwrap();
+    for (step, buckets) in [(60, 10), (300, 2)] {
+        let range = range(since, until, Some(std::time::Duration::from_secs(step)), None).unwrap();
+        let series = Timeseries::from_rows(&range, &store.timeseries(&range, &prices).unwrap());
+        assert_eq!(series.buckets.len(), buckets);
+        if step == 60 {
+            insta::assert_snapshot!("timeseries", serde_json::to_string_pretty(&series).unwrap());
+        }
+        let mut by_outcome = std::collections::BTreeMap::<&str, i64>::new();
+        for b in &series.buckets {
+            for (outcome, n) in &b.workflows {
+                *by_outcome.entry(outcome).or_default() += n;
+            }
+        }
+        for (outcome, n) in by_outcome {
+            assert_eq!(workflows[outcome].as_i64(), Some(n), "{outcome} at step {step}");
+        }
+        let sum = |f: fn(&attempt_ledger::report::timeseries::Bucket) -> f64| {
+            series.buckets.iter().map(f).sum::<f64>()
+        };
+        assert_eq!(series.buckets.iter().map(|b| b.attempts).sum::<i64>(), report.attempts.total);
+        assert!((sum(|b| b.cost_usd) - report.cost_usd.total).abs() < 1e-9);
+        assert!((sum(|b| b.wasted_cost_usd) - report.cost_usd.wasted).abs() < 1e-9);
+        assert_eq!(
+            series.buckets.iter().map(|b| b.unknown_cost_attempts).sum::<i64>(),
+            report.cost_usd.unknown_cost_attempts
+        );
     }
 }
