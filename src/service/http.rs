@@ -555,13 +555,8 @@ async fn get_timeseries(
         .transpose()?;
     let range = timeseries::range(since, until, step, params.get("workflow").cloned())
         .map_err(ServiceError::BadRequest)?;
-    let store = read_store(&state)?;
-    let prices = state.prices.clone();
     let asked = range.clone();
-    let rows = tokio::task::spawn_blocking(move || store.timeseries(&asked, &prices))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let rows = on_reader(&state, move |store, prices| store.timeseries(&asked, prices)).await?;
     Ok(axum::Json(timeseries::Timeseries::from_rows(&range, &rows)).into_response())
 }
 
@@ -570,17 +565,26 @@ async fn get_workflow(
     State(state): State<AppState>,
     axum::extract::Path(workflow_id): axum::extract::Path<String>,
 ) -> Result<Response, ServiceError> {
-    let store = read_store(&state)?;
-    let prices = state.prices.clone();
     let id = workflow_id.clone();
-    let rows = tokio::task::spawn_blocking(move || store.workflow_attempts(&id, &prices))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let rows = on_reader(&state, move |store, prices| store.workflow_attempts(&id, prices)).await?;
     match WorkflowDetail::from_rows(&workflow_id, &rows) {
         Some(detail) => Ok(axum::Json(detail).into_response()),
         None => Err(ServiceError::UnknownWorkflow(workflow_id.chars().take(200).collect())),
     }
+}
+
+/// Runs `read` on a read connection of its own, off the async threads (a
+/// query may take a while); a storage error is an internal one.
+async fn on_reader<T: Send + 'static>(
+    state: &AppState,
+    read: impl FnOnce(&Store, &PriceTable) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, ServiceError> {
+    let store = read_store(state)?;
+    let prices = state.prices.clone();
+    tokio::task::spawn_blocking(move || read(&store, &prices))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?
+        .map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 fn read_store(state: &AppState) -> Result<Store, ServiceError> {
@@ -603,11 +607,7 @@ async fn get_alerts(
             .map_err(|_| ServiceError::BadRequest(format!("limit: `{v}` is not a count")))?,
         None => 100,
     };
-    let store = read_store(&state)?;
-    let history = tokio::task::spawn_blocking(move || store.alert_history(limit))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let history = on_reader(&state, move |store, _| store.alert_history(limit)).await?;
     let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
     let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
     let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
