@@ -276,7 +276,7 @@ pub struct FallbackActivation {
     pub recovered: i64,
 }
 
-fn usd(pico: i128) -> f64 {
+pub(crate) fn usd(pico: i128) -> f64 {
     pico as f64 / crate::model::PicoUsd::PER_USD
 }
 

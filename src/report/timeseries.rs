@@ -8,6 +8,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 use strum::VariantNames;
 
+use super::usd;
 use crate::model::Outcome;
 use crate::store::queries::{SeriesRange, SeriesRow};
 
@@ -85,7 +86,6 @@ pub fn range(
 
 impl Timeseries {
     pub fn from_rows(range: &SeriesRange, rows: &[SeriesRow]) -> Timeseries {
-        let usd = |pico: i128| pico as f64 / crate::model::PicoUsd::PER_USD;
         let step = Duration::minutes(range.step_minutes.into());
         let stamp = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
         let mut buckets: BTreeMap<DateTime<Utc>, Bucket> = BTreeMap::new();

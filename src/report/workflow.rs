@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::usd;
 use crate::store::queries::WorkflowAttemptRow;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,7 +72,6 @@ impl WorkflowDetail {
     /// `None` when there are no rows (no workflow has this id).
     pub fn from_rows(workflow_id: &str, rows: &[WorkflowAttemptRow]) -> Option<WorkflowDetail> {
         let first = rows.first()?;
-        let usd = |pico: i128| pico as f64 / crate::model::PicoUsd::PER_USD;
         let attempts: Vec<AttemptView> = rows
             .iter()
             .map(|r| AttemptView {
