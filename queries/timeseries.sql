@@ -1,28 +1,47 @@
 -- timeseries.sql: the charts of the dashboard and GET /api/v1/timeseries:
 -- per bucket of whole minutes, workflows by outcome (in the minute of their
--- first attempt, as the report counts them), and their attempts, retries,
--- known cost and wasted cost by the provider that served.
+-- first attempt, as the report counts them); their attempts and cost by who
+-- was asked and who served, by layer; retries against first attempts in
+-- the minute each attempt started (as the retry budget counts them); and
+-- the latency and time-to-first-token histograms.
 -- Parameters: variables ts_from and ts_until (TIMESTAMP, whole minutes: the
---   buckets cover [ts_from, ts_until)), ts_step (INTERVAL, whole minutes),
---   ts_workflow (VARCHAR or NULL: a workflow name; one beyond the first K
---   values is summed under 'other' in the rollups this reads), temp.prices
---   and the macros of cost.sql.
--- Columns, long form (buckets with nothing are absent):
---   bucket_us               the bucket's first minute, microseconds since the epoch (UTC)
---   kind                    outcome | served
---   key                     the outcome, or the served provider
---   workflows               kind outcome: workflows with that outcome
---   attempts, retries, cost_pusd, wasted_cost_pusd, unknown_cost_attempts
---                           kind served: of the attempts that provider served
---                           (cost by cost.sql; unknown costs are counted, not priced)
+--   buckets cover [ts_from, ts_until); workflows whose first attempt is in
+--   it), ts_step (INTERVAL, whole minutes), ts_workflow (VARCHAR or NULL: a
+--   workflow name; one beyond the first K values is summed under 'other' in
+--   the rollups this reads), ts_route (VARCHAR or NULL: a provider; outcome
+--   rows keep workflows whose primary provider it is, the others attempts
+--   asked of it), temp.prices and the macros of cost.sql.
+-- Columns, long form (groups with nothing are absent):
+--   bucket_us        the bucket's first minute, microseconds since the epoch (UTC)
+--   kind             outcome | spend | retry | latency
+--   key              outcome: the outcome; spend: the served provider;
+--                    latency: the metric (duration | ttft)
+--   workflows        outcome: workflows with that outcome
+--   provider, served_model, layer
+--                    spend: the provider asked, the model that served, the layer
+--   attempts, wasted_attempts, cost_pusd, wasted_cost_pusd,
+--   wasted_tokens, unknown_cost_attempts
+--                    spend: of those attempts (cost by cost.sql; unknown costs
+--                    are counted, not priced; wasted tokens are input + output
+--                    of attempts not delivered, as the report's waste share)
+--   first_attempts, retries
+--                    retry: bucketed by each attempt's own minute (an attempt
+--                    after ts_until is in no bucket)
+--   le, observations latency: a histogram bucket (upper bound in seconds, NULL
+--                    above the last bound; not cumulative) and its count.
+--                    Latency is not kept per workflow name: with ts_workflow
+--                    set, no latency rows.
 WITH in_range AS (
     SELECT time_bucket(getvariable('ts_step'), minute, getvariable('ts_from')) AS bucket, *
     FROM rollup_workflows
     WHERE minute >= getvariable('ts_from') AND minute < getvariable('ts_until')
       AND (getvariable('ts_workflow') IS NULL OR workflow_name = getvariable('ts_workflow'))
+      AND (getvariable('ts_route') IS NULL OR primary_provider = getvariable('ts_route'))
 ),
 attempts_in_range AS (
-    SELECT time_bucket(getvariable('ts_step'), r.minute, getvariable('ts_from')) AS bucket, r.*,
+    SELECT time_bucket(getvariable('ts_step'), r.minute, getvariable('ts_from')) AS bucket,
+           time_bucket(getvariable('ts_step'), r.attempt_minute, getvariable('ts_from')) AS attempt_bucket,
+           r.*,
            known_cost_pusd(r.cost_kind, r.emitter_cost_pusd, r.input_tokens, r.cached_input_tokens,
                            r.cache_write_input_tokens, r.output_tokens, p.input_pusd, p.cached_input_pusd,
                            p.cache_write_pusd, p.output_pusd) AS cost_pusd,
@@ -32,20 +51,50 @@ attempts_in_range AS (
     LEFT JOIN temp.prices p ON p.served_provider = r.served_provider AND p.served_model = r.served_model
     WHERE r.minute >= getvariable('ts_from') AND r.minute < getvariable('ts_until')
       AND (getvariable('ts_workflow') IS NULL OR r.workflow_name = getvariable('ts_workflow'))
+      AND (getvariable('ts_route') IS NULL OR r.provider = getvariable('ts_route'))
+),
+latency_in_range AS (
+    SELECT time_bucket(getvariable('ts_step'), minute, getvariable('ts_from')) AS bucket, *
+    FROM rollup_latency
+    WHERE minute >= getvariable('ts_from') AND minute < getvariable('ts_until')
+      AND getvariable('ts_workflow') IS NULL
+      AND (getvariable('ts_route') IS NULL OR provider = getvariable('ts_route'))
 )
 SELECT epoch_us(bucket) AS bucket_us, 'outcome' AS kind, outcome AS key, sum(workflows)::BIGINT AS workflows,
-       NULL::BIGINT AS attempts, NULL::BIGINT AS retries, NULL::HUGEINT AS cost_pusd,
-       NULL::HUGEINT AS wasted_cost_pusd, NULL::BIGINT AS unknown_cost_attempts
+       NULL AS provider, NULL AS served_model, NULL AS layer,
+       NULL::BIGINT AS attempts, NULL::BIGINT AS wasted_attempts, NULL::HUGEINT AS cost_pusd,
+       NULL::HUGEINT AS wasted_cost_pusd, NULL::HUGEINT AS wasted_tokens, NULL::BIGINT AS unknown_cost_attempts,
+       NULL::BIGINT AS first_attempts, NULL::BIGINT AS retries, NULL::DOUBLE AS le, NULL::BIGINT AS observations
 FROM in_range
 GROUP BY ALL
 HAVING sum(workflows) <> 0
 UNION ALL
-SELECT epoch_us(bucket) AS bucket_us, 'served' AS kind, served_provider AS key, NULL::BIGINT AS workflows,
-       sum(attempts)::BIGINT AS attempts, (sum(attempts) FILTER (WHERE retry))::BIGINT AS retries,
-       sum(cost_pusd)::HUGEINT AS cost_pusd,
-       coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd,
-       sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts
+SELECT epoch_us(bucket), 'spend', served_provider, NULL, provider, served_model, layer,
+       sum(attempts)::BIGINT,
+       coalesce(sum(attempts) FILTER (WHERE NOT delivered), 0)::BIGINT,
+       sum(cost_pusd)::HUGEINT,
+       coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT,
+       coalesce(sum(input_tokens + output_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT,
+       sum(unknown_cost_attempts)::BIGINT,
+       NULL, NULL, NULL, NULL
 FROM attempts_in_range
-GROUP BY ALL
+GROUP BY epoch_us(bucket), served_provider, provider, served_model, layer
 HAVING sum(attempts) <> 0
-ORDER BY bucket_us, kind, key;
+UNION ALL
+SELECT epoch_us(attempt_bucket), 'retry', NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL,
+       coalesce(sum(attempts) FILTER (WHERE NOT retry), 0)::BIGINT,
+       coalesce(sum(attempts) FILTER (WHERE retry), 0)::BIGINT,
+       NULL, NULL
+FROM attempts_in_range
+WHERE attempt_bucket < getvariable('ts_until')
+GROUP BY epoch_us(attempt_bucket)
+HAVING sum(attempts) <> 0
+UNION ALL
+SELECT epoch_us(bucket), 'latency', metric, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       le, sum(observations)::BIGINT
+FROM latency_in_range
+GROUP BY epoch_us(bucket), metric, le
+HAVING sum(observations) <> 0
+ORDER BY bucket_us, kind, key, provider, served_model, layer, le NULLS LAST;

@@ -3,8 +3,9 @@
 # network). Add a package here, never as a manual step in the README.
 #   openssl: makes the throw-away CA and certificate of the TLS tests;
 #   prometheus: scrapes the service and evaluates dashboards/ (promtool too);
-#   prometheus-alertmanager: receives the alertmanager receiver's alerts.
-debian_packages=(openssl prometheus prometheus-alertmanager)
+#   prometheus-alertmanager: receives the alertmanager receiver's alerts;
+#   chromium, chromium-driver: load the built-in dashboard's pages (WebDriver).
+debian_packages=(openssl prometheus prometheus-alertmanager chromium chromium-driver)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

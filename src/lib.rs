@@ -3,6 +3,7 @@
 
 pub mod alerts;
 pub mod cli;
+pub mod dashboard;
 pub mod metrics;
 pub mod pipeline;
 pub mod report;

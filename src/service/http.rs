@@ -76,6 +76,12 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
         .route("/api/v1/timeseries", get(get_timeseries))
         .route("/metrics", get(get_metrics))
+        .route("/", get(super::pages::overview))
+        .route("/cost", get(super::pages::cost))
+        .route("/attempts", get(super::pages::attempts))
+        .route("/alerts", get(super::pages::alerts))
+        .route("/workflow", get(super::pages::workflow))
+        .route(crate::dashboard::STYLESHEET_PATH, get(super::pages::stylesheet))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -226,9 +232,32 @@ async fn guard(
     }
     match state.tokens.check(authorization, scope) {
         Ok(()) => Ok(next.run(request).await),
+        // A person opening a page without a session signs in, then lands
+        // on the page they asked for; scripts get the 401.
+        Err(Denied::Unauthenticated) if authorization.is_none() && is_page(&request) => {
+            Ok(to_login(request.uri()))
+        }
         Err(Denied::Unauthenticated) => Err(ServiceError::Unauthenticated),
         Err(Denied::WrongScope) => Err(ServiceError::WrongScope(scope)),
     }
+}
+
+/// A dashboard page (not the JSON, metrics or ingest routes), asked for
+/// with GET.
+fn is_page(request: &Request) -> bool {
+    let path = request.uri().path();
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && !path.starts_with("/api/")
+        && !path.starts_with("/v1/")
+        && path != "/metrics"
+}
+
+fn to_login(uri: &axum::http::Uri) -> Response {
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let query = serde_urlencoded::to_string([("next", target)]).unwrap_or_default();
+    let location =
+        HeaderValue::from_str(&format!("/login?{query}")).unwrap_or(HeaderValue::from_static("/login"));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -532,7 +561,7 @@ fn otlp_error(encoding: Encoding, kind: Kind, message: String) -> Response {
 
 /// The charts' buckets (`report::timeseries`): `since` (default 24 h
 /// before `until`), `until` (default now), `step` ("5m"; default: at most
-/// 240 buckets), `workflow`.
+/// 240 buckets), `workflow`, `route` (a provider).
 async fn get_timeseries(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
@@ -553,8 +582,9 @@ async fn get_timeseries(
             humantime::parse_duration(s).map_err(|e| ServiceError::BadRequest(format!("step: `{s}`: {e}")))
         })
         .transpose()?;
-    let range = timeseries::range(since, until, step, params.get("workflow").cloned())
-        .map_err(ServiceError::BadRequest)?;
+    let range =
+        timeseries::range(since, until, step, params.get("workflow").cloned(), params.get("route").cloned())
+            .map_err(ServiceError::BadRequest)?;
     let asked = range.clone();
     let rows = on_reader(&state, move |store, prices| store.timeseries(&asked, prices)).await?;
     Ok(axum::Json(timeseries::Timeseries::from_rows(&range, &rows)).into_response())
@@ -575,7 +605,7 @@ async fn get_workflow(
 
 /// Runs `read` on a read connection of its own, off the async threads (a
 /// query may take a while); a storage error is an internal one.
-async fn on_reader<T: Send + 'static>(
+pub(super) async fn on_reader<T: Send + 'static>(
     state: &AppState,
     read: impl FnOnce(&Store, &PriceTable) -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Result<T, ServiceError> {

@@ -23,6 +23,7 @@ pub mod health;
 pub mod http;
 pub mod listen;
 pub mod observer;
+pub mod pages;
 pub mod session;
 pub mod tls;
 pub mod writer;

@@ -67,6 +67,8 @@ pub enum StoreError {
     DamagedWal { db: String, wal: String, detail: String },
 }
 
+/// The first and the last minute holding a workflow's first attempt.
+pub type MinuteSpan = (DateTime<Utc>, DateTime<Utc>);
 /// The exit status of any command that stops on `StoreError::DamagedWal`
 /// (sysexits' EX_DATAERR): retrying cannot help, a person has to act.
 pub const EXIT_DAMAGED_WAL: u8 = 65;
@@ -497,6 +499,20 @@ impl Store {
              DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;",
         )?;
         Ok(rows)
+    }
+
+    /// The minutes of the oldest and the newest workflow's first attempt
+    /// (the dashboard's default range fits them when they are older than a
+    /// day).
+    pub fn data_minutes(&self) -> Result<Option<MinuteSpan>, StoreError> {
+        let (oldest, newest): (Option<i64>, Option<i64>) = self.conn.query_row(
+            "SELECT epoch_us(min(minute)), epoch_us(max(minute)) FROM rollup_workflows",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(oldest
+            .and_then(DateTime::from_timestamp_micros)
+            .zip(newest.and_then(DateTime::from_timestamp_micros)))
     }
 
     /// Workflows by outcome, and attempts and cost by served provider, per

@@ -735,6 +735,8 @@ pub struct SeriesRange {
     pub until: DateTime<Utc>,
     pub step_minutes: u32,
     pub workflow: Option<String>,
+    /// A provider: workflows whose primary route it is, attempts asked of it.
+    pub route: Option<String>,
 }
 
 /// One row of `queries/timeseries.sql`.
@@ -745,14 +747,31 @@ pub enum SeriesRow {
         outcome: Outcome,
         workflows: i64,
     },
-    Served {
+    Spend {
         bucket: DateTime<Utc>,
+        provider: String,
         served_provider: String,
+        served_model: String,
+        layer: Layer,
         attempts: i64,
-        retries: i64,
+        wasted_attempts: i64,
         cost_pusd: i128,
         wasted_cost_pusd: i128,
+        wasted_tokens: i128,
         unknown_cost_attempts: i64,
+    },
+    /// By the minute each attempt started.
+    Retry {
+        bucket: DateTime<Utc>,
+        first_attempts: i64,
+        retries: i64,
+    },
+    Latency {
+        bucket: DateTime<Utc>,
+        metric: String,
+        /// Upper bound in seconds; `None` above the last bound.
+        le: Option<f64>,
+        observations: i64,
     },
 }
 
@@ -760,26 +779,46 @@ pub(super) fn series_rows(conn: &Connection, range: &SeriesRange) -> Result<Vec<
     super::derived::set_time_variable(conn, "ts_from", Some(range.from))?;
     super::derived::set_time_variable(conn, "ts_until", Some(range.until))?;
     conn.execute_batch(&format!("SET VARIABLE ts_step = to_minutes({}::BIGINT);", range.step_minutes))?;
-    conn.execute_batch("CREATE OR REPLACE TEMP TABLE ts_filter (workflow VARCHAR);")?;
-    conn.execute("INSERT INTO temp.ts_filter VALUES (?)", params![range.workflow])?;
-    conn.execute_batch("SET VARIABLE ts_workflow = (SELECT workflow FROM temp.ts_filter);")?;
+    // Through a table: a prepared statement cannot bind SET VARIABLE.
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE ts_filter (workflow VARCHAR, route VARCHAR);")?;
+    conn.execute("INSERT INTO temp.ts_filter VALUES (?, ?)", params![range.workflow, range.route])?;
+    conn.execute_batch(
+        "SET VARIABLE ts_workflow = (SELECT workflow FROM temp.ts_filter);
+         SET VARIABLE ts_route = (SELECT route FROM temp.ts_filter);",
+    )?;
     let mut statement = conn.prepare(TIMESERIES_SQL)?;
     let rows = statement
         .query_map([], |r| {
             let bucket = DateTime::from_timestamp_micros(r.get("bucket_us")?).unwrap_or_default();
             let kind: String = r.get("kind")?;
-            Ok(if kind == "outcome" {
-                SeriesRow::Outcome { bucket, outcome: spelled(r, "key")?, workflows: r.get("workflows")? }
-            } else {
-                SeriesRow::Served {
+            Ok(match kind.as_str() {
+                "outcome" => {
+                    SeriesRow::Outcome { bucket, outcome: spelled(r, "key")?, workflows: r.get("workflows")? }
+                }
+                "spend" => SeriesRow::Spend {
                     bucket,
+                    provider: r.get("provider")?,
                     served_provider: r.get("key")?,
+                    served_model: r.get("served_model")?,
+                    layer: spelled(r, "layer")?,
                     attempts: r.get("attempts")?,
-                    retries: r.get::<_, Option<i64>>("retries")?.unwrap_or(0),
+                    wasted_attempts: r.get("wasted_attempts")?,
                     cost_pusd: r.get("cost_pusd")?,
                     wasted_cost_pusd: r.get("wasted_cost_pusd")?,
+                    wasted_tokens: r.get("wasted_tokens")?,
                     unknown_cost_attempts: r.get("unknown_cost_attempts")?,
-                }
+                },
+                "retry" => SeriesRow::Retry {
+                    bucket,
+                    first_attempts: r.get("first_attempts")?,
+                    retries: r.get("retries")?,
+                },
+                _ => SeriesRow::Latency {
+                    bucket,
+                    metric: r.get("key")?,
+                    le: r.get("le")?,
+                    observations: r.get("observations")?,
+                },
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

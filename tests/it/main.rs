@@ -2,6 +2,7 @@
 
 mod alerts;
 mod cli;
+mod dashboard;
 mod derived;
 mod gateways;
 mod prometheus;

@@ -122,9 +122,26 @@ fn workflow_pages_add_up_to_the_report() {
     }
 }
 
+fn range_with_route(
+    since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+    step: u64,
+    route: &str,
+) -> attempt_ledger::store::queries::SeriesRange {
+    attempt_ledger::report::timeseries::range(
+        since,
+        until,
+        Some(std::time::Duration::from_secs(step)),
+        None,
+        Some(route.to_string()),
+    )
+    .unwrap()
+}
+
 /// The charts' buckets over the fixture: every minute of the range present,
-/// and per outcome, attempts and cost, the buckets add up to the report over
-/// the same window, at a 1-minute and a 5-minute step.
+/// and per outcome, attempts, cost, waste, retries, layers and a route's
+/// outcomes, the buckets add up to the report over the same window, at a
+/// 1-minute and a 5-minute step.
 #[test]
 fn timeseries_of_the_fixture_adds_up_to_the_report() {
     use attempt_ledger::report::timeseries::{Timeseries, range};
@@ -138,7 +155,7 @@ fn timeseries_of_the_fixture_adds_up_to_the_report() {
     );
     let workflows = serde_json::to_value(&report.workflows).unwrap();
     for (step, buckets) in [(60, 10), (300, 2)] {
-        let range = range(since, until, Some(std::time::Duration::from_secs(step)), None).unwrap();
+        let range = range(since, until, Some(std::time::Duration::from_secs(step)), None, None).unwrap();
         let series = Timeseries::from_rows(&range, &store.timeseries(&range, &prices).unwrap());
         assert_eq!(series.buckets.len(), buckets);
         if step == 60 {
@@ -163,5 +180,48 @@ fn timeseries_of_the_fixture_adds_up_to_the_report() {
             series.buckets.iter().map(|b| b.unknown_cost_attempts).sum::<i64>(),
             report.cost_usd.unknown_cost_attempts
         );
+        assert_eq!(series.buckets.iter().map(|b| b.wasted_attempts).sum::<i64>(), report.attempts.wasted);
+        assert_eq!(
+            series.buckets.iter().map(|b| b.wasted_tokens).sum::<i128>(),
+            report.tokens.wasted.input + report.tokens.wasted.output
+        );
+        // Retries by the minute each attempt started, as the retry budget.
+        assert_eq!(
+            series
+                .buckets
+                .iter()
+                .map(|b| (b.first_attempts, b.retries))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+            (report.retry_budget.first_attempts, report.retry_budget.retries)
+        );
+        for breakdown in [
+            |b: &attempt_ledger::report::timeseries::Bucket| b.cost_by_served_provider.values().sum::<f64>(),
+            |b: &attempt_ledger::report::timeseries::Bucket| {
+                b.cost_by_requested_provider.values().sum::<f64>()
+            },
+            |b: &attempt_ledger::report::timeseries::Bucket| b.cost_by_served_model.values().sum::<f64>(),
+        ] {
+            assert!((sum(breakdown) - report.cost_usd.total).abs() < 1e-9);
+        }
+        // A route keeps the workflows whose primary provider it is.
+        let route = range_with_route(since, until, step, "openai");
+        let routed = Timeseries::from_rows(&route, &store.timeseries(&route, &prices).unwrap());
+        let mut outcomes = std::collections::BTreeMap::<&str, i64>::new();
+        for b in &routed.buckets {
+            for (outcome, n) in &b.workflows {
+                *outcomes.entry(outcome).or_default() += n;
+            }
+        }
+        let openai = report.by_primary_route.iter().filter(|r| r.provider.as_deref() == Some("openai"));
+        let (primary, fallback) =
+            openai.fold((0, 0), |a, r| (a.0 + r.primary_success, a.1 + r.fallback_recovery));
+        assert!(primary + fallback > 0, "the fixture has openai-primary workflows");
+        assert_eq!((outcomes["primary_success"], outcomes["fallback_recovery"]), (primary, fallback));
+        for layer in &report.amplification {
+            let Some(name) = layer.layer.map(<&'static str>::from) else { continue };
+            let drawn: i64 =
+                series.buckets.iter().map(|b| b.attempts_by_layer.get(name).copied().unwrap_or(0)).sum();
+            assert_eq!(drawn, layer.attempts, "{name}");
+        }
     }
 }

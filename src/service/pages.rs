@@ -1,0 +1,136 @@
+//! The dashboard's pages: each handler parses the URL's view, reads what
+//! the matching JSON routes read, and hands it to `dashboard` to draw.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+
+use super::error::ServiceError;
+use super::http::{AppState, on_reader};
+use crate::dashboard::{self, PageError, View};
+use crate::report::Report;
+use crate::report::timeseries::Timeseries;
+use crate::report::workflow::WorkflowDetail;
+
+/// An HTML page; errors are pages too, with the status the JSON routes
+/// would give.
+pub struct Page {
+    status: StatusCode,
+    html: String,
+}
+
+impl IntoResponse for Page {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CONTENT_SECURITY_POLICY, dashboard::CONTENT_SECURITY_POLICY),
+                (header::CACHE_CONTROL, "no-store"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            self.html,
+        )
+            .into_response()
+    }
+}
+
+fn failed(error: ServiceError, view: Option<View>) -> Page {
+    let status = error.kind().http();
+    Page { status, html: dashboard::error(view.as_ref(), status.as_u16(), &error.message()) }
+}
+
+fn drawn(result: Result<String, PageError>, view: &View) -> Page {
+    match result {
+        Ok(html) => Page { status: StatusCode::OK, html },
+        Err(e) => failed(ServiceError::Internal(e.to_string()), Some(view.clone())),
+    }
+}
+
+/// The view the URL asks for; the default range fits old data.
+async fn view_of(state: &AppState, params: &HashMap<String, String>) -> Result<View, Page> {
+    let stored = on_reader(state, |store, _| store.data_minutes()).await.map_err(|e| failed(e, None))?;
+    View::parse(params, Utc::now(), stored).map_err(|e| failed(ServiceError::BadRequest(e), None))
+}
+
+/// The report and the time series of one view, on one read connection.
+async fn report_and_series(state: &AppState, view: &View) -> Result<(Report, Timeseries), Page> {
+    let filter = view.report_filter();
+    let range = view.range.clone();
+    let (rows, series_rows) = on_reader(state, move |store, prices| {
+        Ok((store.report_rows(&filter, prices)?, store.timeseries(&range, prices)?))
+    })
+    .await
+    .map_err(|e| failed(e, Some(view.clone())))?;
+    Ok((Report::from_rows(&rows, view.retry_budget), Timeseries::from_rows(&view.range, &series_rows)))
+}
+
+type Params = Query<HashMap<String, String>>;
+
+macro_rules! time_page {
+    ($name:ident, $draw:path) => {
+        pub async fn $name(State(state): State<AppState>, Query(params): Params) -> Page {
+            let view = match view_of(&state, &params).await {
+                Ok(view) => view,
+                Err(page) => return page,
+            };
+            match report_and_series(&state, &view).await {
+                Ok((report, series)) => drawn($draw(&view, &series, &report), &view),
+                Err(page) => page,
+            }
+        }
+    };
+}
+
+time_page!(overview, dashboard::overview);
+time_page!(cost, dashboard::cost);
+time_page!(attempts, dashboard::attempts);
+
+pub async fn alerts(State(state): State<AppState>, Query(params): Params) -> Page {
+    let view = match view_of(&state, &params).await {
+        Ok(view) => view,
+        Err(page) => return page,
+    };
+    let history = match on_reader(&state, |store, _| store.alert_history(100)).await {
+        Ok(history) => history,
+        Err(e) => return failed(e, Some(view)),
+    };
+    let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
+    let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
+    let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
+    drawn(dashboard::alerts(&view, &strip(firing), &strip(pending), &history), &view)
+}
+
+/// `?id=` names the workflow; without it, the search box.
+pub async fn workflow(State(state): State<AppState>, Query(params): Params) -> Page {
+    let view = match view_of(&state, &params).await {
+        Ok(view) => view,
+        Err(page) => return page,
+    };
+    let Some(id) = params.get("id").map(|id| id.trim().to_string()).filter(|id| !id.is_empty()) else {
+        return drawn(dashboard::workflow(&view, None, None), &view);
+    };
+    let asked = id.clone();
+    let rows = match on_reader(&state, move |store, prices| store.workflow_attempts(&asked, prices)).await {
+        Ok(rows) => rows,
+        Err(e) => return failed(e, Some(view)),
+    };
+    let detail = WorkflowDetail::from_rows(&id, &rows);
+    let mut page = drawn(dashboard::workflow(&view, Some(&id), detail.as_ref()), &view);
+    if detail.is_none() && page.status == StatusCode::OK {
+        // The search box again, saying so, as a 404: the id names no workflow.
+        page.status = StatusCode::NOT_FOUND;
+    }
+    page
+}
+
+pub async fn stylesheet() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=300")],
+        dashboard::STYLESHEET,
+    )
+        .into_response()
+}
