@@ -14,7 +14,8 @@ storm), then times, each as its own process:
 - HTTP ingest latency: `serve` on an empty database and on the loaded one,
   each sent the same 50 batches of 1,000 new records one after another
   (p50 and p99 of the answers, and the ratio loaded / empty); and the time
-  of one /metrics refresh on each, as the service reports it.
+  of one /metrics refresh on each, as the service reports it; and the
+  dashboard's pages on each, against the JSON report of the same day.
 For each it records wall time and the peak RSS of the process. It prints a
 table and writes the figures as JSON (bench-results.json in the work
 directory; the inputs and databases are deleted). Figures, not assertions:
@@ -122,10 +123,34 @@ def http_latencies(binary: Path, db: Path, batches: list[bytes]):
             with urllib.request.urlopen(request, timeout=120) as answer:
                 answer.read()
             latencies.append((time.perf_counter() - began) * 1000)
-        return latencies, refresh
+        return latencies, refresh, page_timings(http)
     finally:
         service.terminate()
         service.wait(timeout=60)
+
+
+# The demo's day, where the simulated traffic is.
+DAY = "?since=2026-11-28T00:00:00Z&until=2026-11-29T00:00:00Z"
+PAGES = ["/", "/cost", "/attempts", "/alerts"]
+
+
+def page_timings(http: str) -> dict:
+    """Median milliseconds of 5 loads of each dashboard page over the day,
+    and of the JSON report over the same day: the page's peer (a page reads
+    that report plus the minute rollups and draws)."""
+
+    def median_ms(path):
+        times = []
+        for _ in range(5):
+            began = time.perf_counter()
+            with urllib.request.urlopen(f"http://{http}{path}", timeout=120) as answer:
+                answer.read()
+            times.append((time.perf_counter() - began) * 1000)
+        return round(statistics.median(times), 1)
+
+    timings = {page: median_ms(page + DAY) for page in PAGES}
+    timings["/api/v1/report (peer)"] = median_ms("/api/v1/report" + DAY)
+    return timings
 
 
 def percentile(values, share):
@@ -186,8 +211,9 @@ def main():
     ).stdout.splitlines()[:50_000]
     batches = [b"\n".join(fresh[i : i + 1000]) for i in range(0, len(fresh), 1000)]
     for label, target in [("empty", work / "empty.duckdb"), ("loaded", db)]:
-        latencies, refresh = http_latencies(binary, target, batches)
+        latencies, refresh, pages = http_latencies(binary, target, batches)
         results[f"metrics_refresh_{label}_s"] = round(refresh, 3)
+        results[f"pages_{label}_ms"] = pages
         results[f"http_{label}_ms"] = {
             "p50": round(statistics.median(latencies), 1),
             "p99": round(percentile(latencies, 0.99), 1),
@@ -214,6 +240,11 @@ def main():
         f"/metrics refresh (stored-data half): {results['metrics_refresh_loaded_s'] * 1000:.0f} ms on the loaded "
         f"database, {results['metrics_refresh_empty_s'] * 1000:.0f} ms on the empty one"
     )
+    for label in ["empty", "loaded"]:
+        pages = results[f"pages_{label}_ms"]
+        peer = pages["/api/v1/report (peer)"]
+        listed = ", ".join(f"{page} {ms} ms ({ms / peer:.2f}x)" for page, ms in pages.items() if "peer" not in page)
+        print(f"dashboard pages on the {label} database, median of 5 (x the JSON report's {peer} ms): {listed}")
     (work / "bench-results.json").write_text(json.dumps(results, indent=2))
     # The inputs and databases are large: only the figures are kept.
     for path in work.iterdir():
