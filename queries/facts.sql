@@ -1,9 +1,9 @@
 -- facts.sql: the per-workflow facts (docs/record-format.md, "Outcomes" and
 -- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
 -- product is here, once; the reports read what this derives.
--- Not a report itself: it builds temp.new_facts, temp.new_spend and
--- temp.new_latency (shaped like workflow_facts, workflow_spend and
--- workflow_latency) for the workflows in temp.fact_input, through the
+-- Not a report itself: it builds temp.new_facts, temp.new_spend,
+-- temp.new_latency and temp.new_findings (shaped like workflow_facts,
+-- workflow_spend, workflow_latency and workflow_findings) for the workflows in temp.fact_input, through the
 -- scratch tables temp.fact_ordered, temp.fact_workflows and
 -- temp.fact_attempts (left for the caller to read or drop: the workflow
 -- page reads fact_attempts). Flat rows, not lists per workflow: aggregating
@@ -43,6 +43,29 @@
 --   duration and time-to-first-token observations by provider, model,
 --   status, metric (duration | ttft) and bucket (le; NULL above the last
 --   bound), with their sum in whole microseconds (observations, sum_us).
+-- Columns of temp.new_findings (migrations/0007_findings.sql): the
+--   workflow's workflow_id, first_at, workflow_name, then the attempts that
+--   broke a recovery rule grouped by kind, class, layer, served route and
+--   cost_kind, with attempts, the four token sums and emitter_cost_pusd.
+--   The kinds (docs/record-format.md, "The audit"); an attempt's "previous"
+--   is the one just before it in the workflow's order:
+--     retry_after_error     the previous attempt failed and this one went to
+--                           the same route; class: the failure's error class
+--     fallback_after_error  the previous attempt failed and this one went to
+--                           another route; class: the failure's error class
+--     replay_after_commit   an earlier attempt had committed a side effect,
+--                           may have (commit_state unknown), or had shown
+--                           output; class: committed | unknown |
+--                           visible_output, of the first such attempt
+--     retry_after_ignored   the previous attempt to the same provider failed
+--                           asking to wait retry_after_ms, and this one
+--                           started more than 1 s before its start +
+--                           duration + retry_after; class: its error class
+--     timeout_output_retried a timeout that had produced output tokens,
+--                           followed by another attempt (the output is paid
+--                           for again); the row is the timed-out attempt
+--   The policy (which classes may be retried, fail closed, ...) is applied
+--   when reading (queries/audit.sql), so a policy change needs no rebuild.
 --
 -- Order in a workflow: attempt NULLS LAST, started_at, then status (at equal
 -- order and start, as second-resolution gateway logs have, a failure sorts
@@ -57,7 +80,8 @@ CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, p
 CREATE OR REPLACE TEMP TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, dim1, dim2, dim3,
+       cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, retry_after_ms, commit_state,
+       visible_output, dim1, dim2, dim3,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
@@ -181,4 +205,54 @@ FROM (SELECT *,
                    'ttft' AS metric, a.ttft_ms AS ms
             FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
             WHERE a.ttft_ms IS NOT NULL))
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE new_findings AS
+WITH previous AS (
+    SELECT a.*,
+           lag(a.status) OVER by_seq AS prev_status,
+           coalesce(lag(a.error_class) OVER by_seq, 'unknown') AS prev_class,
+           lag({'provider': a.provider, 'model': a.model, 'route_group': a.route_group}) OVER by_seq AS prev_route,
+           -- The first earlier attempt that committed, may have, or showed output.
+           first_value(CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
+                            WHEN a.visible_output THEN 'visible_output' END IGNORE NULLS)
+               OVER (PARTITION BY a.workflow_id ORDER BY a.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS committed_before,
+           lag({'status': a.status, 'error_class': a.error_class, 'started_at': a.started_at,
+                'duration_ms': a.duration_ms, 'retry_after_ms': a.retry_after_ms})
+               OVER (PARTITION BY a.workflow_id, a.provider ORDER BY a.seq) AS prev_same_provider,
+           lead(a.seq) OVER by_seq AS next_seq
+    FROM temp.fact_attempts a
+    WINDOW by_seq AS (PARTITION BY a.workflow_id ORDER BY a.seq)
+),
+broken AS (
+    SELECT *, CASE WHEN same_route(prev_route.route_group, prev_route.provider, prev_route.model,
+                                   route_group, provider, model)
+                   THEN 'retry_after_error' ELSE 'fallback_after_error' END AS kind,
+           prev_class AS class
+    FROM previous WHERE prev_status = 'error'
+    UNION ALL BY NAME
+    SELECT *, 'replay_after_commit' AS kind, committed_before AS class
+    FROM previous WHERE committed_before IS NOT NULL
+    UNION ALL BY NAME
+    SELECT *, 'retry_after_ignored' AS kind, coalesce(prev_same_provider.error_class, 'unknown') AS class
+    FROM previous
+    WHERE prev_same_provider.status = 'error' AND prev_same_provider.retry_after_ms IS NOT NULL
+      AND started_at < prev_same_provider.started_at
+                       + to_microseconds(round((coalesce(prev_same_provider.duration_ms, 0)
+                                          + prev_same_provider.retry_after_ms - 1000) * 1000)::BIGINT)
+    UNION ALL BY NAME
+    SELECT *, 'timeout_output_retried' AS kind, 'timeout' AS class
+    FROM previous
+    WHERE status = 'error' AND error_class = 'timeout' AND coalesce(output_tokens, 0) > 0 AND next_seq IS NOT NULL
+)
+SELECT b.workflow_id, w.first_at, w.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
+       b.cost_kind, count(*) AS attempts,
+       coalesce(sum(b.input_tokens), 0)::HUGEINT AS input_tokens,
+       coalesce(sum(b.output_tokens), 0)::HUGEINT AS output_tokens,
+       coalesce(sum(b.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
+       coalesce(sum(b.cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
+       coalesce(sum(b.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
+FROM broken b
+JOIN temp.fact_workflows w USING (workflow_id)
 GROUP BY ALL;

@@ -82,19 +82,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         db.display(),
         began.elapsed().as_secs_f64()
     );
-    let report = super::report::build_report(&store, &ReportFilter::default(), &PriceTable::load(None)?)?;
+    let prices = PriceTable::load(None)?;
+    let report = super::report::build_report(&store, &ReportFilter::default(), &prices)?;
     print!("{}", render(&report, Format::Table));
+    let audit_filter = crate::store::queries::AuditFilter {
+        since: None,
+        until: None,
+        workflow: None,
+        nonretryable: crate::report::audit::DEFAULT_NONRETRYABLE.to_vec(),
+        examples: crate::report::audit::EXAMPLES,
+    };
+    let audit = crate::report::audit::Audit::from_rows(
+        &store.audit(&audit_filter, &prices)?,
+        &audit_filter.nonretryable,
+    );
+    print!("\n{}", audit.render(Format::Table));
     let db_text = db.display();
     let storm_file = dir.join("overnight-529-storm.jsonl");
     println!(
         "\nNext:\n  \
          attempt-ledger report --db {db_text} --workflow nightly-classify      # one workflow\n  \
          attempt-ledger report --db {db_text} --format json                    # the same, for scripts\n  \
+         attempt-ledger audit --db {db_text} --workflow nightly-classify --format json   # its recovery findings\n  \
          attempt-ledger report --db {db_text} --since 2026-11-28T02:40:00Z --until 2026-11-28T03:00:00Z\n  \
          attempt-ledger ingest --db my.duckdb {}                                # your own copy\n  \
          attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -\n  \
          attempt-ledger alerts --check --db {db_text} --rules examples/alerts.toml --step 5m   # which alerts would have fired\n  \
-         attempt-ledger serve --db {db_text} --rules examples/alerts.toml       # live: /metrics, /api/v1/alerts",
+         attempt-ledger serve --db {db_text} --rules examples/alerts.toml       # live: the dashboard at http://127.0.0.1:4318/, /metrics",
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)

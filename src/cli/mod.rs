@@ -1,6 +1,7 @@
 //! Command-line entry: parse, dispatch, turn errors into exit codes.
 
 mod alerts;
+mod audit;
 mod demo;
 mod dimensions;
 mod ingest;
@@ -62,6 +63,10 @@ impl ProvidersArg {
 enum Command {
     /// Show the alert history, or replay alert rules over stored data (--check).
     Alerts(alerts::Args),
+    /// Check stored traffic against recovery rules: retried non-retryable
+    /// failures, fallbacks after refusals, replays after commits, ignored
+    /// retry-after, timed-out output retried.
+    Audit(audit::Args),
     /// Simulate an incident, ingest it into a fresh database and print the report.
     Demo(demo::Args),
     /// Show or set the dimensions (team, customer, ...) reports can group by.
@@ -87,6 +92,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Alerts(args) => alerts::run(args),
+        Command::Audit(args) => audit::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Dimensions(args) => dimensions::run(args),
         Command::Ingest(args) => ingest::run(args),

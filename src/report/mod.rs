@@ -2,6 +2,7 @@
 //! programs. The numbers come from `queries/*.sql` (through the store); this
 //! module only divides, converts units and arranges keys (interfaces.md).
 
+pub mod audit;
 mod render;
 pub mod timeseries;
 pub mod workflow;

@@ -73,6 +73,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/traces", post(post_traces).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
+        .route("/api/v1/audit", get(get_audit))
         .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
         .route("/api/v1/timeseries", get(get_timeseries))
         .route("/metrics", get(get_metrics))
@@ -588,6 +589,32 @@ async fn get_timeseries(
     let asked = range.clone();
     let rows = on_reader(&state, move |store, prices| store.timeseries(&asked, prices)).await?;
     Ok(axum::Json(timeseries::Timeseries::from_rows(&range, &rows)).into_response())
+}
+
+/// The recovery audit (`report::audit`): `since`, `until`, `workflow`.
+async fn get_audit(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ServiceError> {
+    use crate::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES};
+    let now = Utc::now();
+    let time = |key: &str| {
+        params
+            .get(key)
+            .map(|t| parse_time(t, now))
+            .transpose()
+            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
+    };
+    let filter = crate::store::queries::AuditFilter {
+        since: time("since")?,
+        until: time("until")?,
+        workflow: params.get("workflow").cloned(),
+        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
+        examples: EXAMPLES,
+    };
+    let classes = filter.nonretryable.clone();
+    let rows = on_reader(&state, move |store, prices| store.audit(&filter, prices)).await?;
+    Ok(axum::Json(Audit::from_rows(&rows, &classes)).into_response())
 }
 
 /// Every attempt of one workflow, in order (`report::workflow`).

@@ -38,11 +38,22 @@ const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 /// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
+/// The derived tables with rows per workflow (`facts.sql` builds each as
+/// `temp.new_<suffix>`); a write replaces a workflow's rows in all of them.
+pub(super) const PER_WORKFLOW: [&str; 4] =
+    ["workflow_facts", "workflow_spend", "workflow_latency", "workflow_findings"];
+
+/// Drops what `facts.sql` built, once stored.
+pub(super) const DROP_NEW_FACTS: &str =
+    "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
+     DROP TABLE temp.new_findings;";
+
 /// Every derived table.
-pub(super) const TABLES: [&str; 9] = [
+pub(super) const TABLES: [&str; 10] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
+    "workflow_findings",
     "rollup_workflows",
     "rollup_attempts",
     "rollup_latency",
@@ -283,7 +294,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);",
     )?;
-    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+    for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
         conn.execute_batch(&format!(
             "DELETE FROM {table}
@@ -325,12 +336,11 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     set_time_variable(conn, "aff_until", aff_until)?;
     merge(conn, Target::Minutes)?;
     merge(conn, Target::Totals)?;
+    conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
          DROP VIEW temp.rollup_latency_source; DROP VIEW temp.fact_input;
-         DROP TABLE temp.old_facts; DROP TABLE temp.new_facts;
-         DROP TABLE temp.old_spend; DROP TABLE temp.new_spend;
-         DROP TABLE temp.old_latency; DROP TABLE temp.new_latency;
+         DROP TABLE temp.old_facts; DROP TABLE temp.old_spend; DROP TABLE temp.old_latency;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
     tracing::debug!(
@@ -484,7 +494,7 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
            AND (getvariable('slab_until') IS NULL OR earliest_at < getvariable('slab_until'));",
     )?;
     let derived: i64 = conn.query_row("SELECT count(*) FROM temp.slab_workflows", [], |r| r.get(0))?;
-    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+    for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
         conn.execute_batch(&format!(
             "INSERT INTO {table} BY NAME
@@ -492,10 +502,8 @@ pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreEr
              ORDER BY first_at;"
         ))?;
     }
-    conn.execute_batch(
-        "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
-         DROP TABLE temp.slab_workflows; DROP VIEW temp.fact_input;",
-    )?;
+    conn.execute_batch(DROP_NEW_FACTS)?;
+    conn.execute_batch("DROP TABLE temp.slab_workflows; DROP VIEW temp.fact_input;")?;
     Ok(derived as u64)
 }
 
@@ -540,7 +548,7 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
            AND workflow_id IN (SELECT workflow_id FROM temp.pruned)",
         [],
     )?;
-    for table in ["workflow_facts", "workflow_spend", "workflow_latency"] {
+    for table in PER_WORKFLOW {
         conn.execute(&format!("DELETE FROM {table} WHERE first_at < ?"), [micros(before)])?;
     }
     // A span still waiting for the rest of its trace is kept.

@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "writer_probe",
         sql: include_str!("../../migrations/0006_writer_probe.sql"),
     },
+    Migration { version: 7, name: "findings", sql: include_str!("../../migrations/0007_findings.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -266,10 +266,10 @@ impl Store {
         // Marked stale first, each pass its own commit, cleared last: a
         // rebuild killed half-way is done again at the next open.
         let slabs = self.in_transaction(|conn| {
-            conn.execute_batch(
-                "UPDATE derived_state SET stale = true;
-                 DELETE FROM workflow_facts; DELETE FROM workflow_spend; DELETE FROM workflow_latency;",
-            )?;
+            conn.execute_batch("UPDATE derived_state SET stale = true;")?;
+            for table in derived::PER_WORKFLOW {
+                conn.execute_batch(&format!("DELETE FROM {table};"))?;
+            }
             derived::rebuild_slabs(conn, attempts_per_part)
         })?;
         let mut workflows = 0;
@@ -494,11 +494,24 @@ impl Store {
         self.conn.execute_batch(queries::COST_SQL)?;
         let rows = queries::workflow_rows(&self.conn)?;
         self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;
-        self.conn.execute_batch(
-            "DROP VIEW temp.fact_input; DROP TABLE temp.detail_workflow; DROP TABLE temp.new_facts;
-             DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;",
-        )?;
+        self.conn.execute_batch(derived::DROP_NEW_FACTS)?;
+        self.conn.execute_batch("DROP VIEW temp.fact_input; DROP TABLE temp.detail_workflow;")?;
         Ok(rows)
+    }
+
+    /// The recovery findings of the workflows `filter` selects
+    /// (`queries/audit.sql`), in one transaction.
+    pub fn audit(
+        &self,
+        filter: &queries::AuditFilter,
+        prices: &PriceTable,
+    ) -> Result<Vec<queries::AuditRow>, StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::load_prices(&self.conn, prices)
+            .and_then(|_| Ok(self.conn.execute_batch(queries::COST_SQL)?))
+            .and_then(|_| queries::audit_rows(&self.conn, filter));
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
     }
 
     /// The minutes of the oldest and the newest workflow's first attempt

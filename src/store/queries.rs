@@ -824,3 +824,85 @@ pub(super) fn series_rows(conn: &Connection, range: &SeriesRange) -> Result<Vec<
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+const AUDIT_SQL: &str = include_str!("../../queries/audit.sql");
+
+/// What `queries/audit.sql` reads: a window, a workflow name, and the
+/// policy's choices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditFilter {
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub workflow: Option<String>,
+    /// Error classes that must not be retried on the same route.
+    pub nonretryable: Vec<ErrorClass>,
+    /// Example workflow ids kept per finding.
+    pub examples: u32,
+}
+
+/// One row of `queries/audit.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub finding: String,
+    pub workflows: i64,
+    pub attempts: i64,
+    pub input_tokens: i128,
+    pub output_tokens: i128,
+    pub cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+    /// Attempts by the error class or commit state behind them.
+    pub by_class: Vec<(String, i64)>,
+    pub examples: Vec<String>,
+}
+
+fn list_of<T>(value: Value, item: impl Fn(Value) -> Option<T>) -> Vec<T> {
+    match value {
+        Value::List(items) => items.into_iter().filter_map(item).collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
+    super::derived::set_time_variable(conn, "audit_from", filter.since)?;
+    super::derived::set_time_variable(conn, "audit_until", filter.until)?;
+    let classes: Vec<&'static str> = filter.nonretryable.iter().map(|c| <&'static str>::from(*c)).collect();
+    // Class names are the record format's fixed spellings (an enum), never
+    // user text; the workflow name goes through a bound parameter.
+    let list = classes.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", ");
+    conn.execute_batch(&format!(
+        "SET VARIABLE audit_nonretryable = [{list}]::VARCHAR[];
+         SET VARIABLE audit_examples = {}::BIGINT;
+         CREATE OR REPLACE TEMP TABLE audit_filter (workflow VARCHAR);",
+        filter.examples
+    ))?;
+    conn.execute("INSERT INTO temp.audit_filter VALUES (?)", params![filter.workflow])?;
+    conn.execute_batch("SET VARIABLE audit_workflow = (SELECT workflow FROM temp.audit_filter);")?;
+    let mut statement = conn.prepare(AUDIT_SQL)?;
+    let rows = statement
+        .query_map([], |r| {
+            let classes = list_of(r.get("classes")?, |v| match v {
+                Value::Text(t) => Some(t),
+                _ => None,
+            });
+            let counts = list_of(r.get("class_attempts")?, |v| match v {
+                Value::BigInt(n) => Some(n),
+                _ => None,
+            });
+            Ok(AuditRow {
+                finding: r.get("finding")?,
+                workflows: r.get("workflows")?,
+                attempts: r.get("attempts")?,
+                input_tokens: r.get("input_tokens")?,
+                output_tokens: r.get("output_tokens")?,
+                cost_pusd: r.get("cost_pusd")?,
+                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
+                by_class: classes.into_iter().zip(counts).collect(),
+                examples: list_of(r.get("examples")?, |v| match v {
+                    Value::Text(t) => Some(t),
+                    _ => None,
+                }),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

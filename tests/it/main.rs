@@ -1,6 +1,7 @@
 //! One integration-test binary (faster to build than one per file).
 
 mod alerts;
+mod audit;
 mod cli;
 mod dashboard;
 mod derived;

@@ -36,11 +36,12 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         ["facts.sql", "rollups.sql", "window.sql", "scope.sql", "labels.sql", "admit.sql", "cost.sql"];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
-    // timeseries_of_the_fixture_adds_up_to_the_report.
+    // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
+    // audit_of_the_fixture (and a case per finding in audit.rs).
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
-        .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql"])
+        .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -62,6 +63,25 @@ fn json_report_grouped_by_a_dimension() {
         report_of(&store, &ReportFilter { group_by: Some("served".into()), ..ReportFilter::default() });
     let groups = serde_json::to_string_pretty(&report.groups).unwrap();
     insta::assert_snapshot!("groups.json", groups);
+}
+
+/// The recovery audit of the fixture (`queries/audit.sql`).
+#[test]
+fn audit_of_the_fixture() {
+    use attempt_ledger::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES};
+    let store = store_with(&fixture_lines());
+    let filter = attempt_ledger::store::queries::AuditFilter {
+        since: None,
+        until: None,
+        workflow: None,
+        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
+        examples: EXAMPLES,
+    };
+    let audit = Audit::from_rows(
+        &store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(),
+        &filter.nonretryable,
+    );
+    insta::assert_snapshot!("audit.json", audit.render(Format::Json));
 }
 
 #[test]

@@ -1,0 +1,173 @@
+//! The recovery audit: where retries and fallbacks broke the rules a
+//! recovery policy sets (`queries/audit.sql`), each finding with the
+//! workflows and attempts that made it, what they cost, and examples.
+//! `attempt-ledger audit` and `GET /api/v1/audit`.
+
+use std::collections::BTreeMap;
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+
+use super::{usd, whole_number};
+use crate::model::ErrorClass;
+use crate::store::queries::AuditRow;
+
+/// Classes that must never be retried as is (docs/record-format.md, "Error
+/// classes"): the request must change, or the credentials, or the content,
+/// or the account's money. The default when no policy says otherwise.
+pub const DEFAULT_NONRETRYABLE: [ErrorClass; 4] =
+    [ErrorClass::Request, ErrorClass::Auth, ErrorClass::Policy, ErrorClass::Quota];
+
+/// Example workflow ids per finding.
+pub const EXAMPLES: u32 = 5;
+
+/// Every finding, in report order, with why it matters.
+pub const FINDINGS: [(&str, &str); 6] = [
+    (
+        "nonretryable_retried",
+        "a request, auth, policy or quota failure retried on the same route: the same answer, billed again",
+    ),
+    ("fallback_after_policy", "a safety refusal routed around to another model"),
+    (
+        "replay_after_commit",
+        "an attempt after a side effect committed (or may have) or output was shown: done twice, or two answers spliced",
+    ),
+    (
+        "retry_after_ignored",
+        "the next attempt to a provider started more than 1 s before the retry-after it asked for had passed",
+    ),
+    (
+        "timeout_output_retried",
+        "a timeout that had already produced output, then retried: the output paid for twice",
+    ),
+    (
+        "stacked_retries",
+        "two or more layers (SDK, gateway, app, queue) each retrying the same route: their limits multiply",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Audit {
+    /// The classes counted as not retryable.
+    pub nonretryable: Vec<&'static str>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub finding: &'static str,
+    pub why: &'static str,
+    pub workflows: i64,
+    pub attempts: i64,
+    #[serde(serialize_with = "whole_number")]
+    pub input_tokens: i128,
+    #[serde(serialize_with = "whole_number")]
+    pub output_tokens: i128,
+    /// Known cost of those attempts; `unknown_cost_attempts` apart.
+    pub cost_usd: f64,
+    pub unknown_cost_attempts: i64,
+    /// Attempts by the error class or commit state behind them.
+    pub by_class: BTreeMap<String, i64>,
+    /// Costliest first.
+    pub examples: Vec<String>,
+}
+
+impl Audit {
+    pub fn from_rows(rows: &[AuditRow], nonretryable: &[ErrorClass]) -> Audit {
+        let findings = FINDINGS
+            .iter()
+            .map(|(finding, why)| {
+                let row = rows.iter().find(|r| r.finding == *finding);
+                Finding {
+                    finding,
+                    why,
+                    workflows: row.map_or(0, |r| r.workflows),
+                    attempts: row.map_or(0, |r| r.attempts),
+                    input_tokens: row.map_or(0, |r| r.input_tokens),
+                    output_tokens: row.map_or(0, |r| r.output_tokens),
+                    cost_usd: usd(row.map_or(0, |r| r.cost_pusd)),
+                    unknown_cost_attempts: row.map_or(0, |r| r.unknown_cost_attempts),
+                    by_class: row.map(|r| r.by_class.iter().cloned().collect()).unwrap_or_default(),
+                    examples: row.map(|r| r.examples.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        Audit { nonretryable: nonretryable.iter().map(|c| <&'static str>::from(*c)).collect(), findings }
+    }
+
+    pub fn render(&self, format: super::Format) -> String {
+        match format {
+            super::Format::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
+            super::Format::Csv => self.csv(),
+            super::Format::Table => self.table(),
+        }
+    }
+
+    fn csv(&self) -> String {
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        let _ = writer.write_record([
+            "finding",
+            "workflows",
+            "attempts",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "unknown_cost_attempts",
+            "by_class",
+            "examples",
+        ]);
+        for f in &self.findings {
+            let classes: Vec<String> = f.by_class.iter().map(|(c, n)| format!("{c}={n}")).collect();
+            let _ = writer.write_record([
+                f.finding.to_string(),
+                f.workflows.to_string(),
+                f.attempts.to_string(),
+                f.input_tokens.to_string(),
+                f.output_tokens.to_string(),
+                f.cost_usd.to_string(),
+                f.unknown_cost_attempts.to_string(),
+                classes.join(" "),
+                f.examples.join(" "),
+            ]);
+        }
+        String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+    }
+
+    fn table(&self) -> String {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        table.set_header([
+            "finding",
+            "workflows",
+            "attempts",
+            "tokens in/out",
+            "cost",
+            "by class",
+            "examples",
+        ]);
+        for f in &self.findings {
+            let classes: Vec<String> = f.by_class.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            let cost = if f.unknown_cost_attempts > 0 {
+                format!("${:.4} (+{} unknown)", f.cost_usd, f.unknown_cost_attempts)
+            } else {
+                format!("${:.4}", f.cost_usd)
+            };
+            table.add_row(vec![
+                Cell::new(f.finding),
+                Cell::new(f.workflows).set_alignment(CellAlignment::Right),
+                Cell::new(f.attempts).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{} / {}", f.input_tokens, f.output_tokens))
+                    .set_alignment(CellAlignment::Right),
+                Cell::new(cost).set_alignment(CellAlignment::Right),
+                Cell::new(classes.join(", ")),
+                Cell::new(f.examples.iter().take(3).cloned().collect::<Vec<_>>().join(", ")),
+            ]);
+        }
+        let why: Vec<String> = self.findings.iter().map(|f| format!("  {}: {}", f.finding, f.why)).collect();
+        format!(
+            "Recovery audit (not retryable: {})\n{table}\n{}\n",
+            self.nonretryable.join(", "),
+            why.join("\n")
+        )
+    }
+}

@@ -1,0 +1,282 @@
+//! The recovery audit, one pair of hand-written cases per finding: one that
+//! must be found and one close to it that must not (docs/record-format.md,
+//! "The audit"), plus the examples, costs and the CLI and HTTP answers.
+
+use attempt_ledger::pricing::PriceTable;
+use attempt_ledger::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES, Finding};
+use attempt_ledger::store::queries::AuditFilter;
+use serde_json::{Value, json};
+
+use crate::{rec, store_with};
+
+fn audit_of(lines: &[String]) -> Audit {
+    let store = store_with(lines);
+    let filter = AuditFilter {
+        since: None,
+        until: None,
+        workflow: None,
+        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
+        examples: EXAMPLES,
+    };
+    Audit::from_rows(&store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(), &filter.nonretryable)
+}
+
+fn finding<'a>(audit: &'a Audit, name: &str) -> &'a Finding {
+    audit.findings.iter().find(|f| f.finding == name).unwrap()
+}
+
+/// (workflows, attempts) of each finding that has any.
+fn found(lines: &[String]) -> Vec<(&'static str, i64, i64)> {
+    audit_of(lines)
+        .findings
+        .iter()
+        .filter(|f| f.workflows > 0)
+        .map(|f| (f.finding, f.workflows, f.attempts))
+        .collect()
+}
+
+fn at(second: u32) -> String {
+    format!("2026-11-28T02:00:{second:02}Z")
+}
+
+fn failed(attempt: u32, second: u32, extra: Value) -> String {
+    let mut fields =
+        json!({"attempt": attempt, "started_at": at(second), "status": "error", "decision": "retry"});
+    for (k, v) in extra.as_object().unwrap() {
+        fields[k] = v.clone();
+    }
+    rec(fields)
+}
+
+fn ok(attempt: u32, second: u32, extra: Value) -> String {
+    let mut fields =
+        json!({"attempt": attempt, "started_at": at(second), "input_tokens": 1000, "output_tokens": 100});
+    for (k, v) in extra.as_object().unwrap() {
+        fields[k] = v.clone();
+    }
+    rec(fields)
+}
+
+#[test]
+fn a_request_error_retried_on_the_same_route_is_found_a_transient_one_is_not() {
+    let context_too_long = json!({"error_class": "request", "error_code": "context_length_exceeded",
+                                  "input_tokens": 200000, "output_tokens": 0});
+    let lines = [failed(0, 0, context_too_long.clone()), failed(1, 1, context_too_long), ok(2, 2, json!({}))];
+    assert_eq!(
+        found(&lines),
+        [("nonretryable_retried", 1, 2)],
+        "the 2nd and 3rd attempts repeat the request"
+    );
+    let audit = audit_of(&lines);
+    let f = finding(&audit, "nonretryable_retried");
+    assert_eq!((f.input_tokens, f.output_tokens), (201_000, 100), "the retried prompt and the final answer");
+    assert_eq!(f.by_class.get("request"), Some(&2));
+    assert_eq!(f.examples, ["w1"]);
+
+    let transient = [failed(0, 0, json!({"http_status": 529})), ok(1, 1, json!({}))];
+    assert_eq!(found(&transient), [], "a 529 may be retried");
+    let fixed_elsewhere = [
+        failed(0, 0, json!({"error_class": "request"})),
+        ok(1, 1, json!({"provider": "anthropic", "model": "claude-haiku-4-5"})),
+    ];
+    assert_eq!(found(&fixed_elsewhere), [], "another route is not a retry (and not a policy fallback)");
+}
+
+#[test]
+fn a_fallback_after_a_refusal_is_found_a_fallback_after_a_429_is_not() {
+    let other = json!({"provider": "anthropic", "model": "claude-haiku-4-5", "route": "fallback"});
+    let refused =
+        [failed(0, 0, json!({"error_class": "policy", "decision": "fallback"})), ok(1, 1, other.clone())];
+    assert_eq!(found(&refused), [("fallback_after_policy", 1, 1)]);
+    let limited = [failed(0, 0, json!({"http_status": 429, "decision": "fallback"})), ok(1, 1, other)];
+    assert_eq!(found(&limited), []);
+}
+
+#[test]
+fn an_attempt_after_a_commit_or_shown_output_is_a_replay_one_before_is_not() {
+    for (marker, class) in [
+        (json!({"commit_state": "committed"}), "committed"),
+        (json!({"commit_state": "unknown"}), "unknown"),
+        (json!({"visible_output": true, "error_class": "stream_interrupted"}), "visible_output"),
+    ] {
+        let lines = [failed(0, 0, marker), ok(1, 1, json!({}))];
+        let audit = audit_of(&lines);
+        let f = finding(&audit, "replay_after_commit");
+        assert_eq!((f.workflows, f.attempts), (1, 1), "{class}");
+        assert_eq!(f.by_class.keys().collect::<Vec<_>>(), [class]);
+    }
+    // The commit on the last attempt: nothing came after it.
+    let last = [failed(0, 0, json!({"http_status": 503})), ok(1, 1, json!({"commit_state": "committed"}))];
+    assert_eq!(found(&last), []);
+    let none = [
+        failed(0, 0, json!({"http_status": 503, "commit_state": "none", "visible_output": false})),
+        ok(1, 1, json!({})),
+    ];
+    assert_eq!(found(&none), []);
+}
+
+#[test]
+fn retrying_before_the_retry_after_is_found_waiting_it_out_is_not() {
+    // Failed at :00 after 1 s, asked for 10 s: the next attempt is due at :11.
+    let asked = json!({"http_status": 429, "duration_ms": 1000, "retry_after_ms": 10000});
+    let early = [failed(0, 0, asked.clone()), ok(1, 5, json!({}))];
+    assert_eq!(found(&early), [("retry_after_ignored", 1, 1)]);
+    // Within the 1 s slack of second-resolution logs.
+    let on_time = [failed(0, 0, asked.clone()), ok(1, 10, json!({}))];
+    assert_eq!(found(&on_time), []);
+    // Another provider owes nothing to this one's retry-after.
+    let elsewhere =
+        [failed(0, 0, asked), ok(1, 1, json!({"provider": "anthropic", "model": "claude-haiku-4-5"}))];
+    assert_eq!(found(&elsewhere), []);
+}
+
+#[test]
+fn a_timeout_with_output_then_retried_is_found_one_without_output_is_not() {
+    let cut =
+        json!({"error_class": "timeout", "duration_ms": 30000, "input_tokens": 5000, "output_tokens": 800});
+    let lines = [failed(0, 0, cut), ok(1, 31, json!({}))];
+    assert_eq!(found(&lines), [("timeout_output_retried", 1, 1)]);
+    assert_eq!(
+        finding(&audit_of(&lines), "timeout_output_retried").output_tokens,
+        800,
+        "the timed-out attempt"
+    );
+    let silent =
+        json!({"error_class": "timeout", "duration_ms": 30000, "input_tokens": 5000, "output_tokens": 0});
+    assert_eq!(found(&[failed(0, 0, silent), ok(1, 31, json!({}))]), []);
+    let given_up = json!({"error_class": "timeout", "output_tokens": 800, "decision": "fail_closed"});
+    assert_eq!(found(&[failed(0, 0, given_up)]), [], "nothing came after it");
+}
+
+#[test]
+fn examples_are_the_costliest_workflows_and_the_window_and_name_select() {
+    let mut lines = Vec::new();
+    for (i, tokens) in [(1, 100), (2, 50_000), (3, 5_000)] {
+        let id = format!("w{i}");
+        let request = json!({"workflow_id": id, "error_class": "request", "input_tokens": tokens, "output_tokens": 0,
+                             "workflow": if i == 3 { "batch" } else { "chat" }});
+        lines.push(failed(0, 0, request.clone()));
+        lines.push(failed(1, 1, request));
+    }
+    let store = store_with(&lines);
+    let prices = PriceTable::load(None).unwrap();
+    let mut filter = AuditFilter {
+        since: None,
+        until: None,
+        workflow: None,
+        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
+        examples: 2,
+    };
+    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    let f = finding(&audit, "nonretryable_retried");
+    assert_eq!(f.workflows, 3);
+    assert_eq!(f.examples, ["w2", "w3"], "costliest first, at most 2");
+    assert!(f.cost_usd > 0.0);
+    filter.workflow = Some("batch".into());
+    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    assert_eq!(finding(&audit, "nonretryable_retried").examples, ["w3"]);
+    filter.workflow = None;
+    filter.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
+    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    assert!(audit.findings.iter().all(|f| f.workflows == 0), "outside the window");
+}
+
+#[test]
+fn arrival_order_and_redelivery_never_change_the_findings() {
+    let lines = [
+        failed(0, 0, json!({"error_class": "request"})),
+        failed(1, 1, json!({"error_class": "request", "commit_state": "unknown"})),
+        failed(2, 2, json!({"http_status": 429, "retry_after_ms": 5000, "duration_ms": 10})),
+        ok(3, 3, json!({})),
+    ];
+    let want = audit_of(&lines);
+    assert!(want.findings.iter().filter(|f| f.workflows > 0).count() >= 3, "{want:?}");
+    let mut reversed: Vec<String> = lines.iter().rev().cloned().collect();
+    assert_eq!(audit_of(&reversed), want);
+    reversed.extend(lines.iter().cloned());
+    let store = store_with(&reversed[..4]);
+    let decoded = attempt_ledger::ingest::jsonl::decode_lines(&reversed[4..].join("\n"), 1);
+    store.write_batch(&decoded.attempts).unwrap();
+    let filter = AuditFilter {
+        since: None,
+        until: None,
+        workflow: None,
+        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
+        examples: EXAMPLES,
+    };
+    let again = Audit::from_rows(
+        &store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(),
+        &filter.nonretryable,
+    );
+    assert_eq!(again, want, "a redelivered batch in a second write");
+}
+
+#[test]
+fn the_cli_and_the_http_route_answer_the_same_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.jsonl");
+    let lines = [
+        failed(0, 0, json!({"error_class": "auth", "http_status": 401})),
+        failed(1, 1, json!({"error_class": "auth"})),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let db = dir.path().join("a.duckdb");
+    crate::service::cli_ingest(&db, &file);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["audit", "--db", db.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli["findings"][0]["finding"], "nonretryable_retried");
+    assert_eq!(cli["findings"][0]["by_class"], json!({"auth": 1}));
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["audit", "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains("nonretryable_retried"));
+    let service = crate::service::Service::start(&db, &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let http: Value = serde_json::from_slice(
+        &agent
+            .get(&format!("{}/api/v1/audit", service.http))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_vec()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(http, cli);
+    let bad = agent.get(&format!("{}/api/v1/audit?since=later", service.http)).call().unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+}
+
+#[test]
+fn sdk_retries_under_app_retries_are_stacked_one_layer_retrying_is_not() {
+    let lines = [
+        failed(0, 0, json!({"layer": "app", "http_status": 529})),
+        failed(1, 1, json!({"layer": "sdk", "http_status": 529})),
+        failed(2, 2, json!({"layer": "sdk", "http_status": 529})),
+        failed(3, 3, json!({"layer": "app", "http_status": 529})),
+        ok(4, 4, json!({"layer": "sdk"})),
+    ];
+    assert_eq!(found(&lines), [("stacked_retries", 1, 4)], "every retry of the workflow");
+    assert_eq!(
+        finding(&audit_of(&lines), "stacked_retries").by_class.keys().collect::<Vec<_>>(),
+        ["app+sdk"]
+    );
+    let one_layer = [
+        failed(0, 0, json!({"layer": "sdk", "http_status": 529})),
+        failed(1, 1, json!({"layer": "sdk", "http_status": 529})),
+        ok(2, 2, json!({"layer": "sdk"})),
+    ];
+    assert_eq!(found(&one_layer), []);
+    // An app call after a fallback is a new route, not a retry of the old one.
+    let fell_back = [
+        failed(0, 0, json!({"layer": "sdk", "http_status": 529})),
+        failed(1, 1, json!({"layer": "sdk", "http_status": 529, "decision": "fallback"})),
+        ok(2, 2, json!({"layer": "app", "provider": "anthropic", "model": "claude-haiku-4-5"})),
+    ];
+    assert_eq!(found(&fell_back), []);
+}
