@@ -64,6 +64,14 @@
 --     timeout_output_retried a timeout that had produced output tokens,
 --                           followed by another attempt (the output is paid
 --                           for again); the row is the timed-out attempt
+--     attempt               every attempt of a workflow with more than one,
+--                           with seq and offset_ms (from the first attempt's
+--                           start); class: delivered | wasted (the budgets)
+--     fallback_route        an attempt on a fallback route; class: its route
+--                           key, the route group or provider/model, lowercase
+--     queued                an attempt the caller queued (decision queue) or a
+--                           queue redelivered (layer queue); class:
+--                           queue_decision | queue_redelivery
 --   The policy (which classes may be retried, fail closed, ...) is applied
 --   when reading (queries/audit.sql), so a policy change needs no rebuild.
 --
@@ -221,7 +229,8 @@ WITH previous AS (
            lag({'status': a.status, 'error_class': a.error_class, 'started_at': a.started_at,
                 'duration_ms': a.duration_ms, 'retry_after_ms': a.retry_after_ms})
                OVER (PARTITION BY a.workflow_id, a.provider ORDER BY a.seq) AS prev_same_provider,
-           lead(a.seq) OVER by_seq AS next_seq
+           lead(a.seq) OVER by_seq AS next_seq,
+           count(*) OVER (PARTITION BY a.workflow_id) AS workflow_attempts
     FROM temp.fact_attempts a
     WINDOW by_seq AS (PARTITION BY a.workflow_id ORDER BY a.seq)
 ),
@@ -245,9 +254,22 @@ broken AS (
     SELECT *, 'timeout_output_retried' AS kind, 'timeout' AS class
     FROM previous
     WHERE status = 'error' AND error_class = 'timeout' AND coalesce(output_tokens, 0) > 0 AND next_seq IS NOT NULL
+    UNION ALL BY NAME
+    SELECT *, 'attempt' AS kind, CASE WHEN delivered THEN 'delivered' ELSE 'wasted' END AS class
+    FROM previous WHERE workflow_attempts > 1
+    UNION ALL BY NAME
+    SELECT *, 'fallback_route' AS kind, lower(coalesce(route_group, provider || '/' || model)) AS class
+    FROM previous WHERE effective_route = 'fallback'
+    UNION ALL BY NAME
+    SELECT *, 'queued' AS kind,
+           CASE WHEN decision = 'queue' THEN 'queue_decision' ELSE 'queue_redelivery' END AS class
+    FROM previous WHERE decision = 'queue' OR layer = 'queue'
 )
 SELECT b.workflow_id, w.first_at, w.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
-       b.cost_kind, count(*) AS attempts,
+       b.cost_kind,
+       CASE WHEN b.kind = 'attempt' THEN b.seq END AS seq,
+       CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.started_at) - epoch_us(w.first_at)) / 1000.0 END AS offset_ms,
+       count(*) AS attempts,
        coalesce(sum(b.input_tokens), 0)::HUGEINT AS input_tokens,
        coalesce(sum(b.output_tokens), 0)::HUGEINT AS output_tokens,
        coalesce(sum(b.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,

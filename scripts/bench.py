@@ -9,7 +9,8 @@ storm), then times, each as its own process:
   (the `duckdb` Python package, pinned to 2.0.0, the engine the product
   bundles) on the same file; the ratio is peer time / ingest time, so >= 1.0
   means ingest keeps up with DuckDB's own loader;
-- the full report, a 1-hour-window report, and one evaluation of every rule
+- the full report, a 1-hour-window report, the recovery audit (built-in and
+  example policy, against the full report), and one evaluation of every rule
   in examples/alerts.toml (`alerts --check` over a single instant);
 - HTTP ingest latency: `serve` on an empty database and on the loaded one,
   each sent the same 50 batches of 1,000 new records one after another
@@ -131,7 +132,7 @@ def http_latencies(binary: Path, db: Path, batches: list[bytes]):
 
 # The demo's day, where the simulated traffic is.
 DAY = "?since=2026-11-28T00:00:00Z&until=2026-11-29T00:00:00Z"
-PAGES = ["/", "/cost", "/attempts", "/alerts"]
+PAGES = ["/", "/cost", "/attempts", "/audit", "/alerts"]
 
 
 def page_timings(http: str) -> dict:
@@ -194,6 +195,15 @@ def main():
     window = ["--since", "2026-11-28T02:30:00Z", "--until", "2026-11-28T03:30:00Z"]
     seconds, rss = run([binary, "report", "--db", db, "--format", "json", *window])
     record("report (1-hour window)", seconds, rss)
+    # The audit reads the sparse findings table; with the example policy it
+    # also weighs every attempt of retried workflows against the budgets.
+    report_s = results["rows"][-2]["seconds"]
+    seconds, rss = run([binary, "audit", "--db", db, "--format", "json"])
+    record("audit (built-in policy)", seconds, rss)
+    results["audit_vs_report"] = round(seconds / report_s, 2)
+    seconds, rss = run([binary, "audit", "--db", db, "--format", "json", "--policy", ROOT / "examples/policy.toml"])
+    record("audit (examples/policy.toml)", seconds, rss)
+    results["audit_policy_vs_report"] = round(seconds / report_s, 2)
     # One evaluation: at `until`, one step after `since`.
     since, until = "2026-11-28T02:59:59Z", "2026-11-28T03:00:00Z"
     seconds, rss = run(
@@ -229,6 +239,10 @@ def main():
         rate = row.get("records_per_s", "")
         print(f"{row['step']:<42} {row['seconds']:>9.3f} {row['peak_rss_mib']:>13} {rate:>11}")
     print(f"ingest vs DuckDB read_json: {results['ingest_vs_read_json']:.2f}x (>= 1.0: keeps up)")
+    print(
+        f"audit / full report: {results['audit_vs_report']:.2f}x built-in, "
+        f"{results['audit_policy_vs_report']:.2f}x with examples/policy.toml"
+    )
     for label in ["empty", "loaded"]:
         figures = results[f"http_{label}_ms"]
         print(

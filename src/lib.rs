@@ -13,4 +13,4 @@ pub mod store;
 
 // The database-free half lives in crates/attempt-core; its modules keep
 // their paths here.
-pub use attempt_core::{classify, dimensions, ingest, model, pricing, providers};
+pub use attempt_core::{classify, dimensions, ingest, model, policy, pricing, providers};

@@ -13,6 +13,7 @@ use super::rules::{Rule, RuleKind};
 use crate::model::{ErrorClass, name};
 use crate::pricing::PriceTable;
 use crate::report::Report;
+use crate::report::audit::{Audit, LoadedPolicy};
 use crate::store::{Query, ReportFilter, Store, StoreError};
 
 /// One alert instance's reading: a rule, and for `primary_success` a route.
@@ -38,12 +39,28 @@ pub struct RuleResult {
 
 /// Evaluates every rule at `now`. Rules sharing a window and workflow filter
 /// share one report.
-pub fn evaluate(store: &Store, prices: &PriceTable, rules: &[Rule], now: DateTime<Utc>) -> Vec<RuleResult> {
+pub fn evaluate(
+    store: &Store,
+    prices: &PriceTable,
+    policy: &LoadedPolicy,
+    rules: &[Rule],
+    now: DateTime<Utc>,
+) -> Vec<RuleResult> {
     let mut reports: BTreeMap<(Duration, Option<String>), Result<Report, String>> = BTreeMap::new();
+    let mut audits: BTreeMap<(Duration, Option<String>), Result<Audit, String>> = BTreeMap::new();
     rules
         .iter()
         .enumerate()
         .map(|(index, rule)| {
+            if rule.kind == RuleKind::PolicyViolation {
+                let audit = audits.entry((rule.window, rule.workflow.clone())).or_insert_with(|| {
+                    window_audit(store, prices, policy, rule, now).map_err(|e| e.to_string())
+                });
+                return RuleResult {
+                    rule: index,
+                    outcome: audit.as_ref().map(|a| observe_audit(index, rule, a)).map_err(Clone::clone),
+                };
+            }
             let report = reports
                 .entry((rule.window, rule.workflow.clone()))
                 .or_insert_with(|| window_report(store, prices, rule, now).map_err(|e| e.to_string()));
@@ -53,6 +70,13 @@ pub fn evaluate(store: &Store, prices: &PriceTable, rules: &[Rule], now: DateTim
             }
         })
         .collect()
+}
+
+/// Where a rule's window starts at `now` (`None`: a window longer than
+/// time, so everything).
+fn window_start(rule: &Rule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let window = chrono::Duration::from_std(rule.window).unwrap_or(chrono::Duration::MAX);
+    now.checked_sub_signed(window)
 }
 
 /// The report queries rules read; the rest of the report is not computed.
@@ -66,15 +90,56 @@ pub fn window_report(
     rule: &Rule,
     now: DateTime<Utc>,
 ) -> Result<Report, StoreError> {
-    let window = chrono::Duration::from_std(rule.window).unwrap_or(chrono::Duration::MAX);
     let filter = ReportFilter {
-        since: now.checked_sub_signed(window),
+        since: window_start(rule, now),
         until: Some(now),
         workflow: rule.workflow.clone(),
         ..ReportFilter::default()
     };
     let rows = store.report_rows_of(&filter, prices, &ALERT_QUERIES)?;
     Ok(Report::from_rows(&rows, filter.retry_budget))
+}
+
+/// The recovery audit a `policy_violation` rule reads at `now`: the same
+/// window and workflow as the other kinds.
+pub fn window_audit(
+    store: &Store,
+    prices: &PriceTable,
+    policy: &LoadedPolicy,
+    rule: &Rule,
+    now: DateTime<Utc>,
+) -> Result<Audit, StoreError> {
+    let filter = policy.filter(window_start(rule, now), Some(now), rule.workflow.clone());
+    Ok(policy.audit(&store.audit(&filter, prices)?))
+}
+
+/// One observation per finding (or the rule's one): the workflows that
+/// have it, labelled `finding`.
+pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observation> {
+    let window = humantime::format_duration(rule.window).to_string();
+    audit
+        .findings
+        .iter()
+        .filter(|f| rule.finding.as_deref().is_none_or(|wanted| wanted == f.finding))
+        .map(|f| {
+            let value = Some(f.workflows as f64);
+            Observation {
+                rule: index,
+                labels: BTreeMap::from([("finding".to_string(), f.finding.to_string())]),
+                breaching: breaches(rule, value),
+                value,
+                summary: format!(
+                    "{} workflows in the last {window}: {} ({} attempts, ${:.4}); e.g. {}",
+                    f.workflows,
+                    f.why,
+                    f.attempts,
+                    f.cost_usd,
+                    if f.examples.is_empty() { "none".to_string() } else { f.examples.join(", ") }
+                ),
+                details: json!(f),
+            }
+        })
+        .collect()
 }
 
 fn breaches(rule: &Rule, value: Option<f64>) -> bool {
@@ -233,5 +298,7 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
                 json!({ "attempts": attempts, "by_provider": quota }),
             )
         }
+        // Read from the audit, not the report (`observe_audit`).
+        RuleKind::PolicyViolation => Vec::new(),
     }
 }

@@ -36,6 +36,9 @@ pub struct Args {
     /// Alert rule file (TOML; see examples/alerts.toml).
     #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
     rules: Option<PathBuf>,
+    /// Recovery policy file for `policy_violation` rules (examples/policy.toml).
+    #[arg(long, env = "ATTEMPT_LEDGER_POLICY")]
+    policy: Option<PathBuf>,
     /// --check: first evaluation instant (default: the first stored attempt).
     #[arg(long)]
     since: Option<String>,
@@ -132,6 +135,7 @@ struct CheckOutput {
 
 fn check(args: &Args, store: &Store, rules: RuleSet) -> anyhow::Result<ExitCode> {
     let prices = PriceTable::load(args.prices.as_deref())?;
+    let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
     let Some((first, last)) = store.attempt_span()? else {
         bail!("the database {} holds no attempts to check the rules against", args.db.db.display());
     };
@@ -160,7 +164,7 @@ fn check(args: &Args, store: &Store, rules: RuleSet) -> anyhow::Result<ExitCode>
     let mut evaluations = 0;
     let mut t = since + step;
     while t <= until {
-        let results = evaluate(store, &prices, &rules.rules, t);
+        let results = evaluate(store, &prices, &policy, &rules.rules, t);
         if let Some((rule, err)) = results.iter().find_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e)))
         {
             bail!("rule {:?} failed at {}: {err}", rules.rules[rule].name, text_time(t));

@@ -8,10 +8,9 @@ use chrono::Utc;
 
 use super::DbArg;
 use crate::pricing::PriceTable;
-use crate::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES};
+use crate::report::audit::LoadedPolicy;
 use crate::report::{Format, parse_time};
 use crate::store::Store;
-use crate::store::queries::AuditFilter;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,6 +26,11 @@ pub struct Args {
     /// Only workflows with this name (the records' `workflow` field).
     #[arg(long)]
     workflow: Option<String>,
+    /// A recovery policy file (examples/policy.toml): each workflow's
+    /// retryable classes, limits and approved fallbacks. Default: built-in
+    /// rules that need no policy.
+    #[arg(long, env = "ATTEMPT_LEDGER_POLICY")]
+    policy: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// A price file that overrides or extends the built-in table.
@@ -42,16 +46,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let parse = |arg: &Option<String>, flag: &str| {
         arg.as_deref().map(|t| parse_time(t, now)).transpose().map_err(|e| anyhow::anyhow!("{flag}: {e}"))
     };
-    let filter = AuditFilter {
-        since: parse(&args.since, "--since")?,
-        until: parse(&args.until, "--until")?,
-        workflow: args.workflow,
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: EXAMPLES,
-    };
+    let policy = LoadedPolicy::load(args.policy.as_deref())?;
+    let filter = policy.filter(parse(&args.since, "--since")?, parse(&args.until, "--until")?, args.workflow);
     let prices = PriceTable::load(args.prices.as_deref())?;
     let store = Store::open(&args.db.db)?;
-    let audit = Audit::from_rows(&store.audit(&filter, &prices)?, &filter.nonretryable);
+    let audit = policy.audit(&store.audit(&filter, &prices)?);
     print!("{}", audit.render(args.format));
     Ok(ExitCode::SUCCESS)
 }

@@ -85,17 +85,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let prices = PriceTable::load(None)?;
     let report = super::report::build_report(&store, &ReportFilter::default(), &prices)?;
     print!("{}", render(&report, Format::Table));
-    let audit_filter = crate::store::queries::AuditFilter {
-        since: None,
-        until: None,
-        workflow: None,
-        nonretryable: crate::report::audit::DEFAULT_NONRETRYABLE.to_vec(),
-        examples: crate::report::audit::EXAMPLES,
-    };
-    let audit = crate::report::audit::Audit::from_rows(
-        &store.audit(&audit_filter, &prices)?,
-        &audit_filter.nonretryable,
-    );
+    let policy = crate::report::audit::LoadedPolicy::default();
+    let audit_filter = policy.filter(None, None, None);
+    let audit = policy.audit(&store.audit(&audit_filter, &prices)?);
     print!("\n{}", audit.render(Format::Table));
     let db_text = db.display();
     let storm_file = dir.join("overnight-529-storm.jsonl");

@@ -39,6 +39,10 @@ pub struct Args {
     /// Alert rule file (TOML; see examples/alerts.toml).
     #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
     rules: Option<PathBuf>,
+    /// Recovery policy file (TOML; see examples/policy.toml) for the audit,
+    /// its page and `policy_violation` rules. Default: the built-in rules.
+    #[arg(long, env = "ATTEMPT_LEDGER_POLICY")]
+    policy: Option<PathBuf>,
     /// How often /metrics' stored-data families are recomputed, when new
     /// data was committed ("15s", "1m").
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
@@ -107,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         queue_bytes: args.queue_mib << 20,
         max_batch: 131_072,
         rules,
+        policy: crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?,
         metrics_refresh: args.metrics_refresh,
         body_timeout: args.body_timeout,
         tokens: load_tokens(args.tokens.as_deref())?,

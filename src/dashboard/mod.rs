@@ -42,6 +42,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("attempts.html", include_str!("templates/attempts.html")),
         ("alerts.html", include_str!("templates/alerts.html")),
         ("workflow.html", include_str!("templates/workflow.html")),
+        ("audit.html", include_str!("templates/audit.html")),
         ("error.html", include_str!("templates/error.html")),
     ] {
         // The templates are compiled in; a broken one fails every test.
@@ -561,6 +562,10 @@ pub fn attempts(view: &View, series: &Timeseries, report: &Report) -> Result<Str
         context! { report => report, charts => charts, errors => errors, latency => latency,
         quantiles => QUANTILES.iter().map(|(n, _)| *n).collect::<Vec<_>>() },
     )
+}
+
+pub fn audit(view: &View, audit: &crate::report::audit::Audit) -> Result<String, PageError> {
+    render("audit.html", "audit", view, context! { audit => audit })
 }
 
 /// An alert with the link to the range around it.

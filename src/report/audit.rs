@@ -9,25 +9,63 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_
 use serde::Serialize;
 
 use super::{usd, whole_number};
-use crate::model::ErrorClass;
+use crate::policy::PolicySet;
 use crate::store::queries::AuditRow;
-
-/// Classes that must never be retried as is (docs/record-format.md, "Error
-/// classes"): the request must change, or the credentials, or the content,
-/// or the account's money. The default when no policy says otherwise.
-pub const DEFAULT_NONRETRYABLE: [ErrorClass; 4] =
-    [ErrorClass::Request, ErrorClass::Auth, ErrorClass::Policy, ErrorClass::Quota];
 
 /// Example workflow ids per finding.
 pub const EXAMPLES: u32 = 5;
 
+/// A policy file as read (or the built-in defaults), with its name for the
+/// audit's header.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadedPolicy {
+    pub file: Option<String>,
+    pub set: PolicySet,
+}
+
+impl LoadedPolicy {
+    pub fn load(path: Option<&std::path::Path>) -> Result<LoadedPolicy, crate::policy::PolicyError> {
+        match path {
+            None => Ok(LoadedPolicy::default()),
+            Some(path) => {
+                Ok(LoadedPolicy { file: Some(path.display().to_string()), set: PolicySet::load(path)? })
+            }
+        }
+    }
+
+    /// Every workflow in the window, with this policy.
+    pub fn filter(
+        &self,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        until: Option<chrono::DateTime<chrono::Utc>>,
+        workflow: Option<String>,
+    ) -> crate::store::queries::AuditFilter {
+        crate::store::queries::AuditFilter {
+            since,
+            until,
+            workflow,
+            policy: self.set.clone(),
+            examples: EXAMPLES,
+        }
+    }
+
+    pub fn audit(&self, rows: &[AuditRow]) -> Audit {
+        Audit::from_rows(rows, self.file.as_deref(), &self.set)
+    }
+}
+
 /// Every finding, in report order, with why it matters.
-pub const FINDINGS: [(&str, &str); 6] = [
+pub const FINDINGS: [(&str, &str); 12] = [
     (
         "nonretryable_retried",
-        "a request, auth, policy or quota failure retried on the same route: the same answer, billed again",
+        "a failure of a class the policy does not retry (by default request, auth, policy, quota) retried on \
+         the same route: the same answer, billed again",
     ),
     ("fallback_after_policy", "a safety refusal routed around to another model"),
+    (
+        "fail_closed_ignored",
+        "another attempt (retry or fallback) after a failure of a class the policy fails closed on",
+    ),
     (
         "replay_after_commit",
         "an attempt after a side effect committed (or may have) or output was shown: done twice, or two answers spliced",
@@ -44,12 +82,22 @@ pub const FINDINGS: [(&str, &str); 6] = [
         "stacked_retries",
         "two or more layers (SDK, gateway, app, queue) each retrying the same route: their limits multiply",
     ),
+    ("over_attempt_budget", "attempts beyond the policy's max_total_attempts"),
+    ("over_time_budget", "attempts started after the policy's max_elapsed_ms from the first"),
+    (
+        "over_cost_budget",
+        "attempts sent once the cost of the undelivered ones had passed the policy's max_extra_cost_usd",
+    ),
+    ("unapproved_fallback", "attempts on a fallback route the policy does not approve for the workflow"),
+    ("queued_forbidden", "work queued or redelivered by a queue where the policy forbids queueing"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Audit {
-    /// The classes counted as not retryable.
-    pub nonretryable: Vec<&'static str>,
+    /// The policy file read; `null`: the built-in defaults.
+    pub policy: Option<String>,
+    /// Workflows with rules of their own (the rest have the default's).
+    pub policy_workflows: Vec<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -73,7 +121,7 @@ pub struct Finding {
 }
 
 impl Audit {
-    pub fn from_rows(rows: &[AuditRow], nonretryable: &[ErrorClass]) -> Audit {
+    pub fn from_rows(rows: &[AuditRow], policy_file: Option<&str>, policy: &PolicySet) -> Audit {
         let findings = FINDINGS
             .iter()
             .map(|(finding, why)| {
@@ -92,7 +140,11 @@ impl Audit {
                 }
             })
             .collect();
-        Audit { nonretryable: nonretryable.iter().map(|c| <&'static str>::from(*c)).collect(), findings }
+        Audit {
+            policy: policy_file.map(str::to_string),
+            policy_workflows: policy.workflows.iter().map(|(name, _)| name.clone()).collect(),
+            findings,
+        }
     }
 
     pub fn render(&self, format: super::Format) -> String {
@@ -164,10 +216,19 @@ impl Audit {
             ]);
         }
         let why: Vec<String> = self.findings.iter().map(|f| format!("  {}: {}", f.finding, f.why)).collect();
-        format!(
-            "Recovery audit (not retryable: {})\n{table}\n{}\n",
-            self.nonretryable.join(", "),
-            why.join("\n")
-        )
+        let policy = match &self.policy {
+            Some(file) => format!("policy {file}"),
+            None => "the built-in policy: attempt-ledger audit --policy FILE for your own".to_string(),
+        };
+        format!("Recovery audit ({policy})\n{table}\n{}\n", why.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_alert_rules_know_every_finding() {
+        let names: Vec<&str> = super::FINDINGS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, crate::alerts::rules::AUDIT_FINDINGS);
     }
 }

@@ -61,6 +61,8 @@ pub struct AppState {
     pub sessions: Arc<Sessions>,
     /// Whether the listener speaks TLS (session cookies are then `Secure`).
     pub tls: bool,
+    /// The recovery policy the audit applies (`--policy`).
+    pub policy: Arc<crate::report::audit::LoadedPolicy>,
 }
 
 pub fn app(state: AppState) -> Router {
@@ -81,6 +83,7 @@ pub fn app(state: AppState) -> Router {
         .route("/cost", get(super::pages::cost))
         .route("/attempts", get(super::pages::attempts))
         .route("/alerts", get(super::pages::alerts))
+        .route("/audit", get(super::pages::audit))
         .route("/workflow", get(super::pages::workflow))
         .route(crate::dashboard::STYLESHEET_PATH, get(super::pages::stylesheet))
         .route("/login", get(login_page).post(login))
@@ -596,7 +599,6 @@ async fn get_audit(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ServiceError> {
-    use crate::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES};
     let now = Utc::now();
     let time = |key: &str| {
         params
@@ -605,16 +607,9 @@ async fn get_audit(
             .transpose()
             .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
     };
-    let filter = crate::store::queries::AuditFilter {
-        since: time("since")?,
-        until: time("until")?,
-        workflow: params.get("workflow").cloned(),
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: EXAMPLES,
-    };
-    let classes = filter.nonretryable.clone();
+    let filter = state.policy.filter(time("since")?, time("until")?, params.get("workflow").cloned());
     let rows = on_reader(&state, move |store, prices| store.audit(&filter, prices)).await?;
-    Ok(axum::Json(Audit::from_rows(&rows, &classes)).into_response())
+    Ok(axum::Json(state.policy.audit(&rows)).into_response())
 }
 
 /// Every attempt of one workflow, in order (`report::workflow`).

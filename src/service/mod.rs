@@ -79,6 +79,8 @@ pub struct ServeConfig {
     pub max_batch: usize,
     /// Alert rules to evaluate; none: no evaluator runs.
     pub rules: Option<RuleSet>,
+    /// The recovery policy of the audit and `policy_violation` rules.
+    pub policy: crate::report::audit::LoadedPolicy,
     /// How often the stored-data metrics are recomputed (when data changed).
     pub metrics_refresh: Duration,
     /// Open HTTP connections and the time a request's headers may take.
@@ -131,10 +133,12 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         observed.clone(),
         stop_loops.clone(),
     )?];
+    let policy = Arc::new(config.policy.clone());
     if let Some(rules) = config.rules.clone() {
         loops.push(observer::spawn_alert_evaluator(
             alerts_store,
             prices.clone(),
+            policy.clone(),
             rules,
             observed.clone(),
             stop_loops.clone(),
@@ -174,6 +178,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         observed,
         sessions: Arc::new(session::Sessions::default()),
         tls: config.tls.is_some(),
+        policy,
     };
     let http_server = listen::serve_http(
         http_listener,

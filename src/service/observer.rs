@@ -130,6 +130,7 @@ pub fn spawn_metrics_refresher(
 pub fn spawn_alert_evaluator(
     store: Store,
     prices: Arc<PriceTable>,
+    policy: Arc<crate::report::audit::LoadedPolicy>,
     rules: RuleSet,
     observed: Arc<Observed>,
     stop: Arc<Stop>,
@@ -153,7 +154,7 @@ pub fn spawn_alert_evaluator(
             let began = Instant::now();
             supervised("alerts", &observed, || {
             let now = Utc::now();
-            let results = evaluate(&store, &prices, &rules.rules, now);
+            let results = evaluate(&store, &prices, &policy, &rules.rules, now);
             for failed in results.iter().filter_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e))) {
                 observed.evaluation_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(rule = %rules.rules[failed.0].name, error = %failed.1, "rule evaluation failed");

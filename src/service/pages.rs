@@ -89,6 +89,19 @@ time_page!(overview, dashboard::overview);
 time_page!(cost, dashboard::cost);
 time_page!(attempts, dashboard::attempts);
 
+pub async fn audit(State(state): State<AppState>, Query(params): Params) -> Page {
+    let view = match view_of(&state, &params).await {
+        Ok(view) => view,
+        Err(page) => return page,
+    };
+    let filter =
+        state.policy.filter(Some(view.range.from), Some(view.range.until), view.range.workflow.clone());
+    match on_reader(&state, move |store, prices| store.audit(&filter, prices)).await {
+        Ok(rows) => drawn(dashboard::audit(&view, &state.policy.audit(&rows)), &view),
+        Err(e) => failed(e, Some(view)),
+    }
+}
+
 pub async fn alerts(State(state): State<AppState>, Query(params): Params) -> Page {
     let view = match view_of(&state, &params).await {
         Ok(view) => view,

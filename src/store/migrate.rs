@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0006_writer_probe.sql"),
     },
     Migration { version: 7, name: "findings", sql: include_str!("../../migrations/0007_findings.sql") },
+    Migration {
+        version: 8,
+        name: "finding_budgets",
+        sql: include_str!("../../migrations/0008_finding_budgets.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

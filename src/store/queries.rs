@@ -834,8 +834,8 @@ pub struct AuditFilter {
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
     pub workflow: Option<String>,
-    /// Error classes that must not be retried on the same route.
-    pub nonretryable: Vec<ErrorClass>,
+    /// Each workflow's rules, and the default's.
+    pub policy: crate::policy::PolicySet,
     /// Example workflow ids kept per finding.
     pub examples: u32,
 }
@@ -865,18 +865,40 @@ fn list_of<T>(value: Value, item: impl Fn(Value) -> Option<T>) -> Vec<T> {
 pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
     super::derived::set_time_variable(conn, "audit_from", filter.since)?;
     super::derived::set_time_variable(conn, "audit_until", filter.until)?;
-    let classes: Vec<&'static str> = filter.nonretryable.iter().map(|c| <&'static str>::from(*c)).collect();
-    // Class names are the record format's fixed spellings (an enum), never
-    // user text; the workflow name goes through a bound parameter.
-    let list = classes.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", ");
     conn.execute_batch(&format!(
-        "SET VARIABLE audit_nonretryable = [{list}]::VARCHAR[];
-         SET VARIABLE audit_examples = {}::BIGINT;
-         CREATE OR REPLACE TEMP TABLE audit_filter (workflow VARCHAR);",
+        "SET VARIABLE audit_examples = {}::BIGINT;
+         CREATE OR REPLACE TEMP TABLE audit_filter (workflow VARCHAR);
+         CREATE OR REPLACE TEMP TABLE audit_policy (
+             workflow_name VARCHAR, retryable VARCHAR, fail_closed_on VARCHAR, fail_closed_on_commit VARCHAR,
+             approved_fallbacks VARCHAR, max_total_attempts BIGINT, max_elapsed_ms DOUBLE,
+             max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN);",
         filter.examples
     ))?;
     conn.execute("INSERT INTO temp.audit_filter VALUES (?)", params![filter.workflow])?;
     conn.execute_batch("SET VARIABLE audit_workflow = (SELECT workflow FROM temp.audit_filter);")?;
+    // Every value bound, lists joined by a character the policy file may
+    // not hold (policy::LIST_SEPARATOR).
+    let joined = |items: Vec<&str>| items.join(&crate::policy::LIST_SEPARATOR.to_string());
+    let named = filter.policy.workflows.iter().map(|(name, policy)| (Some(name.as_str()), policy));
+    for (name, policy) in std::iter::once((None, &filter.policy.default)).chain(named) {
+        conn.execute(
+            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            params![
+                name,
+                joined(policy.retryable.iter().map(|c| <&'static str>::from(*c)).collect()),
+                joined(policy.fail_closed_on.iter().map(|c| <&'static str>::from(*c)).collect()),
+                joined(policy.fail_closed_on_commit.iter().map(|c| <&'static str>::from(*c)).collect()),
+                policy
+                    .approved_fallbacks
+                    .as_ref()
+                    .map(|routes| joined(routes.iter().map(String::as_str).collect())),
+                policy.max_total_attempts.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+                policy.max_elapsed_ms,
+                policy.max_extra_cost_pusd.map(|p| p.to_string()),
+                policy.queue_allowed,
+            ],
+        )?;
+    }
     let mut statement = conn.prepare(AUDIT_SQL)?;
     let rows = statement
         .query_map([], |r| {

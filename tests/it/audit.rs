@@ -2,23 +2,22 @@
 //! must be found and one close to it that must not (docs/record-format.md,
 //! "The audit"), plus the examples, costs and the CLI and HTTP answers.
 
+use attempt_ledger::policy::PolicySet;
 use attempt_ledger::pricing::PriceTable;
-use attempt_ledger::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES, Finding};
-use attempt_ledger::store::queries::AuditFilter;
+use attempt_ledger::report::audit::{Audit, Finding, LoadedPolicy};
 use serde_json::{Value, json};
 
 use crate::{rec, store_with};
 
 fn audit_of(lines: &[String]) -> Audit {
+    audit_with(lines, "")
+}
+
+/// The audit of `lines` under the policy file `policy` (TOML).
+fn audit_with(lines: &[String], policy: &str) -> Audit {
     let store = store_with(lines);
-    let filter = AuditFilter {
-        since: None,
-        until: None,
-        workflow: None,
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: EXAMPLES,
-    };
-    Audit::from_rows(&store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(), &filter.nonretryable)
+    let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
+    policy.audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap())
 }
 
 fn finding<'a>(audit: &'a Audit, name: &str) -> &'a Finding {
@@ -160,24 +159,20 @@ fn examples_are_the_costliest_workflows_and_the_window_and_name_select() {
     }
     let store = store_with(&lines);
     let prices = PriceTable::load(None).unwrap();
-    let mut filter = AuditFilter {
-        since: None,
-        until: None,
-        workflow: None,
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: 2,
-    };
-    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    let policy = LoadedPolicy::default();
+    let mut filter = policy.filter(None, None, None);
+    filter.examples = 2;
+    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     let f = finding(&audit, "nonretryable_retried");
     assert_eq!(f.workflows, 3);
     assert_eq!(f.examples, ["w2", "w3"], "costliest first, at most 2");
     assert!(f.cost_usd > 0.0);
     filter.workflow = Some("batch".into());
-    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     assert_eq!(finding(&audit, "nonretryable_retried").examples, ["w3"]);
     filter.workflow = None;
     filter.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
-    let audit = Audit::from_rows(&store.audit(&filter, &prices).unwrap(), &filter.nonretryable);
+    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     assert!(audit.findings.iter().all(|f| f.workflows == 0), "outside the window");
 }
 
@@ -197,17 +192,9 @@ fn arrival_order_and_redelivery_never_change_the_findings() {
     let store = store_with(&reversed[..4]);
     let decoded = attempt_ledger::ingest::jsonl::decode_lines(&reversed[4..].join("\n"), 1);
     store.write_batch(&decoded.attempts).unwrap();
-    let filter = AuditFilter {
-        since: None,
-        until: None,
-        workflow: None,
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: EXAMPLES,
-    };
-    let again = Audit::from_rows(
-        &store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(),
-        &filter.nonretryable,
-    );
+    let policy = LoadedPolicy::default();
+    let again = policy
+        .audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap());
     assert_eq!(again, want, "a redelivered batch in a second write");
 }
 
@@ -279,4 +266,175 @@ fn sdk_retries_under_app_retries_are_stacked_one_layer_retrying_is_not() {
         ok(2, 2, json!({"layer": "app", "provider": "anthropic", "model": "claude-haiku-4-5"})),
     ];
     assert_eq!(found(&fell_back), []);
+}
+
+#[test]
+fn a_policy_violation_rule_fires_per_finding_and_names_its_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.jsonl");
+    let lines = [
+        failed(0, 0, json!({"workflow_id": "w-quota", "error_class": "quota"})),
+        failed(1, 1, json!({"workflow_id": "w-quota", "error_class": "quota"})),
+        failed(0, 2, json!({"workflow_id": "w-commit", "http_status": 503, "commit_state": "committed"})),
+        ok(1, 3, json!({"workflow_id": "w-commit"})),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let db = dir.path().join("a.duckdb");
+    crate::service::cli_ingest(&db, &file);
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"any\"\nkind = \"policy_violation\"\nwindow = \"1m\"\n\n\
+         [[rule]]\nname = \"replay\"\nkind = \"policy_violation\"\nfinding = \"replay_after_commit\"\nwindow = \"1m\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["alerts", "--check", "--db", db.to_str().unwrap(), "--rules", rules.to_str().unwrap()])
+        .args(["--since", "2026-11-28T02:00:00Z", "--until", "2026-11-28T02:00:30Z", "--step", "10s"])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let check: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let firing: Vec<(String, String, f64, String)> = check["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["state"] == "firing")
+        .map(|e| {
+            (
+                e["rule"].as_str().unwrap().to_string(),
+                e["labels"]["finding"].as_str().unwrap().to_string(),
+                e["value"].as_f64().unwrap(),
+                e["summary"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let keys: Vec<(&str, &str, f64)> =
+        firing.iter().map(|(r, f, v, _)| (r.as_str(), f.as_str(), *v)).collect();
+    assert_eq!(
+        keys,
+        [
+            ("any", "nonretryable_retried", 1.0),
+            ("any", "replay_after_commit", 1.0),
+            ("replay", "replay_after_commit", 1.0)
+        ],
+        "{check}"
+    );
+    assert!(firing[0].3.contains("w-quota") && firing[1].3.contains("w-commit"), "{firing:?}");
+
+    std::fs::write(&rules, "[[rule]]\nname = \"x\"\nkind = \"policy_violation\"\nfinding = \"retried\"\n")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["alerts", "--check", "--db", db.to_str().unwrap(), "--rules", rules.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`finding` = \"retried\" is not one of"));
+}
+
+#[test]
+fn a_policy_file_sets_each_workflows_limits_and_routes() {
+    let policy = r#"
+[default]
+fail_closed_on = ["auth"]
+
+[[workflow]]
+name = "summary"
+retryable = ["transient"]
+max_total_attempts = 2
+max_elapsed_ms = 3000
+max_extra_cost_usd = 0.001
+approved_fallbacks = ["summary-backup"]
+queue_allowed = false
+"#;
+    let summary = |extra: Value| {
+        let mut v =
+            json!({"workflow": "summary", "input_tokens": 10000, "output_tokens": 0, "http_status": 503});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    // Four calls over 6 s: the 3rd and 4th are over the attempt budget, the
+    // 4th (at +6 s) over the time budget; the 2nd, 3rd and 4th follow
+    // $0.0015, $0.003 and $0.0045 of waste (10k input tokens of gpt-4o-mini
+    // per failure: over $0.001); the 4th is a fallback to an unapproved route
+    // and queued; the retry after the 429 breaks `retryable`.
+    let lines = [
+        failed(0, 0, summary(json!({}))),
+        failed(1, 1, summary(json!({"http_status": 429}))),
+        failed(2, 2, summary(json!({}))),
+        ok(
+            3,
+            6,
+            summary(json!({"provider": "anthropic", "model": "claude-haiku-4-5", "route": "fallback",
+                                "status": "ok", "http_status": 200, "decision": "queue"})),
+        ),
+    ];
+    let audit = audit_with(&lines, policy);
+    let got = |name: &str| {
+        let f = finding(&audit, name);
+        (f.workflows, f.attempts)
+    };
+    assert_eq!(got("over_attempt_budget"), (1, 2));
+    assert_eq!(got("over_time_budget"), (1, 1));
+    assert_eq!(got("over_cost_budget"), (1, 3));
+    assert_eq!(got("unapproved_fallback"), (1, 1));
+    assert_eq!(
+        finding(&audit, "unapproved_fallback").by_class.keys().collect::<Vec<_>>(),
+        ["anthropic/claude-haiku-4-5"]
+    );
+    assert_eq!(got("queued_forbidden"), (1, 1));
+    assert_eq!(got("nonretryable_retried"), (1, 1), "the retry after the 429: only transient may be retried");
+    assert_eq!(audit.policy_workflows, ["summary"]);
+
+    // The same traffic under another name has the default's rules: none of these.
+    let other: Vec<String> = lines.iter().map(|l| l.replace("\"summary\"", "\"other\"")).collect();
+    let audit = audit_with(&other, policy);
+    assert!(
+        audit.findings.iter().filter(|f| f.workflows > 0).all(|f| f.finding == "stacked_retries"),
+        "{:?}",
+        audit.findings.iter().filter(|f| f.workflows > 0).map(|f| f.finding).collect::<Vec<_>>()
+    );
+
+    // An approved route, a workflow within its limits: nothing.
+    let within = [
+        failed(0, 0, summary(json!({"input_tokens": 100}))),
+        ok(
+            1,
+            1,
+            summary(json!({"route_group": "summary-backup", "route": "fallback", "status": "ok",
+                                 "http_status": 200, "input_tokens": 100})),
+        ),
+    ];
+    assert!(audit_with(&within, policy).findings.iter().all(|f| f.workflows == 0));
+}
+
+#[test]
+fn a_fail_closed_class_stops_everything_after_it() {
+    let policy = "[default]\nfail_closed_on = [\"auth\"]\n";
+    let lines = [
+        failed(0, 0, json!({"error_class": "auth", "decision": "fallback"})),
+        ok(1, 1, json!({"provider": "anthropic", "model": "claude-haiku-4-5", "route": "fallback"})),
+    ];
+    let audit = audit_with(&lines, policy);
+    assert_eq!(
+        (finding(&audit, "fail_closed_ignored").workflows, finding(&audit, "fail_closed_ignored").attempts),
+        (1, 1)
+    );
+    assert_eq!(
+        audit_of(&lines).findings.iter().filter(|f| f.workflows > 0).count(),
+        0,
+        "no policy: a fallback after auth is allowed"
+    );
+}
+
+#[test]
+fn the_example_policy_file_loads() {
+    let policy =
+        PolicySet::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml")))
+            .unwrap();
+    assert_eq!(policy.workflows.len(), 3);
+    assert_eq!(policy.workflows[0].1.max_total_attempts, Some(3));
 }

@@ -239,6 +239,24 @@ def main():
         same_rows(driver, "amplification", report["amplification"], ["attempts", "per_workflow.max"], "attempts")
         same_rows(driver, "error_classes", report["error_classes"], ["attempts", "cost_usd"], "attempts")
 
+        # The audit: the same findings as its JSON route, and an example opens
+        # its workflow.
+        visit(driver, "/audit" + NIGHT, "audit")
+        audit = api("/api/v1/audit?" + urllib.parse.urlencode({"since": since, "until": until}))
+        rows = table_rows(driver, "findings")
+        check(len(rows) == len(audit["findings"]), f"audit: {len(rows)} findings shown, {len(audit['findings'])} in the JSON")
+        for row, want in zip(rows, audit["findings"]):
+            for field in ["workflows", "attempts", "input_tokens", "output_tokens", "cost_usd"]:
+                check(value_of(row[field]) == want[field], f"audit: {want['finding']}.{field} {row[field]} vs {want[field]}")
+        check(any(f["workflows"] > 0 for f in audit["findings"]), "audit: the demo night has findings")
+        example = driver.find_element(By.CSS_SELECTOR, "a[data-example]")
+        example_id = example.text
+        example.click()
+        WebDriverWait(driver, 30).until(lambda d: "/workflow" in d.current_url)
+        check(not console_errors(driver), "audit example: console errors")
+        shown = [r[0] for r in collect(driver, "[data-figure='workflow_id']", "data-value")]
+        check(shown == [example_id], f"audit: the example opened {shown}, not {example_id}")
+
         # The workflow page: every attempt, in the order the report's rules use.
         detail = api("/api/v1/workflows/" + urllib.parse.quote(WORKFLOW_ID, safe=""))
         visit(driver, "/workflow?" + urllib.parse.urlencode({"id": WORKFLOW_ID}), "workflow")

@@ -46,11 +46,13 @@ fn the_readme_commands_work_as_written() {
     )
     .unwrap();
     std::fs::create_dir(dir.path().join("examples")).unwrap();
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/alerts.toml"),
-        dir.path().join("examples/alerts.toml"),
-    )
-    .unwrap();
+    for example in ["alerts.toml", "policy.toml"] {
+        std::fs::copy(
+            format!("{}/examples/{example}", env!("CARGO_MANIFEST_DIR")),
+            dir.path().join("examples").join(example),
+        )
+        .unwrap();
+    }
 
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_attempt-ledger")).parent().unwrap().to_owned();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());

@@ -68,19 +68,10 @@ fn json_report_grouped_by_a_dimension() {
 /// The recovery audit of the fixture (`queries/audit.sql`).
 #[test]
 fn audit_of_the_fixture() {
-    use attempt_ledger::report::audit::{Audit, DEFAULT_NONRETRYABLE, EXAMPLES};
     let store = store_with(&fixture_lines());
-    let filter = attempt_ledger::store::queries::AuditFilter {
-        since: None,
-        until: None,
-        workflow: None,
-        nonretryable: DEFAULT_NONRETRYABLE.to_vec(),
-        examples: EXAMPLES,
-    };
-    let audit = Audit::from_rows(
-        &store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap(),
-        &filter.nonretryable,
-    );
+    let policy = attempt_ledger::report::audit::LoadedPolicy::default();
+    let audit = policy
+        .audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap());
     insta::assert_snapshot!("audit.json", audit.render(Format::Json));
 }
 

@@ -47,7 +47,27 @@ pub enum RuleKind {
     /// Failed attempts of class `quota` (insufficient_quota: a human must
     /// act); fires above `threshold` (default 0: any).
     QuotaExhausted,
+    /// Per recovery-audit finding (`finding` names one; default: each):
+    /// workflows with it; fires above `threshold` (default 0: any).
+    PolicyViolation,
 }
+
+/// The recovery audit's findings, by name (`attempt-ledger audit`): what a
+/// `policy_violation` rule's `finding` may name.
+pub const AUDIT_FINDINGS: [&str; 12] = [
+    "nonretryable_retried",
+    "fallback_after_policy",
+    "fail_closed_ignored",
+    "replay_after_commit",
+    "retry_after_ignored",
+    "timeout_output_retried",
+    "stacked_retries",
+    "over_attempt_budget",
+    "over_time_budget",
+    "over_cost_budget",
+    "unapproved_fallback",
+    "queued_forbidden",
+];
 
 impl RuleKind {
     pub fn name(self) -> &'static str {
@@ -57,7 +77,7 @@ impl RuleKind {
     /// The threshold used when the rule gives none; `None`: required.
     fn default_threshold(self) -> Option<f64> {
         match self {
-            RuleKind::FallbackActivation | RuleKind::QuotaExhausted => Some(0.0),
+            RuleKind::FallbackActivation | RuleKind::QuotaExhausted | RuleKind::PolicyViolation => Some(0.0),
             RuleKind::RetryRatio => Some(0.10),
             _ => None,
         }
@@ -119,6 +139,8 @@ pub struct Rule {
     /// `primary_success` only: which primary routes (default: each).
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// `policy_violation` only: one finding (default: each).
+    pub finding: Option<String>,
     /// Rate kinds: fewer terminal workflows than this in the window is no
     /// data (not a breach), so one failure at 3 a.m. is not a 100 % rate.
     pub min_workflows: u64,
@@ -225,6 +247,15 @@ impl RuleSet {
                     "`provider` and `model` apply to kind primary_success only".into(),
                 ));
             }
+            if r.finding.is_some() && r.kind != RuleKind::PolicyViolation {
+                return Err(invalid(context, "`finding` applies to kind policy_violation only".into()));
+            }
+            if let Some(finding) = r.finding.as_deref().filter(|f| !AUDIT_FINDINGS.contains(f)) {
+                return Err(invalid(
+                    context,
+                    format!("`finding` = {finding:?} is not one of {}", AUDIT_FINDINGS.join(", ")),
+                ));
+            }
             if let Some(unknown) = r.receivers.iter().flatten().find(|n| !names.contains(*n)) {
                 return Err(invalid(context, format!("no receiver is named {unknown:?}")));
             }
@@ -240,6 +271,7 @@ impl RuleSet {
                 workflow: r.workflow,
                 provider: r.provider.map(|p| p.to_lowercase()),
                 model: r.model,
+                finding: r.finding,
                 min_workflows: r.min_workflows.unwrap_or(1).max(1),
                 severity: r.severity.unwrap_or_else(|| "warning".into()),
                 receivers: r.receivers.unwrap_or_default(),
@@ -292,6 +324,7 @@ struct RawRule {
     workflow: Option<String>,
     provider: Option<String>,
     model: Option<String>,
+    finding: Option<String>,
     min_workflows: Option<u64>,
     severity: Option<String>,
     receivers: Option<Vec<String>>,

@@ -13,6 +13,7 @@ pub mod dimensions;
 pub mod fuzzing;
 pub mod ingest;
 pub mod model;
+pub mod policy;
 pub mod pricing;
 pub mod providers;
 pub mod time_arg;
