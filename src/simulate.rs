@@ -26,6 +26,13 @@ pub enum Scenario {
     QuotaExhausted,
     /// A gateway serves some requests from another provider than requested.
     GatewayReroute,
+    /// Recovery code that breaks the rules: SDK defaults (5 retries) under
+    /// app retries that retry everything, 400 context_length_exceeded and
+    /// insufficient_quota included, and retry-after ignored.
+    NaiveRetries,
+    /// Falling back where it must not: after a safety refusal, and after a
+    /// stream broke with output already shown to the user.
+    UnsafeFallback,
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +54,55 @@ pub fn default_start() -> DateTime<Utc> {
 
 /// Writes the scenario's records; returns how many.
 pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
+    simulate_with_truth(options, out).map(|(written, _)| written)
+}
+
+/// What the simulated callers did wrong, counted as they did it, in the
+/// recovery audit's terms (docs/record-format.md, "The audit", built-in
+/// policy): by finding, (workflows, attempts). The ground truth the audit's
+/// tests compare with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Truth {
+    pub findings: std::collections::BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl Truth {
+    fn add(&mut self, workflow: &Tally) {
+        for (finding, attempts) in &workflow.attempts {
+            if *attempts > 0 {
+                let entry = self.findings.entry(finding).or_default();
+                entry.0 += 1;
+                entry.1 += attempts;
+            }
+        }
+    }
+}
+
+/// One workflow's wrong moves, by finding.
+#[derive(Default)]
+struct Tally {
+    attempts: std::collections::BTreeMap<&'static str, u64>,
+    /// Layers that retried the same route after a failure, and those retries.
+    retry_layers: std::collections::BTreeSet<&'static str>,
+    retries: u64,
+}
+
+impl Tally {
+    fn count(&mut self, finding: &'static str) {
+        *self.attempts.entry(finding).or_default() += 1;
+    }
+
+    fn finish(mut self) -> Tally {
+        if self.retry_layers.len() > 1 {
+            self.attempts.insert("stacked_retries", self.retries);
+        }
+        self
+    }
+}
+
+/// Writes the scenario's records; returns how many, and the ground truth.
+pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Result<(u64, Truth)> {
+    let mut truth = Truth::default();
     let spec = ScenarioSpec::of(options.scenario);
     // A shorter span only brings arrivals closer together: each workflow
     // still meets the provider's health of its moment in the scenario, and
@@ -61,7 +117,9 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
         let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
         let elapsed = (start - options.start).num_milliseconds() as f64 / arrivals.num_milliseconds() as f64;
         let workflow_id = format!("{}-{index:06}", spec.prefix);
-        for record in run_workflow(&spec, &workflow_id, start, elapsed, &mut rng) {
+        let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut rng);
+        truth.add(&tally.finish());
+        for record in records {
             line.clear();
             serde_json::to_writer(&mut line, &record)?;
             line.push(b'\n');
@@ -70,7 +128,7 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
         }
     }
     out.flush()?;
-    Ok(written)
+    Ok((written, truth))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -79,10 +137,42 @@ struct RouteSpec {
     model: &'static str,
 }
 
-/// What happened to one call.
+/// What happened to one call. `billed`: the input was billed (the call ran
+/// until a deadline); `streamed`: it had produced output by then;
+/// `visible`: that output was already shown to the user.
 enum Result_ {
     Ok,
-    Fail { http: Option<i32>, code: &'static str, retry_after_ms: Option<f64>, billed: bool },
+    Fail(Failure),
+}
+
+#[derive(Clone, Copy)]
+struct Failure {
+    http: Option<i32>,
+    code: &'static str,
+    retry_after_ms: Option<f64>,
+    billed: bool,
+    streamed: bool,
+    visible: bool,
+}
+
+impl Failure {
+    fn new(http: Option<i32>, code: &'static str) -> Failure {
+        Failure { http, code, retry_after_ms: None, billed: false, streamed: false, visible: false }
+    }
+}
+
+impl Result_ {
+    fn fail(http: Option<i32>, code: &'static str) -> Result_ {
+        Result_::Fail(Failure::new(http, code))
+    }
+
+    /// A 429 asking to wait `wait_ms`.
+    fn rate_limited(wait_ms: f64) -> Result_ {
+        Result_::Fail(Failure {
+            retry_after_ms: Some(wait_ms),
+            ..Failure::new(Some(429), "rate_limit_exceeded")
+        })
+    }
 }
 
 struct ScenarioSpec {
@@ -96,6 +186,11 @@ struct ScenarioSpec {
     app_retries: u32,
     /// Whether the application retries even errors a retry cannot fix.
     naive_app_retry: bool,
+    /// Whether the SDK waits its own backoff instead of the retry-after.
+    ignore_retry_after: bool,
+    /// Whether the caller falls back whatever the failure (a refusal, a
+    /// stream already shown) instead of only after retryable ones.
+    fallback_on_any: bool,
     /// Layer of the first call of each application try.
     entry_layer: &'static str,
     /// Share of exhausted workflows that are queued instead of failed closed.
@@ -114,11 +209,12 @@ struct ScenarioSpec {
 fn background(rng: &mut ChaCha8Rng) -> Result_ {
     let p: f64 = rng.random();
     if p < 0.010 {
-        Result_::Fail { http: Some(529), code: "overloaded_error", retry_after_ms: None, billed: false }
+        Result_::fail(Some(529), "overloaded_error")
     } else if p < 0.013 {
-        Result_::Fail { http: Some(500), code: "api_error", retry_after_ms: None, billed: false }
+        Result_::fail(Some(500), "api_error")
     } else if p < 0.015 {
-        Result_::Fail { http: None, code: "APITimeoutError", retry_after_ms: None, billed: true }
+        // No first token in time: the input billed, no output.
+        Result_::Fail(Failure { billed: true, ..Failure::new(None, "APITimeoutError") })
     } else {
         Result_::Ok
     }
@@ -136,6 +232,8 @@ impl ScenarioSpec {
             sdk_retries: 2,
             app_retries: 1,
             naive_app_retry: false,
+            ignore_retry_after: false,
+            fallback_on_any: false,
             entry_layer: "app",
             queue_share: 0.0,
             degrade_share: 0.5,
@@ -164,21 +262,15 @@ impl ScenarioSpec {
                     if (1.0 / 3.0..0.5).contains(&elapsed) {
                         let p: f64 = rng.random();
                         if p < 0.60 {
-                            return Result_::Fail {
-                                http: Some(529),
-                                code: "overloaded_error",
-                                retry_after_ms: None,
-                                billed: false,
-                            };
+                            return Result_::fail(Some(529), "overloaded_error");
                         }
                         if p < 0.85 {
                             // The stream began, then the deadline hit: input billed, output partial.
-                            return Result_::Fail {
-                                http: None,
-                                code: "APITimeoutError",
-                                retry_after_ms: None,
+                            return Result_::Fail(Failure {
                                 billed: true,
-                            };
+                                streamed: true,
+                                ..Failure::new(None, "APITimeoutError")
+                            });
                         }
                     }
                     background(rng)
@@ -199,13 +291,7 @@ impl ScenarioSpec {
                 cached_share: 0.6,
                 health: |route, elapsed, rng| {
                     if route == 0 && (0.3..0.7).contains(&elapsed) && rng.random::<f64>() < 0.7 {
-                        let wait = rng.random_range(2_000.0..20_000.0_f64).round();
-                        return Result_::Fail {
-                            http: Some(429),
-                            code: "rate_limit_exceeded",
-                            retry_after_ms: Some(wait),
-                            billed: false,
-                        };
+                        return Result_::rate_limited(rng.random_range(2_000.0..20_000.0_f64).round());
                     }
                     background(rng)
                 },
@@ -224,12 +310,7 @@ impl ScenarioSpec {
                 degrade_share: 0.0,
                 health: |_, elapsed, rng| {
                     if elapsed >= 0.55 {
-                        return Result_::Fail {
-                            http: Some(429),
-                            code: "insufficient_quota",
-                            retry_after_ms: None,
-                            billed: false,
-                        };
+                        return Result_::fail(Some(429), "insufficient_quota");
                     }
                     background(rng)
                 },
@@ -249,6 +330,67 @@ impl ScenarioSpec {
                     (0.35, "aws.bedrock", "claude-sonnet-4-5"),
                     (0.05, "acme-proxy", "claude-sonnet-4-5-ft"),
                 ],
+                ..base
+            },
+            Scenario::NaiveRetries => ScenarioSpec {
+                prefix: "naive",
+                workflow: "extract-invoice",
+                default_workflows: 3_000,
+                primary: RouteSpec { provider: "openai", model: "gpt-4.1-mini" },
+                fallback: None,
+                sdk_retries: 5,
+                app_retries: 2,
+                naive_app_retry: true,
+                ignore_retry_after: true,
+                degrade_share: 0.0,
+                input_tokens: (2_000, 30_000),
+                health: |_, elapsed, rng| {
+                    let p: f64 = rng.random();
+                    if p < 0.03 {
+                        // A 400 context_length_exceeded on 3 % of calls, which
+                        // this caller sends again as is.
+                        return Result_::fail(Some(400), "context_length_exceeded");
+                    }
+                    if (0.4..0.6).contains(&elapsed) {
+                        if p < 0.10 {
+                            return Result_::fail(Some(429), "insufficient_quota");
+                        }
+                        if p < 0.50 {
+                            return Result_::rate_limited(rng.random_range(5_000.0..30_000.0_f64).round());
+                        }
+                    }
+                    background(rng)
+                },
+                ..base
+            },
+            Scenario::UnsafeFallback => ScenarioSpec {
+                prefix: "unsafe",
+                workflow: "companion-chat",
+                default_workflows: 3_000,
+                primary: RouteSpec { provider: "anthropic", model: "claude-sonnet-4-5" },
+                fallback: Some(RouteSpec { provider: "openai", model: "gpt-4.1-mini" }),
+                sdk_retries: 0,
+                app_retries: 0,
+                fallback_on_any: true,
+                degrade_share: 0.0,
+                health: |route, _, rng| {
+                    if route == 0 {
+                        let p: f64 = rng.random();
+                        if p < 0.05 {
+                            return Result_::fail(Some(400), "content_filter");
+                        }
+                        if p < 0.09 {
+                            // The stream broke mid-answer, after the user saw it.
+                            return Result_::Fail(Failure {
+                                billed: true,
+                                streamed: true,
+                                visible: true,
+                                ..Failure::new(None, "stream_interrupted")
+                            });
+                        }
+                    }
+                    background(rng)
+                },
                 ..base
             },
         }
@@ -279,15 +421,18 @@ struct Record<'a> {
     error_code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    visible_output: Option<bool>,
     input_tokens: i64,
     output_tokens: i64,
     cached_input_tokens: i64,
     decision: &'static str,
 }
 
-/// Classes of failure a retry of the same request can fix.
+/// Failures a retry of the same request cannot fix (classes quota,
+/// request, policy, auth: what the audit's built-in policy never retries).
 fn retryable(code: &str) -> bool {
-    !matches!(code, "insufficient_quota")
+    !matches!(code, "insufficient_quota" | "context_length_exceeded" | "content_filter" | "invalid_api_key")
 }
 
 fn run_workflow<'a>(
@@ -296,8 +441,11 @@ fn run_workflow<'a>(
     start: DateTime<Utc>,
     elapsed: f64,
     rng: &mut ChaCha8Rng,
-) -> Vec<Record<'a>> {
+) -> (Vec<Record<'a>>, Tally) {
     let mut records: Vec<Record<'a>> = Vec::new();
+    let mut tally = Tally::default();
+    // Whether an earlier attempt showed output: every later one replays.
+    let mut shown_before = false;
     let mut t = start;
     let mut route_index = 0usize;
     let mut app_tries_left = spec.app_retries;
@@ -339,11 +487,15 @@ fn run_workflow<'a>(
             http_status: None,
             error_code: None,
             retry_after_ms: None,
+            visible_output: None,
             input_tokens: 0,
             output_tokens: 0,
             cached_input_tokens: 0,
             decision: "return",
         };
+        if shown_before {
+            tally.count("replay_after_commit");
+        }
         match result {
             Result_::Ok => {
                 let output = rng.random_range(spec.output_tokens.0..=spec.output_tokens.1);
@@ -353,17 +505,22 @@ fn run_workflow<'a>(
                 record.output_tokens = output;
                 record.duration_ms = (300.0 + output as f64 * rng.random_range(8.0..20.0)).round();
                 records.push(record);
-                return records;
+                return (records, tally);
             }
-            Result_::Fail { http, code, retry_after_ms, billed } => {
+            Result_::Fail(Failure { http, code, retry_after_ms, billed, streamed, visible }) => {
                 record.status = "error";
                 record.http_status = http;
                 record.error_code = Some(code);
                 record.retry_after_ms = retry_after_ms;
+                if visible {
+                    record.visible_output = Some(true);
+                }
                 if billed {
                     record.input_tokens = input;
                     record.cached_input_tokens = cached;
-                    record.output_tokens = rng.random_range(0..=spec.output_tokens.1 / 2);
+                    // Drawn either way, so other scenarios' draws do not move.
+                    let output = rng.random_range(0..=spec.output_tokens.1 / 2);
+                    record.output_tokens = if streamed { output } else { 0 };
                     record.duration_ms = 30_000.0;
                 } else {
                     record.duration_ms = rng.random_range(30.0..400.0_f64).round();
@@ -374,8 +531,11 @@ fn run_workflow<'a>(
                     sdk_tries_left -= 1;
                     record.decision = "retry";
                     let tried = spec.sdk_retries - sdk_tries_left;
-                    wait_ms = retry_after_ms
-                        .unwrap_or(500.0 * 2f64.powi(tried as i32) * rng.random_range(0.5..1.0));
+                    let backoff = 500.0 * 2f64.powi(tried as i32) * rng.random_range(0.5..1.0);
+                    wait_ms = match retry_after_ms {
+                        Some(after) if !spec.ignore_retry_after => after,
+                        _ => backoff,
+                    };
                     layer = "sdk";
                 } else if app_tries_left > 0 && (retryable(code) || spec.naive_app_retry) {
                     app_tries_left -= 1;
@@ -383,7 +543,13 @@ fn run_workflow<'a>(
                     record.decision = "retry";
                     wait_ms = 2_000.0 * 2f64.powi((spec.app_retries - app_tries_left) as i32);
                     layer = spec.entry_layer;
-                } else if route_index == 0 && spec.fallback.is_some() && retryable(code) {
+                } else if route_index == 0
+                    && spec.fallback.is_some()
+                    && (retryable(code) || spec.fallback_on_any)
+                {
+                    if code == "content_filter" {
+                        tally.count("fallback_after_policy");
+                    }
                     route_index = 1;
                     sdk_tries_left = spec.sdk_retries;
                     app_tries_left = 0;
@@ -400,8 +566,26 @@ fn run_workflow<'a>(
                         "fail_closed"
                     };
                     records.push(record);
-                    return records;
+                    return (records, tally);
                 }
+                // Another attempt follows this failure: what it breaks.
+                if record.decision == "retry" {
+                    tally.retry_layers.insert(layer);
+                    tally.retries += 1;
+                    if !retryable(code) {
+                        tally.count("nonretryable_retried");
+                    }
+                    // The same provider, before the retry-after (with 1 s of slack) had passed?
+                    if let Some(after) = retry_after_ms
+                        && wait_ms.floor() < after - 1_000.0
+                    {
+                        tally.count("retry_after_ignored");
+                    }
+                }
+                if code == "APITimeoutError" && record.output_tokens > 0 {
+                    tally.count("timeout_output_retried");
+                }
+                shown_before |= visible;
                 t += Duration::milliseconds((record.duration_ms + wait_ms) as i64);
                 records.push(record);
             }
@@ -429,13 +613,7 @@ mod tests {
 
     #[test]
     fn every_record_is_accepted_by_the_decoder() {
-        for scenario in [
-            Scenario::Steady,
-            Scenario::Overnight529Storm,
-            Scenario::RateLimitFallback,
-            Scenario::QuotaExhausted,
-            Scenario::GatewayReroute,
-        ] {
+        for &scenario in <Scenario as clap::ValueEnum>::value_variants() {
             let out = String::from_utf8(run(scenario, 200, 1)).unwrap();
             let decoded = crate::ingest::jsonl::decode_lines(&out, 1);
             assert!(decoded.rejections.is_empty(), "{scenario:?}: {:?}", decoded.rejections.first());

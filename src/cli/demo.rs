@@ -16,11 +16,14 @@ use crate::simulate::{Scenario, SimOptions, default_start, simulate};
 use crate::store::{ReportFilter, Store};
 
 /// The night the demo replays: a batch hit by a 529 storm, interactive chat
-/// falling back on 429s, and a gateway serving from another provider.
-const SCENARIOS: [(Scenario, &str); 3] = [
+/// falling back on 429s, a gateway serving from another provider, and two
+/// callers whose recovery code breaks the rules the audit checks.
+const SCENARIOS: [(Scenario, &str); 5] = [
     (Scenario::Overnight529Storm, "overnight-529-storm"),
     (Scenario::RateLimitFallback, "rate-limit-fallback"),
     (Scenario::GatewayReroute, "gateway-reroute"),
+    (Scenario::NaiveRetries, "naive-retries"),
+    (Scenario::UnsafeFallback, "unsafe-fallback"),
 ];
 
 #[derive(Debug, clap::Args)]

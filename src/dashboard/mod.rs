@@ -77,10 +77,11 @@ pub enum PageError {
 }
 
 /// The dashboard's pages, for the navigation bar.
-const PAGES: [(&str, &str); 5] = [
+const PAGES: [(&str, &str); 6] = [
     ("overview", "/"),
     ("cost", "/cost"),
     ("attempts", "/attempts"),
+    ("audit", "/audit"),
     ("alerts", "/alerts"),
     ("workflow", "/workflow"),
 ];

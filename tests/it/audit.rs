@@ -438,3 +438,81 @@ fn the_example_policy_file_loads() {
     assert_eq!(policy.workflows.len(), 3);
     assert_eq!(policy.workflows[0].1.max_total_attempts, Some(3));
 }
+
+/// Each scenario's own bookkeeping of what its callers did wrong equals what
+/// the audit finds in its records; the clean one (`steady`) has nothing.
+#[test]
+fn the_audit_finds_what_each_simulated_scenario_broke_and_nothing_in_a_steady_day() {
+    use attempt_ledger::simulate::{Scenario, SimOptions, default_start, simulate_with_truth};
+    for &scenario in <Scenario as clap::ValueEnum>::value_variants() {
+        let options =
+            SimOptions { scenario, workflows: Some(1_500), seed: 3, start: default_start(), span: None };
+        let mut out = Vec::new();
+        let (_, truth) = simulate_with_truth(&options, &mut out).unwrap();
+        let lines: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_string).collect();
+        let audit = audit_of(&lines);
+        for f in &audit.findings {
+            let want = truth.findings.get(f.finding).copied().unwrap_or((0, 0));
+            assert_eq!(
+                (f.workflows as u64, f.attempts as u64),
+                want,
+                "{scenario:?}: {} (workflows, attempts): the audit vs the simulator's bookkeeping",
+                f.finding
+            );
+        }
+        let found: Vec<&str> = audit.findings.iter().filter(|f| f.workflows > 0).map(|f| f.finding).collect();
+        match scenario {
+            Scenario::Steady => assert_eq!(found, Vec::<&str>::new(), "a steady day breaks nothing"),
+            Scenario::NaiveRetries => {
+                for f in ["nonretryable_retried", "retry_after_ignored", "stacked_retries"] {
+                    assert!(found.contains(&f), "naive-retries should break {f}: {found:?}");
+                }
+            }
+            Scenario::UnsafeFallback => {
+                for f in ["fallback_after_policy", "replay_after_commit"] {
+                    assert!(found.contains(&f), "unsafe-fallback should break {f}: {found:?}");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn serve_applies_its_policy_file_and_refuses_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml");
+    let db = dir.path().join("p.duckdb");
+    let service = crate::service::Service::start(&db, &["--policy", example]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let get = |path: &str| {
+        agent.get(&format!("{}{path}", service.http)).call().unwrap().body_mut().read_to_string().unwrap()
+    };
+    let audit: Value = serde_json::from_str(&get("/api/v1/audit")).unwrap();
+    assert_eq!(audit["policy"], example);
+    assert_eq!(
+        audit["policy_workflows"],
+        json!(["summary-interactive", "nightly-classify", "chat-interactive"])
+    );
+    // minijinja escapes `/` in HTML as well.
+    assert!(get("/audit").contains("examples&#x2f;policy.toml"), "the page names the policy");
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[workflow]]\nname = \"x\"\nmax_total_attempts = 0\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args([
+            "serve",
+            "--db",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+        ])
+        .args(["--policy", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("workflow \"x\"") && stderr.contains("max_total_attempts"), "{stderr}");
+}

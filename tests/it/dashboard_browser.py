@@ -241,8 +241,14 @@ def main():
 
         # The audit: the same findings as its JSON route, and an example opens
         # its workflow.
+        visit(driver, "/attempts" + NIGHT)
+        driver.find_element(By.CSS_SELECTOR, "nav a[href^='/audit']").click()
+        WebDriverWait(driver, 30).until(lambda d: "/audit" in d.current_url)
+        check(driver.current_url == BASE + "/audit" + NIGHT, f"the nav link keeps the filters: {driver.current_url}")
         visit(driver, "/audit" + NIGHT, "audit")
         audit = api("/api/v1/audit?" + urllib.parse.urlencode({"since": since, "until": until}))
+        policy = driver.find_element(By.CSS_SELECTOR, "[data-policy]").text
+        check(policy == "the built-in rules", f"audit: policy shown as {policy!r}")
         rows = table_rows(driver, "findings")
         check(len(rows) == len(audit["findings"]), f"audit: {len(rows)} findings shown, {len(audit['findings'])} in the JSON")
         for row, want in zip(rows, audit["findings"]):
