@@ -31,58 +31,84 @@
 --   classes, class_attempts  the attempts by error class, commit marker, route or
 --                            delivered | wasted (two lists in the same order)
 --   examples                 up to audit_examples workflow ids, costliest first
-WITH policy AS (
+WITH policy AS MATERIALIZED (
     SELECT workflow_name,
-           {'retryable': string_split(retryable, chr(31)),
-            'fail_closed_on': string_split(fail_closed_on, chr(31)),
-            'fail_closed_on_commit': string_split(fail_closed_on_commit, chr(31)),
-            'approved_fallbacks': string_split(approved_fallbacks, chr(31)),
-            'max_total_attempts': max_total_attempts, 'max_elapsed_ms': max_elapsed_ms,
-            'max_extra_cost_pusd': max_extra_cost_pusd::HUGEINT, 'queue_allowed': queue_allowed} AS rules
+           string_split(retryable, chr(31)) AS retryable,
+           string_split(fail_closed_on, chr(31)) AS fail_closed_on,
+           string_split(fail_closed_on_commit, chr(31)) AS fail_closed_on_commit,
+           string_split(approved_fallbacks, chr(31)) AS approved_fallbacks,
+           max_total_attempts, max_elapsed_ms, max_extra_cost_pusd::HUGEINT AS max_extra_cost_pusd, queue_allowed
     FROM temp.audit_policy
 ),
-priced AS (
-    SELECT f.*, coalesce(n.rules, d.rules) AS rules,
-           known_cost_pusd(f.cost_kind, f.emitter_cost_pusd, f.input_tokens, f.cached_input_tokens,
-                           f.cache_write_input_tokens, f.output_tokens, p.input_pusd, p.cached_input_pusd,
-                           p.cache_write_pusd, p.output_pusd) AS cost_pusd,
-           CASE WHEN cost_is_unknown(f.cost_kind, p.served_model) THEN f.attempts ELSE 0 END AS unknown_cost_attempts
+-- Each row carries the name of its policy (NULL: the default) and that
+-- policy's scalar limits; the lists are joined only where a check reads them.
+scoped AS (
+    SELECT f.*, n.workflow_name AS policy_name,
+           CASE WHEN n.workflow_name IS NULL THEN d.max_total_attempts ELSE n.max_total_attempts END
+               AS max_total_attempts,
+           CASE WHEN n.workflow_name IS NULL THEN d.max_elapsed_ms ELSE n.max_elapsed_ms END AS max_elapsed_ms,
+           CASE WHEN n.workflow_name IS NULL THEN d.max_extra_cost_pusd ELSE n.max_extra_cost_pusd END
+               AS max_extra_cost_pusd,
+           CASE WHEN n.workflow_name IS NULL THEN d.queue_allowed ELSE n.queue_allowed END AS queue_allowed
     FROM workflow_findings f
-    LEFT JOIN temp.prices p ON p.served_provider = f.served_provider AND p.served_model = f.served_model
     LEFT JOIN policy n ON n.workflow_name = f.workflow_name
-    CROSS JOIN (SELECT rules FROM policy WHERE workflow_name IS NULL) d
+    CROSS JOIN (SELECT * FROM policy WHERE workflow_name IS NULL) d
     WHERE (getvariable('audit_from') IS NULL OR f.first_at >= getvariable('audit_from'))
       AND (getvariable('audit_until') IS NULL OR f.first_at < getvariable('audit_until'))
       AND (getvariable('audit_workflow') IS NULL OR f.workflow_name = getvariable('audit_workflow'))
 ),
-spent AS (
-    -- Known cost of the wasted attempts before each one, in the workflow's order.
-    SELECT *,
-           CASE WHEN kind = 'attempt' THEN
-               coalesce(sum(CASE WHEN class = 'wasted' THEN cost_pusd ELSE 0 END)
-                            OVER (PARTITION BY workflow_id, kind ORDER BY seq
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) END AS extra_before
-    FROM priced
+priced AS MATERIALIZED (
+    -- The attempt rows only where the workflow's policy has a budget: they
+    -- are most of the table, and only the budgets read them.
+    SELECT s.*,
+           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
+                           s.cache_write_input_tokens, s.output_tokens, p.input_pusd, p.cached_input_pusd,
+                           p.cache_write_pusd, p.output_pusd) AS cost_pusd,
+           CASE WHEN cost_is_unknown(s.cost_kind, p.served_model) THEN s.attempts ELSE 0 END AS unknown_cost_attempts
+    FROM scoped s
+    LEFT JOIN temp.prices p ON p.served_provider = s.served_provider AND p.served_model = s.served_model
+    WHERE s.kind <> 'attempt'
+       OR s.max_total_attempts IS NOT NULL OR s.max_elapsed_ms IS NOT NULL OR s.max_extra_cost_pusd IS NOT NULL
+),
+with_lists AS (
+    SELECT f.*, r.retryable, r.fail_closed_on, r.fail_closed_on_commit, r.approved_fallbacks
+    FROM priced f JOIN policy r ON r.workflow_name IS NOT DISTINCT FROM f.policy_name
+    WHERE f.kind IN ('retry_after_error', 'fallback_after_error', 'replay_after_commit', 'fallback_route')
 ),
 findings AS (
-    SELECT * EXCLUDE (found), unnest(found) AS finding
-    FROM (SELECT *, list_filter([
-              CASE WHEN kind = 'retry_after_error' AND NOT list_contains(rules.retryable, class)
-                   THEN 'nonretryable_retried' END,
-              CASE WHEN kind = 'fallback_after_error' AND class = 'policy' THEN 'fallback_after_policy' END,
-              CASE WHEN kind IN ('retry_after_error', 'fallback_after_error')
-                        AND list_contains(rules.fail_closed_on, class) THEN 'fail_closed_ignored' END,
-              CASE WHEN kind = 'replay_after_commit' AND list_contains(rules.fail_closed_on_commit, class)
-                   THEN 'replay_after_commit' END,
-              CASE WHEN kind IN ('retry_after_ignored', 'timeout_output_retried') THEN kind END,
-              CASE WHEN kind = 'attempt' AND seq > rules.max_total_attempts THEN 'over_attempt_budget' END,
-              CASE WHEN kind = 'attempt' AND offset_ms > rules.max_elapsed_ms THEN 'over_time_budget' END,
-              CASE WHEN kind = 'attempt' AND extra_before > rules.max_extra_cost_pusd THEN 'over_cost_budget' END,
-              CASE WHEN kind = 'fallback_route' AND rules.approved_fallbacks IS NOT NULL
-                        AND NOT list_contains(rules.approved_fallbacks, class) THEN 'unapproved_fallback' END,
-              CASE WHEN kind = 'queued' AND NOT rules.queue_allowed THEN 'queued_forbidden' END
-          ], lambda x: x IS NOT NULL) AS found
-          FROM spent)
+    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks),
+           'nonretryable_retried' AS finding
+    FROM with_lists WHERE kind = 'retry_after_error' AND NOT list_contains(retryable, class)
+    UNION ALL
+    SELECT *, 'fallback_after_policy' FROM priced WHERE kind = 'fallback_after_error' AND class = 'policy'
+    UNION ALL
+    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'fail_closed_ignored'
+    FROM with_lists
+    WHERE kind IN ('retry_after_error', 'fallback_after_error') AND list_contains(fail_closed_on, class)
+    UNION ALL
+    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'replay_after_commit'
+    FROM with_lists WHERE kind = 'replay_after_commit' AND list_contains(fail_closed_on_commit, class)
+    UNION ALL
+    SELECT *, kind FROM priced WHERE kind IN ('retry_after_ignored', 'timeout_output_retried')
+    UNION ALL
+    SELECT *, 'over_attempt_budget' FROM priced WHERE kind = 'attempt' AND seq > max_total_attempts
+    UNION ALL
+    SELECT *, 'over_time_budget' FROM priced WHERE kind = 'attempt' AND offset_ms > max_elapsed_ms
+    UNION ALL
+    SELECT * EXCLUDE (extra_before), 'over_cost_budget'
+    FROM (SELECT *,
+                 -- Known cost of the wasted attempts before this one, in the workflow's order.
+                 coalesce(sum(CASE WHEN class = 'wasted' THEN cost_pusd ELSE 0 END)
+                              OVER (PARTITION BY workflow_id ORDER BY seq
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS extra_before
+          FROM priced WHERE kind = 'attempt' AND max_extra_cost_pusd IS NOT NULL)
+    WHERE extra_before > max_extra_cost_pusd
+    UNION ALL
+    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'unapproved_fallback'
+    FROM with_lists
+    WHERE kind = 'fallback_route' AND approved_fallbacks IS NOT NULL AND NOT list_contains(approved_fallbacks, class)
+    UNION ALL
+    SELECT *, 'queued_forbidden' FROM priced WHERE kind = 'queued' AND NOT queue_allowed
 ),
 stacked AS (
     -- Workflows where more than one layer retried the same route after a

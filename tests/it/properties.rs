@@ -1,4 +1,5 @@
-//! Results never depend on arrival order, batching or redelivery.
+//! Results never depend on arrival order, batching or redelivery: the
+//! report, the derived tables and the recovery audit.
 
 use attempt_ledger::ingest::jsonl;
 use attempt_ledger::store::{ReportFilter, Store};
@@ -18,7 +19,7 @@ fn workflows() -> impl Strategy<Value = Vec<String>> {
         .prop_map(|(unit_ms, flows)| records(&flows, unit_ms))
 }
 
-type Flow = Vec<(bool, usize, usize, i64, Option<i64>, i64, usize, bool)>;
+type Flow = Vec<(bool, usize, usize, i64, Option<i64>, i64, usize, bool, usize)>;
 
 fn flows() -> impl Strategy<Value = Vec<Flow>> {
     let attempt = (
@@ -30,6 +31,7 @@ fn flows() -> impl Strategy<Value = Vec<Flow>> {
         0i64..5_000,               // input tokens
         0usize..4,                 // layer
         any::<bool>(),             // emitter cost?
+        0usize..6,                 // what the recovery audit looks at (TROUBLE)
     );
     prop::collection::vec(prop::collection::vec(attempt, 1..6), 1..5)
 }
@@ -38,7 +40,9 @@ fn records(flows: &[Flow], unit_ms: i64) -> Vec<String> {
     {
         let mut lines = Vec::new();
         for (w, attempts) in flows.iter().enumerate() {
-            for (n, (ok, decision, route, offset, index, input, layer, cost)) in attempts.iter().enumerate() {
+            for (n, (ok, decision, route, offset, index, input, layer, cost, trouble)) in
+                attempts.iter().enumerate()
+            {
                 let decisions = [
                     None,
                     Some("retry"),
@@ -73,11 +77,53 @@ fn records(flows: &[Flow], unit_ms: i64) -> Vec<String> {
                 if *cost {
                     record["cost_usd"] = json!(*input as f64 * 1.1e-7);
                 }
+                for (key, value) in TROUBLE[*trouble] {
+                    if *ok && *key != "commit_state" {
+                        continue;
+                    }
+                    record[*key] = match value.parse::<f64>() {
+                        Ok(number) => json!(number),
+                        Err(_) => json!(value),
+                    };
+                }
                 lines.push(record.to_string());
             }
         }
         lines
     }
+}
+
+/// Fields the recovery audit reads, one set per attempt (the error ones on
+/// failures only): a class that must not be retried, a refusal, a timeout
+/// with output, a retry-after, a commit.
+const TROUBLE: [&[(&str, &str)]; 6] = [
+    &[],
+    &[("error_class", "quota")],
+    &[("error_class", "policy")],
+    &[("error_class", "timeout")],
+    &[("error_class", "rate_limit"), ("retry_after_ms", "5000")],
+    &[("commit_state", "committed")],
+];
+
+/// A policy with every limit set low enough for the generated workflows to
+/// cross, so every finding of the audit is exercised.
+const POLICY: &str = r#"
+[default]
+fail_closed_on = ["quota"]
+max_total_attempts = 2
+max_elapsed_ms = 2000
+max_extra_cost_usd = 0.0001
+approved_fallbacks = ["openai/gpt-4o-mini"]
+queue_allowed = false
+"#;
+
+fn audit_of(store: &Store) -> attempt_ledger::report::audit::Audit {
+    let policy = attempt_ledger::report::audit::LoadedPolicy {
+        file: None,
+        set: attempt_ledger::policy::PolicySet::parse(POLICY, "test").unwrap(),
+    };
+    let prices = attempt_ledger::pricing::PriceTable::load(None).unwrap();
+    policy.audit(&store.audit(&policy.filter(None, None, None), &prices).unwrap())
 }
 
 /// A seeded Fisher-Yates shuffle, so a failure reproduces.
@@ -111,7 +157,8 @@ proptest! {
         batch in 1usize..8,
         duplicates in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
     ) {
-        let expected = report_of(&ingest_in_batches(&lines, lines.len()), &ReportFilter::default());
+        let fresh = ingest_in_batches(&lines, lines.len());
+        let expected = report_of(&fresh, &ReportFilter::default());
         let mut shuffled = lines.clone();
         for index in &duplicates {
             shuffled.push(index.get(&lines).clone());
@@ -120,6 +167,7 @@ proptest! {
         let store = ingest_in_batches(&shuffled, batch);
         prop_assert_eq!(store.attempt_count().unwrap(), lines.len() as u64);
         prop_assert_eq!(report_of(&store, &ReportFilter::default()), expected);
+        prop_assert_eq!(audit_of(&store), audit_of(&fresh), "the recovery audit");
     }
 }
 

@@ -83,3 +83,43 @@ fn the_readme_rule_file_parses() {
     assert_eq!(rules.rules.len(), 2);
     assert_eq!(rules.receivers.len(), 1);
 }
+
+/// The README's table of the demo's audit findings is what `demo` prints.
+#[test]
+fn the_readme_audit_table_is_what_the_demo_prints() {
+    let readme = include_str!("../../README.md");
+    let rows: Vec<Vec<String>> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("| finding | workflows | attempts | tokens | cost |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().trim_matches('`').to_string()).collect())
+        .collect();
+    assert!(rows.len() >= 6, "{rows:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["demo", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    for row in rows {
+        let line = printed
+            .lines()
+            .find(|l| l.contains(&format!(" {} ", row[0])) && l.contains('┆'))
+            .unwrap_or_else(|| panic!("the demo prints no {} row", row[0]));
+        let cells: Vec<&str> =
+            line.trim_matches(|c| c == '│' || c == ' ').split('┆').map(str::trim).collect();
+        let number = |text: &str| text.replace(',', "");
+        assert_eq!((cells[1], cells[2]), (number(&row[1]).as_str(), number(&row[2]).as_str()), "{}", row[0]);
+        let (input, output) = cells[3].split_once(" / ").unwrap();
+        let tokens = input.parse::<u64>().unwrap() + output.parse::<u64>().unwrap();
+        assert_eq!(tokens.to_string(), number(&row[3]), "{} tokens", row[0]);
+        let cost: f64 = cells[4].trim_start_matches('$').split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(format!("${cost:.2}"), row[4], "{} cost", row[0]);
+        for example in row[5].split(", ") {
+            assert!(cells[6].contains(example), "{} examples: {} not in {}", row[0], example, cells[6]);
+        }
+    }
+}
