@@ -45,6 +45,37 @@ struct DbArg {
     db: PathBuf,
 }
 
+/// The workflows a report or an audit covers.
+#[derive(Debug, clap::Args)]
+struct WindowArgs {
+    /// Workflows whose first attempt started at or after this time
+    /// (RFC 3339, a date, or an age such as 24h).
+    #[arg(long)]
+    since: Option<String>,
+    /// Workflows whose first attempt started before this time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only workflows with this name (the records' `workflow` field).
+    #[arg(long)]
+    workflow: Option<String>,
+}
+
+type Instant = chrono::DateTime<chrono::Utc>;
+
+impl WindowArgs {
+    /// `--since` and `--until` as instants (ages counted back from now).
+    fn range(&self) -> anyhow::Result<(Option<Instant>, Option<Instant>)> {
+        let now = chrono::Utc::now();
+        let parse = |arg: &Option<String>, flag: &str| {
+            arg.as_deref()
+                .map(|t| crate::report::parse_time(t, now))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        Ok((parse(&self.since, "--since")?, parse(&self.until, "--until")?))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct ProvidersArg {
     /// A provider alias file merged over the shipped one

@@ -4,27 +4,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use chrono::Utc;
 
-use super::DbArg;
+use super::{DbArg, WindowArgs};
 use crate::pricing::PriceTable;
-use crate::report::{Format, Report, parse_time, render};
+use crate::report::{Format, Report, render};
 use crate::store::{ReportFilter, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     db: DbArg,
-    /// Workflows whose first attempt started at or after this time
-    /// (RFC 3339, a date, or an age such as 24h).
-    #[arg(long)]
-    since: Option<String>,
-    /// Workflows whose first attempt started before this time.
-    #[arg(long)]
-    until: Option<String>,
-    /// Only workflows with this name (the records' `workflow` field).
-    #[arg(long)]
-    workflow: Option<String>,
+    #[command(flatten)]
+    window: WindowArgs,
     /// Also group outcomes and cost by this dimension (`attempt-ledger dimensions`).
     #[arg(long, value_name = "DIMENSION")]
     group_by: Option<String>,
@@ -45,14 +36,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.retry_budget.is_finite() && args.retry_budget >= 0.0) {
         bail!("--retry-budget must be a fraction >= 0, got {}", args.retry_budget);
     }
-    let now = Utc::now();
-    let parse = |arg: &Option<String>, flag: &str| {
-        arg.as_deref().map(|t| parse_time(t, now)).transpose().map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-    };
+    let (since, until) = args.window.range()?;
     let filter = ReportFilter {
-        since: parse(&args.since, "--since")?,
-        until: parse(&args.until, "--until")?,
-        workflow: args.workflow,
+        since,
+        until,
+        workflow: args.window.workflow,
         retry_budget: args.retry_budget,
         group_by: args.group_by,
     };

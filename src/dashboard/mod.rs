@@ -189,6 +189,11 @@ fn step(series: &Timeseries) -> Duration {
     Duration::seconds(series.step_seconds)
 }
 
+/// Whether a table row about `provider` is shown under the route filter.
+fn on_route(route: Option<&str>, provider: Option<&str>) -> bool {
+    route.is_none() || provider == route
+}
+
 fn terminal(counts: &BTreeMap<&'static str, i64>) -> i64 {
     OUTCOMES.iter().map(|(o, _)| counts.get(o).copied().unwrap_or(0)).sum()
 }
@@ -326,18 +331,13 @@ pub fn overview(view: &View, series: &Timeseries, report: &Report) -> Result<Str
         )?,
     ];
     let route = view.get("route");
-    let routes: Vec<_> = report
-        .by_primary_route
-        .iter()
-        .filter(|r| route.is_none() || r.provider.as_deref() == route)
-        .collect();
+    let routes: Vec<_> =
+        report.by_primary_route.iter().filter(|r| on_route(route, r.provider.as_deref())).collect();
     let fallbacks: Vec<_> = report
         .fallbacks
         .iter()
         .filter(|f| {
-            route.is_none()
-                || f.primary_provider.as_deref() == route
-                || f.fallback_provider.as_deref() == route
+            on_route(route, f.primary_provider.as_deref()) || on_route(route, f.fallback_provider.as_deref())
         })
         .collect();
     render(
@@ -403,16 +403,10 @@ pub fn cost(view: &View, series: &Timeseries, report: &Report) -> Result<String,
         &[Some(wasted_total)],
     )?);
     let route = view.get("route");
-    let providers: Vec<_> = report
-        .by_served_provider
-        .iter()
-        .filter(|p| route.is_none() || Some(p.served_provider.as_str()) == route)
-        .collect();
-    let models: Vec<_> = report
-        .by_served_model
-        .iter()
-        .filter(|m| route.is_none() || Some(m.served_provider.as_str()) == route)
-        .collect();
+    let providers: Vec<_> =
+        report.by_served_provider.iter().filter(|p| on_route(route, Some(&p.served_provider))).collect();
+    let models: Vec<_> =
+        report.by_served_model.iter().filter(|m| on_route(route, Some(&m.served_provider))).collect();
     render(
         "cost.html",
         "cost",
@@ -539,11 +533,7 @@ pub fn attempts(view: &View, series: &Timeseries, report: &Report) -> Result<Str
         )?);
     }
     let route = view.get("route");
-    let errors: Vec<_> = report
-        .error_classes
-        .iter()
-        .filter(|e| route.is_none() || Some(e.provider.as_str()) == route)
-        .collect();
+    let errors: Vec<_> = report.error_classes.iter().filter(|e| on_route(route, Some(&e.provider))).collect();
     let latency: Vec<_> = series
         .latency
         .iter()

@@ -571,13 +571,7 @@ async fn get_timeseries(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ServiceError> {
     let now = Utc::now();
-    let time = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ServiceError> {
-        params
-            .get(key)
-            .map(|t| parse_time(t, now))
-            .transpose()
-            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
-    };
+    let time = |key: &str| time_param(&params, key, now);
     let until = time("until")?.unwrap_or(now);
     let since = time("since")?.unwrap_or(until - chrono::Duration::hours(24));
     let step = params
@@ -600,13 +594,7 @@ async fn get_audit(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ServiceError> {
     let now = Utc::now();
-    let time = |key: &str| {
-        params
-            .get(key)
-            .map(|t| parse_time(t, now))
-            .transpose()
-            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
-    };
+    let time = |key: &str| time_param(&params, key, now);
     let filter = state.policy.filter(time("since")?, time("until")?, params.get("workflow").cloned());
     let rows = on_reader(&state, move |store, prices| store.audit(&filter, prices)).await?;
     Ok(axum::Json(state.policy.audit(&rows)).into_response())
@@ -623,6 +611,20 @@ async fn get_workflow(
         Some(detail) => Ok(axum::Json(detail).into_response()),
         None => Err(ServiceError::UnknownWorkflow(workflow_id.chars().take(200).collect())),
     }
+}
+
+/// A time query parameter (RFC 3339, a date or an age before `now`); a bad
+/// one is a 400 naming it.
+fn time_param(
+    params: &HashMap<String, String>,
+    key: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<Option<chrono::DateTime<Utc>>, ServiceError> {
+    params
+        .get(key)
+        .map(|t| parse_time(t, now))
+        .transpose()
+        .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
 }
 
 /// Runs `read` on a read connection of its own, off the async threads (a
@@ -681,13 +683,7 @@ async fn get_report(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ServiceError> {
     let now = Utc::now();
-    let time = |key: &str| {
-        params
-            .get(key)
-            .map(|t| parse_time(t, now))
-            .transpose()
-            .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
-    };
+    let time = |key: &str| time_param(&params, key, now);
     let retry_budget =
         match params.get("retry_budget") {
             Some(v) => v.parse::<f64>().ok().filter(|b| b.is_finite() && *b >= 0.0).ok_or_else(|| {
