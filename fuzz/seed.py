@@ -47,6 +47,13 @@ for path in sorted((FIXTURES / "gateways").glob("*.json")):
     put("otlp_protobuf", path.stem, message.SerializeToString())
 
 put("alert_rules", "example", (ROOT / "examples" / "alerts.toml").read_bytes())
+put("policy_file", "example", (ROOT / "examples" / "policy.toml").read_bytes())
+for i, text in enumerate(
+    ["[default]\nretry_budget = 0.25\nretry_budget_floor = 3\n",
+     "[[workflow]]\nname = \"a\"\napproved_fallbacks = [\"openai/gpt-4o\"]\nmax_extra_cost_usd = 0.01\n",
+     "[default]\nmax_elapsed_ms = 1e308\nfail_closed_on_commit = [\"unknown\"]\n"]
+):
+    put("policy_file", f"seed-{i}", text)
 for i, text in enumerate(
     ["2026-11-30T10:00:00Z", "2026-11-30", "90m", "now", "team=extra.team\ncustomer=extra.customer_id",
      "gateway=route_group", "x=extra.a.b"]

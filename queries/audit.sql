@@ -1,152 +1,399 @@
 -- audit.sql: where recovery broke its own rules (docs/record-format.md,
 -- "The audit"): the findings facts.sql derived per workflow, with each
--- workflow's policy applied here, priced like the report.
--- Parameters: variables audit_from and audit_until (TIMESTAMP or NULL:
---   workflows whose first attempt started in [from, until)), audit_workflow
---   (VARCHAR or NULL: a workflow name), audit_examples (BIGINT: example
---   workflow ids per finding); temp.audit_policy (one row per named workflow
---   and one with workflow_name NULL, the default: retryable, fail_closed_on,
---   fail_closed_on_commit and approved_fallbacks as values joined by
---   chr(31), approved_fallbacks NULL for any, max_total_attempts,
---   max_elapsed_ms, max_extra_cost_pusd NULL for no limit, queue_allowed);
---   temp.prices and the macros of cost.sql.
--- Columns, one row per finding with at least one workflow:
+-- workflow's policy applied here, priced like the report. It reads what a
+-- report reads: the minute rollups (finding_rollups.sql) for the window's
+-- whole minutes and the per-workflow rows for its edges. Only the time and
+-- extra-cost budgets, which a policy may set, read the rows of every retried
+-- workflow in the window: an attempt's elapsed time and the running cost
+-- before it are per workflow, and the cost is priced when read.
+-- Not a single query: it builds temp.audit_findings, which the store reads.
+--
+-- Parameters: the scope_* variables and macros of window.sql, run before
+--   it with temp.rollup_findings_source feeding finding_rollups.sql
+--   (temp.r_findings, temp.r_finding_sets) and rollups.sql (temp.r_attempts);
+--   the variable audit_examples (BIGINT: example ids per finding);
+--   temp.audit_policy (one row per named workflow and one with workflow_name
+--   NULL, the default: retryable, fail_closed_on, fail_closed_on_commit and
+--   approved_fallbacks as values joined by chr(31), approved_fallbacks NULL
+--   for any; max_total_attempts, max_elapsed_ms, max_extra_cost_pusd NULL
+--   for no limit; queue_allowed; retry_budget (retries per first attempt in
+--   a minute) and retry_budget_floor (retries a minute may have whatever
+--   the ratio)); temp.prices and the macros of cost.sql.
+-- Columns of temp.audit_findings, one row per finding with at least one
+--   workflow (or minute):
 --   finding                  nonretryable_retried | fallback_after_policy |
 --                            fail_closed_ignored | replay_after_commit |
 --                            retry_after_ignored | timeout_output_retried |
 --                            stacked_retries | over_attempt_budget |
 --                            over_time_budget | over_cost_budget |
---                            unapproved_fallback | queued_forbidden
---                            (stacked_retries: two or more layers each retried
---                            the same route after an error in one workflow; its
---                            attempts are all those retries, its class the layers,
---                            as app+sdk)
---   workflows                workflows with that finding
+--                            unapproved_fallback | queued_forbidden |
+--                            over_retry_budget
+--   workflows                workflows with that finding (NULL for
+--                            over_retry_budget, which is about minutes)
+--   minutes                  over_retry_budget: the (workflow name, minute)
+--                            pairs over the budget; NULL for the others
+--   workflow_attempts        stacked_retries: every attempt of its workflows
+--                            (their amplification is this / workflows)
 --   attempts                 the attempts that made it (the retried, fallen-back,
 --                            replayed or over-budget ones; the timed-out one for
---                            timeout_output_retried)
+--                            timeout_output_retried; the retries of the minutes
+--                            over the retry budget)
 --   input_tokens, output_tokens   their tokens
 --   cost_pusd                their known cost (pico-USD); unknown_cost_attempts apart
 --   unknown_cost_attempts
---   classes, class_attempts  the attempts by error class, commit marker, route or
---                            delivered | wasted (two lists in the same order)
---   examples                 up to audit_examples workflow ids, costliest first
-WITH policy AS MATERIALIZED (
-    SELECT workflow_name,
-           string_split(retryable, chr(31)) AS retryable,
-           string_split(fail_closed_on, chr(31)) AS fail_closed_on,
-           string_split(fail_closed_on_commit, chr(31)) AS fail_closed_on_commit,
-           string_split(approved_fallbacks, chr(31)) AS approved_fallbacks,
-           max_total_attempts, max_elapsed_ms, max_extra_cost_pusd::HUGEINT AS max_extra_cost_pusd, queue_allowed
-    FROM temp.audit_policy
+--   classes, class_attempts  the attempts by error class, commit marker, route,
+--                            layers, delivered | wasted, or workflow name
+--                            (over_retry_budget): two lists in the same order
+--   examples                 up to audit_examples workflow ids, the latest
+--                            first attempt first (over_retry_budget: minutes,
+--                            as 'YYYY-MM-DDTHH:MM:SSZ', latest first)
+
+-- The policy, lists split, and which one a workflow name gets.
+CREATE OR REPLACE TEMP TABLE audit_rules AS
+SELECT workflow_name,
+       string_split(retryable, chr(31)) AS retryable,
+       string_split(fail_closed_on, chr(31)) AS fail_closed_on,
+       string_split(fail_closed_on_commit, chr(31)) AS fail_closed_on_commit,
+       string_split(approved_fallbacks, chr(31)) AS approved_fallbacks,
+       max_total_attempts, max_elapsed_ms, max_extra_cost_pusd::HUGEINT AS max_extra_cost_pusd, queue_allowed,
+       retry_budget, retry_budget_floor
+FROM temp.audit_policy;
+
+-- A row joins audit_named by its name (no row: the default's), then
+-- audit_rules by that: the policy it gets.
+CREATE OR REPLACE TEMP TABLE audit_named AS
+SELECT workflow_name FROM temp.audit_rules WHERE workflow_name IS NOT NULL;
+
+-- The findings one grouped row of attempts (kind, class) counts toward.
+CREATE OR REPLACE TEMP MACRO row_findings(kind, class, retryable, fail_closed_on, fail_closed_on_commit,
+                                          approved_fallbacks, queue_allowed) AS
+    list_filter([
+        CASE WHEN kind = 'retry_after_error' AND NOT list_contains(retryable, class)
+             THEN 'nonretryable_retried' END,
+        CASE WHEN kind = 'fallback_after_error' AND class = 'policy' THEN 'fallback_after_policy' END,
+        CASE WHEN kind IN ('retry_after_error', 'fallback_after_error') AND list_contains(fail_closed_on, class)
+             THEN 'fail_closed_ignored' END,
+        CASE WHEN kind = 'replay_after_commit' AND list_contains(fail_closed_on_commit, class)
+             THEN 'replay_after_commit' END,
+        CASE WHEN kind IN ('retry_after_ignored', 'timeout_output_retried') THEN kind END,
+        CASE WHEN kind = 'stacked_retry' THEN 'stacked_retries' END,
+        CASE WHEN kind = 'fallback_route' AND approved_fallbacks IS NOT NULL
+                  AND NOT list_contains(approved_fallbacks, class) THEN 'unapproved_fallback' END,
+        CASE WHEN kind = 'queued' AND NOT queue_allowed THEN 'queued_forbidden' END
+    ], lambda f: f IS NOT NULL);
+
+-- The finding a workflow has for the classes it had of a kind: the same
+-- rules as row_findings, over a set (kind after_error: fail_closed_ignored,
+-- counted once for a workflow that both retried and fell back).
+CREATE OR REPLACE TEMP MACRO set_finding(kind, classes, retryable, fail_closed_on, fail_closed_on_commit,
+                                         approved_fallbacks, queue_allowed) AS
+    CASE kind
+        WHEN 'retry_after_error' THEN
+             CASE WHEN len(list_filter(classes, lambda c: NOT list_contains(retryable, c))) > 0
+                  THEN 'nonretryable_retried' END
+        WHEN 'fallback_after_error' THEN
+             CASE WHEN list_contains(classes, 'policy') THEN 'fallback_after_policy' END
+        WHEN 'after_error' THEN
+             CASE WHEN list_has_any(classes, fail_closed_on) THEN 'fail_closed_ignored' END
+        WHEN 'replay_after_commit' THEN
+             CASE WHEN list_has_any(classes, fail_closed_on_commit) THEN 'replay_after_commit' END
+        WHEN 'retry_after_ignored' THEN kind
+        WHEN 'timeout_output_retried' THEN kind
+        WHEN 'stacked_retry' THEN 'stacked_retries'
+        WHEN 'fallback_route' THEN
+             CASE WHEN approved_fallbacks IS NOT NULL
+                       AND len(list_filter(classes, lambda c: NOT list_contains(approved_fallbacks, c))) > 0
+                  THEN 'unapproved_fallback' END
+        WHEN 'queued' THEN CASE WHEN NOT queue_allowed THEN 'queued_forbidden' END
+    END;
+
+-- A per-workflow row in the window, of the workflow asked for.
+CREATE OR REPLACE TEMP MACRO in_window(first_at, name) AS
+    (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
+    AND (getvariable('scope_until') IS NULL OR first_at < getvariable('scope_until'))
+    AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
+
+-- 1. Workflows: each workflow's class set of each kind, by minute, with its
+--    finding under its policy.
+CREATE OR REPLACE TEMP TABLE audit_sets AS
+WITH sets AS (
+    SELECT r.minute, r.workflow_name, r.kind, r.classes, r.workflows, r.workflow_attempts
+    FROM rollup_finding_sets r
+    WHERE in_whole_minutes(r.minute, r.workflow_name)
+    UNION ALL
+    SELECT minute, workflow_name, kind, classes, workflows, workflow_attempts FROM temp.r_finding_sets
+)
+SELECT * FROM (
+    SELECT s.minute, s.workflows, s.workflow_attempts,
+           set_finding(s.kind, s.classes, p.retryable, p.fail_closed_on, p.fail_closed_on_commit,
+                       p.approved_fallbacks, p.queue_allowed) AS finding
+    FROM sets s
+    LEFT JOIN temp.audit_named n ON n.workflow_name = s.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+)
+WHERE finding IS NOT NULL;
+
+-- 2. Attempts: the grouped attempt rows, priced, under each finding they
+--    count toward; kind `attempt` rows past the attempt budget.
+CREATE OR REPLACE TEMP TABLE audit_attempts AS
+WITH grouped AS (
+    SELECT r.* FROM rollup_findings r WHERE in_whole_minutes(r.minute, r.workflow_name)
+    UNION ALL BY NAME
+    SELECT * FROM temp.r_findings
 ),
--- Each row carries the name of its policy (NULL: the default) and that
--- policy's scalar limits; the lists are joined only where a check reads them.
-scoped AS (
-    SELECT f.*, n.workflow_name AS policy_name,
-           CASE WHEN n.workflow_name IS NULL THEN d.max_total_attempts ELSE n.max_total_attempts END
-               AS max_total_attempts,
-           CASE WHEN n.workflow_name IS NULL THEN d.max_elapsed_ms ELSE n.max_elapsed_ms END AS max_elapsed_ms,
-           CASE WHEN n.workflow_name IS NULL THEN d.max_extra_cost_pusd ELSE n.max_extra_cost_pusd END
-               AS max_extra_cost_pusd,
-           CASE WHEN n.workflow_name IS NULL THEN d.queue_allowed ELSE n.queue_allowed END AS queue_allowed
+priced AS (
+    SELECT g.minute, g.kind, g.class, g.seq, g.attempts, g.input_tokens, g.output_tokens,
+           known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
+                           g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
+                           pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
+           CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END
+               AS unknown_cost_attempts,
+           p.retryable, p.fail_closed_on, p.fail_closed_on_commit, p.approved_fallbacks, p.queue_allowed,
+           p.max_total_attempts
+    FROM grouped g
+    LEFT JOIN temp.audit_named n ON n.workflow_name = g.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+    LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+)
+SELECT finding, minute, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts,
+       0::BIGINT AS workflows
+FROM (SELECT *, unnest(row_findings(kind, class, retryable, fail_closed_on, fail_closed_on_commit,
+                                    approved_fallbacks, queue_allowed)) AS finding
+      FROM priced WHERE kind <> 'attempt')
+UNION ALL
+-- A workflow past the attempt budget has exactly one attempt in the first
+-- place past it.
+SELECT 'over_attempt_budget', minute, class, attempts, input_tokens, output_tokens, cost_pusd,
+       unknown_cost_attempts, CASE WHEN seq = max_total_attempts + 1 THEN attempts ELSE 0 END
+FROM priced
+WHERE kind = 'attempt' AND seq > max_total_attempts;
+
+-- 3. The per-minute retry budget, per workflow name: its retries against
+--    its first attempts in each minute its attempts started.
+CREATE OR REPLACE TEMP TABLE audit_retry_minutes AS
+WITH grouped AS (
+    SELECT r.attempt_minute, r.workflow_name, r.retry, r.attempts, r.served_provider, r.served_model,
+           r.cost_kind, r.input_tokens, r.output_tokens, r.cached_input_tokens, r.cache_write_input_tokens,
+           r.emitter_cost_pusd
+    FROM rollup_attempts r WHERE in_whole_minutes(r.minute, r.workflow_name)
+    UNION ALL
+    SELECT attempt_minute, workflow_name, retry, attempts, served_provider, served_model, cost_kind,
+           input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd
+    FROM temp.r_attempts
+),
+minutes AS (
+    SELECT g.attempt_minute, g.workflow_name,
+           coalesce(sum(g.attempts) FILTER (WHERE NOT g.retry), 0) AS first_attempts,
+           coalesce(sum(g.attempts) FILTER (WHERE g.retry), 0) AS retries,
+           coalesce(sum(g.input_tokens) FILTER (WHERE g.retry), 0) AS input_tokens,
+           coalesce(sum(g.output_tokens) FILTER (WHERE g.retry), 0) AS output_tokens,
+           coalesce(sum(known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
+                                        g.cache_write_input_tokens, g.output_tokens, pr.input_pusd,
+                                        pr.cached_input_pusd, pr.cache_write_pusd, pr.output_pusd))
+                        FILTER (WHERE g.retry), 0) AS cost_pusd,
+           coalesce(sum(g.attempts) FILTER (WHERE g.retry AND cost_is_unknown(g.cost_kind, pr.served_model)), 0)
+               AS unknown_cost_attempts
+    FROM grouped g
+    LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+    GROUP BY g.attempt_minute, g.workflow_name
+)
+SELECT m.*
+FROM minutes m
+LEFT JOIN temp.audit_named n ON n.workflow_name = m.workflow_name
+JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+WHERE m.retries > p.retry_budget_floor AND m.retries > p.retry_budget * m.first_attempts;
+
+-- 4. The time and extra-cost budgets, where a policy sets one: the attempt
+--    rows of the window's retried workflows, priced only where they count.
+CREATE OR REPLACE TEMP TABLE audit_budget_rows AS
+WITH budgeted AS NOT MATERIALIZED (
+    SELECT f.*, p.max_elapsed_ms, p.max_extra_cost_pusd
     FROM workflow_findings f
-    LEFT JOIN policy n ON n.workflow_name = f.workflow_name
-    CROSS JOIN (SELECT * FROM policy WHERE workflow_name IS NULL) d
-    WHERE (getvariable('audit_from') IS NULL OR f.first_at >= getvariable('audit_from'))
-      AND (getvariable('audit_until') IS NULL OR f.first_at < getvariable('audit_until'))
-      AND (getvariable('audit_workflow') IS NULL OR f.workflow_name = getvariable('audit_workflow'))
+    LEFT JOIN temp.audit_named n ON n.workflow_name = f.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+    WHERE f.kind = 'attempt' AND in_window(f.first_at, f.workflow_name)
+      AND (p.max_elapsed_ms IS NOT NULL OR p.max_extra_cost_pusd IS NOT NULL)
 ),
-priced AS MATERIALIZED (
-    -- The attempt rows only where the workflow's policy has a budget: they
-    -- are most of the table, and only the budgets read them.
-    SELECT s.*,
-           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                           s.cache_write_input_tokens, s.output_tokens, p.input_pusd, p.cached_input_pusd,
-                           p.cache_write_pusd, p.output_pusd) AS cost_pusd,
-           CASE WHEN cost_is_unknown(s.cost_kind, p.served_model) THEN s.attempts ELSE 0 END AS unknown_cost_attempts
-    FROM scoped s
-    LEFT JOIN temp.prices p ON p.served_provider = s.served_provider AND p.served_model = s.served_model
-    WHERE s.kind <> 'attempt'
-       OR s.max_total_attempts IS NOT NULL OR s.max_elapsed_ms IS NOT NULL OR s.max_extra_cost_pusd IS NOT NULL
+over_time AS (
+    -- The first attempt past the budget is the one whose predecessors all
+    -- started within it.
+    SELECT 'over_time_budget' AS finding, *, coalesce(prev_offset_ms <= max_elapsed_ms, true) AS first_over
+    FROM budgeted WHERE offset_ms > max_elapsed_ms
 ),
-with_lists AS (
-    SELECT f.*, r.retryable, r.fail_closed_on, r.fail_closed_on_commit, r.approved_fallbacks
-    FROM priced f JOIN policy r ON r.workflow_name IS NOT DISTINCT FROM f.policy_name
-    WHERE f.kind IN ('retry_after_error', 'fallback_after_error', 'replay_after_commit', 'fallback_route')
+cost_rows AS NOT MATERIALIZED (
+    SELECT b.*,
+           known_cost_pusd(b.cost_kind, b.emitter_cost_pusd, b.input_tokens, b.cached_input_tokens,
+                           b.cache_write_input_tokens, b.output_tokens, pr.input_pusd, pr.cached_input_pusd,
+                           pr.cache_write_pusd, pr.output_pusd) AS cost_pusd
+    FROM budgeted b
+    LEFT JOIN temp.prices pr ON pr.served_provider = b.served_provider AND pr.served_model = b.served_model
+    WHERE b.max_extra_cost_pusd IS NOT NULL
 ),
-findings AS (
-    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks),
-           'nonretryable_retried' AS finding
-    FROM with_lists WHERE kind = 'retry_after_error' AND NOT list_contains(retryable, class)
-    UNION ALL
-    SELECT *, 'fallback_after_policy' FROM priced WHERE kind = 'fallback_after_error' AND class = 'policy'
-    UNION ALL
-    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'fail_closed_ignored'
-    FROM with_lists
-    WHERE kind IN ('retry_after_error', 'fallback_after_error') AND list_contains(fail_closed_on, class)
-    UNION ALL
-    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'replay_after_commit'
-    FROM with_lists WHERE kind = 'replay_after_commit' AND list_contains(fail_closed_on_commit, class)
-    UNION ALL
-    SELECT *, kind FROM priced WHERE kind IN ('retry_after_ignored', 'timeout_output_retried')
-    UNION ALL
-    SELECT *, 'over_attempt_budget' FROM priced WHERE kind = 'attempt' AND seq > max_total_attempts
-    UNION ALL
-    SELECT *, 'over_time_budget' FROM priced WHERE kind = 'attempt' AND offset_ms > max_elapsed_ms
-    UNION ALL
-    SELECT * EXCLUDE (extra_before), 'over_cost_budget'
+-- Only a workflow whose attempts not delivered cost more than its limit in
+-- all can pass it: the running sum below is taken over those alone.
+over_cost_workflows AS (
+    SELECT workflow_id FROM cost_rows
+    WHERE class = 'wasted'
+    GROUP BY workflow_id, max_extra_cost_pusd
+    HAVING sum(cost_pusd) > max_extra_cost_pusd
+),
+over_cost AS (
+    -- The first attempt past the budget is the one before which the
+    -- running cost passed it, and before whose predecessor it had not
+    -- (costs are never negative).
+    SELECT 'over_cost_budget' AS finding, * EXCLUDE (extra_before, extra_before_previous, cost_pusd),
+           extra_before_previous <= max_extra_cost_pusd AS first_over
     FROM (SELECT *,
                  -- Known cost of the wasted attempts before this one, in the workflow's order.
                  coalesce(sum(CASE WHEN class = 'wasted' THEN cost_pusd ELSE 0 END)
                               OVER (PARTITION BY workflow_id ORDER BY seq
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS extra_before
-          FROM priced WHERE kind = 'attempt' AND max_extra_cost_pusd IS NOT NULL)
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS extra_before,
+                 coalesce(sum(CASE WHEN class = 'wasted' THEN cost_pusd ELSE 0 END)
+                              OVER (PARTITION BY workflow_id ORDER BY seq
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING), 0) AS extra_before_previous
+          FROM cost_rows SEMI JOIN over_cost_workflows USING (workflow_id))
     WHERE extra_before > max_extra_cost_pusd
-    UNION ALL
-    SELECT * EXCLUDE (retryable, fail_closed_on, fail_closed_on_commit, approved_fallbacks), 'unapproved_fallback'
-    FROM with_lists
-    WHERE kind = 'fallback_route' AND approved_fallbacks IS NOT NULL AND NOT list_contains(approved_fallbacks, class)
-    UNION ALL
-    SELECT *, 'queued_forbidden' FROM priced WHERE kind = 'queued' AND NOT queue_allowed
 ),
-stacked AS (
-    -- Workflows where more than one layer retried the same route after a
-    -- failure: each layer's retries multiply the others'.
-    SELECT workflow_id, string_agg(DISTINCT layer, '+' ORDER BY layer) AS layers
-    FROM priced
-    WHERE kind = 'retry_after_error'
-    GROUP BY workflow_id
-    HAVING count(DISTINCT layer) > 1
-),
-all_findings AS (
-    SELECT workflow_id, finding, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts
-    FROM findings
+over_rows AS (
+    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, attempts, input_tokens,
+           output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd, first_over
+    FROM over_time
     UNION ALL
-    SELECT f.workflow_id, 'stacked_retries', s.layers, f.attempts, f.input_tokens, f.output_tokens, f.cost_pusd,
-           f.unknown_cost_attempts
-    FROM priced f JOIN stacked s USING (workflow_id)
-    WHERE f.kind = 'retry_after_error'
+    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, attempts, input_tokens,
+           output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd, first_over
+    FROM over_cost
+)
+-- Kept small: the rows summed by class and served route, and the workflows
+-- (each with whether one of its attempts is the first past its budget).
+SELECT finding, class, served_provider, served_model, cost_kind, sum(attempts) AS attempts,
+       sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+       sum(cached_input_tokens) AS cached_input_tokens, sum(cache_write_input_tokens) AS cache_write_input_tokens,
+       sum(emitter_cost_pusd) AS emitter_cost_pusd, workflow_id, first_at, bool_or(first_over) AS first_over
+FROM over_rows
+GROUP BY GROUPING SETS ((finding, class, served_provider, served_model, cost_kind), (finding, workflow_id, first_at));
+
+-- Their sums by class, priced, and their workflows.
+CREATE OR REPLACE TEMP TABLE audit_budget_classes AS
+WITH grouped AS (SELECT * FROM audit_budget_rows WHERE workflow_id IS NULL)
+SELECT g.finding, g.class, g.attempts, g.input_tokens, g.output_tokens,
+       known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
+                       g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
+                       pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
+       CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+FROM grouped g
+LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model;
+
+CREATE OR REPLACE TEMP TABLE audit_budget_workflows AS
+SELECT finding, count(*)::BIGINT AS workflows,
+       list(workflow_id ORDER BY first_at DESC, workflow_id)[1:getvariable('audit_examples')] AS examples
+FROM audit_budget_rows
+WHERE workflow_id IS NOT NULL AND first_over
+GROUP BY finding;
+
+-- 5. Examples: the latest workflows of each finding. The rollups say from
+--    which minute on each finding has enough of them, so only the
+--    per-workflow rows from there on are read.
+CREATE OR REPLACE TEMP TABLE audit_cutoffs AS
+WITH by_minute AS (
+    SELECT finding, minute, sum(workflows) AS workflows FROM audit_sets GROUP BY ALL
+    UNION ALL
+    SELECT finding, minute, sum(workflows) FROM audit_attempts
+    WHERE finding = 'over_attempt_budget' GROUP BY ALL HAVING sum(workflows) > 0
 ),
-per_workflow AS (
-    SELECT finding, workflow_id, sum(attempts) AS attempts, sum(input_tokens) AS input_tokens,
-           sum(output_tokens) AS output_tokens, sum(cost_pusd) AS cost_pusd,
-           sum(unknown_cost_attempts) AS unknown_cost_attempts
-    FROM all_findings
-    GROUP BY finding, workflow_id
+running AS (
+    SELECT finding, minute,
+           sum(workflows) OVER (PARTITION BY finding ORDER BY minute DESC) AS from_here
+    FROM by_minute
+)
+SELECT finding,
+       coalesce(max(minute) FILTER (WHERE from_here >= getvariable('audit_examples')), min(minute)) AS cutoff
+FROM running
+GROUP BY finding;
+SET VARIABLE audit_examples_from = (SELECT coalesce(min(cutoff), TIMESTAMP '9999-12-31') FROM temp.audit_cutoffs);
+
+CREATE OR REPLACE TEMP TABLE audit_examples AS
+WITH recent AS (
+    SELECT f.workflow_id, f.first_at, f.workflow_name, f.kind, f.class, f.seq
+    FROM workflow_findings f
+    WHERE f.first_at >= getvariable('audit_examples_from') AND in_window(f.first_at, f.workflow_name)
+      AND (f.kind <> 'attempt' OR f.seq > 1)
+),
+matched AS (
+    SELECT r.workflow_id, r.first_at, unnest(row_findings(r.kind, r.class, p.retryable, p.fail_closed_on,
+                                                           p.fail_closed_on_commit, p.approved_fallbacks,
+                                                           p.queue_allowed)) AS finding
+    FROM recent r
+    LEFT JOIN temp.audit_named n ON n.workflow_name = r.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+    WHERE r.kind <> 'attempt'
+    UNION ALL
+    SELECT r.workflow_id, r.first_at, 'over_attempt_budget'
+    FROM recent r
+    LEFT JOIN temp.audit_named n ON n.workflow_name = r.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+    WHERE r.kind = 'attempt' AND r.seq = p.max_total_attempts + 1
+),
+latest AS (
+    SELECT m.finding, m.workflow_id, max(m.first_at) AS first_at
+    FROM matched m JOIN temp.audit_cutoffs c USING (finding)
+    WHERE m.first_at >= c.cutoff
+    GROUP BY ALL
+)
+SELECT finding,
+       list(workflow_id ORDER BY first_at DESC, workflow_id)[1:getvariable('audit_examples')] AS examples
+FROM latest
+GROUP BY finding
+UNION ALL
+SELECT finding, examples FROM audit_budget_workflows;
+
+-- 6. Each finding.
+CREATE OR REPLACE TEMP TABLE audit_findings AS
+WITH measured AS (
+    SELECT finding, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts
+    FROM audit_attempts
+    UNION ALL
+    SELECT finding, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts
+    FROM audit_budget_classes
+    UNION ALL
+    SELECT 'over_retry_budget', coalesce(workflow_name, '(none)'), retries, input_tokens, output_tokens,
+           cost_pusd, unknown_cost_attempts
+    FROM audit_retry_minutes
+),
+totals AS (
+    SELECT finding, sum(attempts)::BIGINT AS attempts, sum(input_tokens)::HUGEINT AS input_tokens,
+           sum(output_tokens)::HUGEINT AS output_tokens, sum(cost_pusd)::HUGEINT AS cost_pusd,
+           sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts
+    FROM measured GROUP BY finding
 ),
 per_class AS (
     SELECT finding, list(class ORDER BY class) AS classes, list(attempts ORDER BY class) AS class_attempts
-    FROM (SELECT finding, class, sum(attempts)::BIGINT AS attempts FROM all_findings GROUP BY finding, class)
+    FROM (SELECT finding, class, sum(attempts)::BIGINT AS attempts FROM measured GROUP BY finding, class)
     GROUP BY finding
+),
+counted AS (
+    SELECT finding, sum(workflows)::BIGINT AS workflows, sum(workflow_attempts)::BIGINT AS workflow_attempts,
+           NULL::BIGINT AS minutes
+    FROM audit_sets GROUP BY finding
+    UNION ALL
+    SELECT finding, sum(workflows)::BIGINT, NULL, NULL
+    FROM audit_attempts WHERE finding = 'over_attempt_budget' GROUP BY finding
+    UNION ALL
+    SELECT finding, workflows, NULL, NULL FROM audit_budget_workflows
+    UNION ALL
+    SELECT 'over_retry_budget', NULL, NULL, count(*)::BIGINT FROM audit_retry_minutes HAVING count(*) > 0
+),
+minute_examples AS (
+    SELECT 'over_retry_budget' AS finding, list(minute ORDER BY minute DESC)[1:getvariable('audit_examples')] AS examples
+    FROM (SELECT DISTINCT strftime(attempt_minute, '%Y-%m-%dT%H:%M:%SZ') AS minute FROM audit_retry_minutes)
 )
-SELECT w.finding, count(*)::BIGINT AS workflows, sum(w.attempts)::BIGINT AS attempts,
-       sum(w.input_tokens)::HUGEINT AS input_tokens, sum(w.output_tokens)::HUGEINT AS output_tokens,
-       sum(w.cost_pusd)::HUGEINT AS cost_pusd, sum(w.unknown_cost_attempts)::BIGINT AS unknown_cost_attempts,
-       any_value(c.classes) AS classes, any_value(c.class_attempts) AS class_attempts,
-       list(w.workflow_id ORDER BY w.cost_pusd DESC, w.attempts DESC, w.workflow_id)[1:getvariable('audit_examples')]
-           AS examples
-FROM per_workflow w
-JOIN per_class c USING (finding)
-GROUP BY w.finding
-ORDER BY w.finding;
+SELECT c.finding, c.workflows, c.minutes,
+       CASE WHEN c.finding = 'stacked_retries' THEN c.workflow_attempts END AS workflow_attempts,
+       t.attempts, t.input_tokens, t.output_tokens, t.cost_pusd, t.unknown_cost_attempts,
+       pc.classes, pc.class_attempts,
+       coalesce(e.examples, m.examples, []::VARCHAR[]) AS examples
+FROM counted c
+JOIN totals t USING (finding)
+JOIN per_class pc USING (finding)
+LEFT JOIN temp.audit_examples e USING (finding)
+LEFT JOIN minute_examples m USING (finding)
+WHERE coalesce(c.workflows, c.minutes) > 0;

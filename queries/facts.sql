@@ -65,13 +65,18 @@
 --                           followed by another attempt (the output is paid
 --                           for again); the row is the timed-out attempt
 --     attempt               every attempt of a workflow with more than one,
---                           with seq and offset_ms (from the first attempt's
---                           start); class: delivered | wasted (the budgets)
+--                           with seq, offset_ms (its start after the first
+--                           attempt's) and prev_offset_ms (the latest
+--                           offset_ms of the attempts before it; NULL for
+--                           the first); class: delivered | wasted (the budgets)
 --     fallback_route        an attempt on a fallback route; class: its route
 --                           key, the route group or provider/model, lowercase
 --     queued                an attempt the caller queued (decision queue) or a
 --                           queue redelivered (layer queue); class:
 --                           queue_decision | queue_redelivery
+--     stacked_retry         the retry_after_error attempts of a workflow in
+--                           which more than one layer retried the same route;
+--                           class: those layers, sorted, joined by '+'
 --   The policy (which classes may be retried, fail closed, ...) is applied
 --   when reading (queries/audit.sql), so a policy change needs no rebuild.
 --
@@ -230,6 +235,8 @@ WITH previous AS (
                 'duration_ms': a.duration_ms, 'retry_after_ms': a.retry_after_ms})
                OVER (PARTITION BY a.workflow_id, a.provider ORDER BY a.seq) AS prev_same_provider,
            lead(a.seq) OVER by_seq AS next_seq,
+           max(a.started_at) OVER (PARTITION BY a.workflow_id ORDER BY a.seq
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest_before,
            count(*) OVER (PARTITION BY a.workflow_id) AS workflow_attempts
     FROM temp.fact_attempts a
     WINDOW by_seq AS (PARTITION BY a.workflow_id ORDER BY a.seq)
@@ -264,17 +271,35 @@ broken AS (
     SELECT *, 'queued' AS kind,
            CASE WHEN decision = 'queue' THEN 'queue_decision' ELSE 'queue_redelivery' END AS class
     FROM previous WHERE decision = 'queue' OR layer = 'queue'
+),
+-- Workflows where more than one layer retried the same route after a
+-- failure: each layer's retries multiply the others'.
+stacked AS (
+    SELECT workflow_id, string_agg(DISTINCT layer, '+' ORDER BY layer) AS layers
+    FROM broken
+    WHERE kind = 'retry_after_error'
+    GROUP BY workflow_id
+    HAVING count(DISTINCT layer) > 1
+),
+every_kind AS (
+    SELECT * FROM broken
+    UNION ALL BY NAME
+    SELECT b.* REPLACE ('stacked_retry' AS kind, s.layers AS class)
+    FROM broken b JOIN stacked s USING (workflow_id)
+    WHERE b.kind = 'retry_after_error'
 )
 SELECT b.workflow_id, w.first_at, w.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
        b.cost_kind,
        CASE WHEN b.kind = 'attempt' THEN b.seq END AS seq,
        CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.started_at) - epoch_us(w.first_at)) / 1000.0 END AS offset_ms,
+       CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.latest_before) - epoch_us(w.first_at)) / 1000.0 END
+           AS prev_offset_ms,
        count(*) AS attempts,
        coalesce(sum(b.input_tokens), 0)::HUGEINT AS input_tokens,
        coalesce(sum(b.output_tokens), 0)::HUGEINT AS output_tokens,
        coalesce(sum(b.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
        coalesce(sum(b.cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
        coalesce(sum(b.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
-FROM broken b
+FROM every_kind b
 JOIN temp.fact_workflows w USING (workflow_id)
 GROUP BY ALL;

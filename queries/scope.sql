@@ -21,13 +21,7 @@
 -- Columns of temp.scope_minutes (a view): attempt_minute, retry, attempts.
 -- Columns of temp.scope_recovered (a view): outcome, us (first attempt to delivered
 --   attempt, microseconds) for each recovered workflow in scope.
--- A rollup row inside the window's whole minutes, of the workflow name asked for.
-CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS
-    NOT getvariable('scope_folded')
-    AND (getvariable('scope_whole_from') IS NULL OR minute >= getvariable('scope_whole_from'))
-    AND (getvariable('scope_whole_until') IS NULL OR minute < getvariable('scope_whole_until'))
-    AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
-
+-- in_whole_minutes and in_edges are window.sql's.
 CREATE OR REPLACE TEMP TABLE scope_workflows AS
 SELECT * EXCLUDE (minute) FROM (
     SELECT r.* FROM rollup_workflows r

@@ -2,7 +2,9 @@
 -- the rollups answer and the edges the per-workflow facts answer. Windows
 -- stay exact: a workflow counts where its first attempt started.
 -- Not a report itself: it sets the connection's variables scope_* and
--- builds the views temp.rollup_*source over the facts of the edge workflows,
+-- defines the macros in_whole_minutes(minute, name) and in_edges(first_at,
+-- name) (a rollup row the rollups answer for; a per-workflow row the
+-- edges do), and builds the views temp.rollup_*source over the facts of the edge workflows,
 -- for rollups.sql. Variables, not a table: DuckDB folds getvariable() into a
 -- constant, so a time bound prunes row groups by their zone maps.
 --
@@ -11,18 +13,22 @@
 --   since    TIMESTAMP or NULL: first attempt started at or after
 --   until    TIMESTAMP or NULL: first attempt started before
 --   workflow VARCHAR or NULL: the workflow's name (`workflow` field)
+--   unfold   BOOLEAN: read every workflow from the per-workflow tables,
+--            names whole (an audit whose policy names a workflow the
+--            rollups fold)
 --   A workflow is selected as a whole, by its first attempt and its name, so
 --   a window never cuts a workflow in two and changes its outcome.
 -- Variables: scope_since, scope_until, scope_workflow, plus
---   scope_folded       the workflow asked for is not among the names the
---                      rollups keep (labels.sql): every workflow in scope
---                      is read from the facts, and fold_labels is false
+--   scope_folded       unfold, or the workflow asked for is not among the
+--                      names the rollups keep (labels.sql): every workflow
+--                      in scope is read from the facts, and fold_labels is false
 --   scope_everything   no time bound: the all-time totals answer
 --   scope_whole_from, scope_whole_until   the whole minutes inside
 --                  [since, until) (NULL: unbounded); none when from >= until
--- Columns of temp.rollup_source, temp.rollup_spend_source and
---   temp.rollup_latency_source: sign (1), then those of workflow_facts,
---   workflow_spend and workflow_latency, for the workflows that started in
+-- Columns of temp.rollup_source, temp.rollup_spend_source,
+--   temp.rollup_latency_source and temp.rollup_findings_source: sign (1),
+--   then those of workflow_facts, workflow_spend, workflow_latency and
+--   workflow_findings, for the workflows that started in
 --   [since, until) outside the whole minutes (all of them when scope_folded).
 SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
 SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
@@ -30,8 +36,9 @@ SET VARIABLE scope_workflow = (SELECT workflow FROM temp.scope_filter);
 -- A name beyond the first K is summed under 'other' in the rollups: only
 -- the per-workflow facts can answer for it, and unfolded.
 SET VARIABLE scope_folded = (
-    SELECT workflow IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM label_values WHERE label = 'workflow' AND value = workflow)
+    SELECT unfold
+           OR (workflow IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM label_values WHERE label = 'workflow' AND value = workflow))
     FROM temp.scope_filter);
 SET VARIABLE fold_labels = NOT getvariable('scope_folded');
 SET VARIABLE scope_everything = (SELECT since IS NULL AND until IS NULL FROM temp.scope_filter)
@@ -43,6 +50,14 @@ SET VARIABLE scope_whole_from = (
     FROM temp.scope_filter);
 SET VARIABLE scope_whole_until = (SELECT date_trunc('minute', until) FROM temp.scope_filter);
 
+-- A rollup row inside the window's whole minutes, of the workflow name asked for.
+CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS
+    NOT getvariable('scope_folded')
+    AND (getvariable('scope_whole_from') IS NULL OR minute >= getvariable('scope_whole_from'))
+    AND (getvariable('scope_whole_until') IS NULL OR minute < getvariable('scope_whole_until'))
+    AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
+
+-- A per-workflow row outside them, in the window, of that name.
 CREATE OR REPLACE TEMP MACRO in_edges(first_at, name) AS
     NOT getvariable('scope_everything')
   AND (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
@@ -58,3 +73,5 @@ CREATE OR REPLACE TEMP VIEW rollup_spend_source AS
 SELECT 1::BIGINT AS sign, s.* FROM workflow_spend s WHERE in_edges(s.first_at, s.workflow_name);
 CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
 SELECT 1::BIGINT AS sign, l.* FROM workflow_latency l WHERE in_edges(l.first_at, l.workflow_name);
+CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
+SELECT 1::BIGINT AS sign, f.* FROM workflow_findings f WHERE in_edges(f.first_at, f.workflow_name);

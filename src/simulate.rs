@@ -67,6 +67,21 @@ pub struct Truth {
 }
 
 impl Truth {
+    /// The retry budget's finding is about minutes, not workflows: its
+    /// (minutes, retries) under the built-in budget, from each workflow
+    /// name's (first attempts, retries) by the minute they started.
+    fn add_retry_minutes(&mut self, minutes: &std::collections::BTreeMap<(&str, i64), (u64, u64)>) {
+        use crate::policy::{DEFAULT_RETRY_BUDGET, DEFAULT_RETRY_BUDGET_FLOOR};
+        for (first, retries) in minutes.values() {
+            if *retries > DEFAULT_RETRY_BUDGET_FLOOR && *retries as f64 > DEFAULT_RETRY_BUDGET * *first as f64
+            {
+                let entry = self.findings.entry("over_retry_budget").or_default();
+                entry.0 += 1;
+                entry.1 += retries;
+            }
+        }
+    }
+
     fn add(&mut self, workflow: &Tally) {
         for (finding, attempts) in &workflow.attempts {
             if *attempts > 0 {
@@ -112,6 +127,7 @@ pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Re
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut written = 0;
     let mut line = Vec::with_capacity(512);
+    let mut minutes = std::collections::BTreeMap::new();
     for index in 0..workflows {
         let arrival = arrivals.num_milliseconds() as f64 * index as f64 / workflows.max(1) as f64;
         let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
@@ -119,6 +135,13 @@ pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Re
         let workflow_id = format!("{}-{index:06}", spec.prefix);
         let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut rng);
         truth.add(&tally.finish());
+        for (place, record) in records.iter().enumerate() {
+            let minute = DateTime::parse_from_rfc3339(&record.started_at)
+                .map(|t| t.timestamp().div_euclid(60))
+                .unwrap_or_default();
+            let (first, retries) = minutes.entry((record.workflow, minute)).or_insert((0u64, 0u64));
+            if place == 0 { *first += 1 } else { *retries += 1 }
+        }
         for record in records {
             line.clear();
             serde_json::to_writer(&mut line, &record)?;
@@ -127,6 +150,7 @@ pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Re
             written += 1;
         }
     }
+    truth.add_retry_minutes(&minutes);
     out.flush()?;
     Ok((written, truth))
 }

@@ -114,7 +114,7 @@ pub fn window_audit(
 }
 
 /// One observation per finding (or the rule's one): the workflows that
-/// have it, labelled `finding`.
+/// have it (the minutes, for the retry budget), labelled `finding`.
 pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observation> {
     let window = humantime::format_duration(rule.window).to_string();
     audit
@@ -122,15 +122,16 @@ pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observatio
         .iter()
         .filter(|f| rule.finding.as_deref().is_none_or(|wanted| wanted == f.finding))
         .map(|f| {
-            let value = Some(f.workflows as f64);
+            let value = Some(f.count() as f64);
             Observation {
                 rule: index,
                 labels: BTreeMap::from([("finding".to_string(), f.finding.to_string())]),
                 breaching: breaches(rule, value),
                 value,
                 summary: format!(
-                    "{} workflows in the last {window}: {} ({} attempts, ${:.4}); e.g. {}",
-                    f.workflows,
+                    "{} {} in the last {window}: {} ({} attempts, ${:.4}); e.g. {}",
+                    f.count(),
+                    f.unit(),
                     f.why,
                     f.attempts,
                     f.cost_usd,

@@ -55,7 +55,7 @@ impl LoadedPolicy {
 }
 
 /// Every finding, in report order, with why it matters.
-pub const FINDINGS: [(&str, &str); 12] = [
+pub const FINDINGS: [(&str, &str); 13] = [
     (
         "nonretryable_retried",
         "a failure of a class the policy does not retry (by default request, auth, policy, quota) retried on \
@@ -90,6 +90,11 @@ pub const FINDINGS: [(&str, &str); 12] = [
     ),
     ("unapproved_fallback", "attempts on a fallback route the policy does not approve for the workflow"),
     ("queued_forbidden", "work queued or redelivered by a queue where the policy forbids queueing"),
+    (
+        "over_retry_budget",
+        "minutes in which a workflow's retries passed its retry budget (10 % of its first attempts, and more \
+         than 10, by default): retries that feed the overload they react to",
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -105,7 +110,16 @@ pub struct Audit {
 pub struct Finding {
     pub finding: &'static str,
     pub why: &'static str,
-    pub workflows: i64,
+    /// `null` for `over_retry_budget`, which counts minutes.
+    pub workflows: Option<i64>,
+    /// `over_retry_budget`: the (workflow name, minute) pairs over the
+    /// budget; `null` for the other findings.
+    pub minutes: Option<i64>,
+    /// `stacked_retries`: every attempt its workflows made, and that per
+    /// workflow (what the stacked layers multiplied one call into);
+    /// `null` for the other findings.
+    pub workflow_attempts: Option<i64>,
+    pub amplification: Option<f64>,
     pub attempts: i64,
     #[serde(serialize_with = "whole_number")]
     pub input_tokens: i128,
@@ -116,8 +130,22 @@ pub struct Finding {
     pub unknown_cost_attempts: i64,
     /// Attempts by the error class or commit state behind them.
     pub by_class: BTreeMap<String, i64>,
-    /// Costliest first.
+    /// Workflow ids, the latest first attempt first; for
+    /// `over_retry_budget`, minutes (RFC 3339, UTC), latest first.
     pub examples: Vec<String>,
+}
+
+impl Finding {
+    /// What an alert on this finding counts: workflows, or minutes for the
+    /// retry budget.
+    pub fn count(&self) -> i64 {
+        self.workflows.or(self.minutes).unwrap_or(0)
+    }
+
+    /// The unit of `count`.
+    pub fn unit(&self) -> &'static str {
+        if self.minutes.is_some() { "minutes" } else { "workflows" }
+    }
 }
 
 impl Audit {
@@ -126,10 +154,20 @@ impl Audit {
             .iter()
             .map(|(finding, why)| {
                 let row = rows.iter().find(|r| r.finding == *finding);
+                let retry_budget = *finding == "over_retry_budget";
+                let workflows = (!retry_budget).then(|| row.and_then(|r| r.workflows).unwrap_or(0));
+                let workflow_attempts = (*finding == "stacked_retries")
+                    .then(|| row.and_then(|r| r.workflow_attempts).unwrap_or(0));
                 Finding {
                     finding,
                     why,
-                    workflows: row.map_or(0, |r| r.workflows),
+                    workflows,
+                    minutes: retry_budget.then(|| row.and_then(|r| r.minutes).unwrap_or(0)),
+                    workflow_attempts,
+                    amplification: workflow_attempts
+                        .zip(workflows)
+                        .filter(|(_, w)| *w > 0)
+                        .map(|(a, w)| (a as f64 / w as f64 * 100.0).round() / 100.0),
                     attempts: row.map_or(0, |r| r.attempts),
                     input_tokens: row.map_or(0, |r| r.input_tokens),
                     output_tokens: row.map_or(0, |r| r.output_tokens),
@@ -160,6 +198,8 @@ impl Audit {
         let _ = writer.write_record([
             "finding",
             "workflows",
+            "minutes",
+            "amplification",
             "attempts",
             "input_tokens",
             "output_tokens",
@@ -172,7 +212,9 @@ impl Audit {
             let classes: Vec<String> = f.by_class.iter().map(|(c, n)| format!("{c}={n}")).collect();
             let _ = writer.write_record([
                 f.finding.to_string(),
-                f.workflows.to_string(),
+                f.workflows.map(|n| n.to_string()).unwrap_or_default(),
+                f.minutes.map(|n| n.to_string()).unwrap_or_default(),
+                f.amplification.map(|x| x.to_string()).unwrap_or_default(),
                 f.attempts.to_string(),
                 f.input_tokens.to_string(),
                 f.output_tokens.to_string(),
@@ -204,9 +246,17 @@ impl Audit {
             } else {
                 format!("${:.4}", f.cost_usd)
             };
+            let finding = match f.amplification {
+                Some(x) => format!("{} ({x:.1}x)", f.finding),
+                None => f.finding.to_string(),
+            };
+            let count = match f.minutes {
+                Some(minutes) => format!("{minutes} min"),
+                None => f.count().to_string(),
+            };
             table.add_row(vec![
-                Cell::new(f.finding),
-                Cell::new(f.workflows).set_alignment(CellAlignment::Right),
+                Cell::new(finding),
+                Cell::new(count).set_alignment(CellAlignment::Right),
                 Cell::new(f.attempts).set_alignment(CellAlignment::Right),
                 Cell::new(format!("{} / {}", f.input_tokens, f.output_tokens))
                     .set_alignment(CellAlignment::Right),

@@ -31,6 +31,7 @@ pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 pub(super) const DROP_FACT_SCRATCH: &str =
     "DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows; DROP TABLE temp.fact_attempts;";
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
+pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding_rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 
@@ -49,7 +50,7 @@ pub(super) const DROP_NEW_FACTS: &str =
      DROP TABLE temp.new_findings;";
 
 /// Every derived table.
-pub(super) const TABLES: [&str; 10] = [
+pub(super) const TABLES: [&str; 12] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
@@ -57,6 +58,8 @@ pub(super) const TABLES: [&str; 10] = [
     "rollup_workflows",
     "rollup_attempts",
     "rollup_latency",
+    "rollup_findings",
+    "rollup_finding_sets",
     "total_workflows",
     "total_attempts",
     "total_latency",
@@ -292,6 +295,10 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          CREATE OR REPLACE TEMP TABLE old_latency AS
          SELECT * FROM workflow_latency
          WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
+         CREATE OR REPLACE TEMP TABLE old_findings AS
+         SELECT * FROM workflow_findings
+         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);",
     )?;
     for table in PER_WORKFLOW {
@@ -323,14 +330,21 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          SELECT -1::BIGINT AS sign, * FROM temp.old_latency
          UNION ALL BY NAME
          SELECT 1::BIGINT AS sign, * FROM temp.new_latency;
+         CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
+         SELECT -1::BIGINT AS sign, * FROM temp.old_findings
+         UNION ALL BY NAME
+         SELECT 1::BIGINT AS sign, * FROM temp.new_findings;
          SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
+    conn.execute_batch(FINDING_ROLLUPS_SQL)?;
     let (aff_from, aff_until) = time_range(
         conn,
         "SELECT min(minute), max(minute) FROM (SELECT minute FROM temp.r_workflows
                                                UNION ALL SELECT minute FROM temp.r_attempts
-                                               UNION ALL SELECT minute FROM temp.r_latency)",
+                                               UNION ALL SELECT minute FROM temp.r_latency
+                                               UNION ALL SELECT minute FROM temp.r_findings
+                                               UNION ALL SELECT minute FROM temp.r_finding_sets)",
     )?;
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
@@ -339,8 +353,9 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
-         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.fact_input;
+         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.rollup_findings_source; DROP VIEW temp.fact_input;
          DROP TABLE temp.old_facts; DROP TABLE temp.old_spend; DROP TABLE temp.old_latency;
+         DROP TABLE temp.old_findings;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
     tracing::debug!(
@@ -352,13 +367,15 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     Ok(stats)
 }
 
-/// The rollups: minute table, total table, the `rollups.sql` output that
-/// feeds both, and its measures (every other column is a key).
-const ROLLUPS: [(&str, &str, &str, &[&str]); 3] = [
-    ("rollup_workflows", "total_workflows", "temp.r_workflows", &["workflows"]),
+/// The rollups: minute table, total table (none for the findings: an audit
+/// reads their minutes, to find its most recent examples), the
+/// `rollups.sql` or `finding_rollups.sql` output that feeds both, and its
+/// measures (every other column is a key).
+const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 5] = [
+    ("rollup_workflows", Some("total_workflows"), "temp.r_workflows", &["workflows"]),
     (
         "rollup_attempts",
-        "total_attempts",
+        Some("total_attempts"),
         "temp.r_attempts",
         &[
             "attempts",
@@ -369,7 +386,21 @@ const ROLLUPS: [(&str, &str, &str, &[&str]); 3] = [
             "emitter_cost_pusd",
         ],
     ),
-    ("rollup_latency", "total_latency", "temp.r_latency", &["observations", "sum_us"]),
+    ("rollup_latency", Some("total_latency"), "temp.r_latency", &["observations", "sum_us"]),
+    (
+        "rollup_findings",
+        None,
+        "temp.r_findings",
+        &[
+            "attempts",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "cache_write_input_tokens",
+            "emitter_cost_pusd",
+        ],
+    ),
+    ("rollup_finding_sets", None, "temp.r_finding_sets", &["workflows", "workflow_attempts"]),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -388,7 +419,7 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
         let sums: Vec<String> = measures
             .iter()
             .map(|m| {
-                let ty = if matches!(*m, "workflows" | "attempts" | "observations") {
+                let ty = if matches!(*m, "workflows" | "attempts" | "observations" | "workflow_attempts") {
                     "BIGINT"
                 } else {
                     "HUGEINT"
@@ -414,6 +445,7 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
                 )
             }
             Target::Totals => {
+                let Some(totals) = totals else { continue };
                 let minute_keys =
                     if minutes == "rollup_attempts" { "minute, attempt_minute" } else { "minute" };
                 (
@@ -514,18 +546,24 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
          CREATE OR REPLACE TEMP VIEW rollup_spend_source AS SELECT 1::BIGINT AS sign, * FROM workflow_spend;
          CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
          SELECT 1::BIGINT AS sign, * FROM workflow_latency;
+         CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
+         SELECT 1::BIGINT AS sign, * FROM workflow_findings;
          SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
+    conn.execute_batch(FINDING_ROLLUPS_SQL)?;
     for (minutes, totals, delta, _) in ROLLUPS {
         conn.execute_batch(&format!(
-            "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;
-             DELETE FROM {totals};"
+            "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"
         ))?;
+        if let Some(totals) = totals {
+            conn.execute_batch(&format!("DELETE FROM {totals};"))?;
+        }
     }
     merge(conn, Target::Totals)?;
     conn.execute_batch(
-        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source; DROP VIEW temp.rollup_latency_source;",
+        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source; DROP VIEW temp.rollup_latency_source;
+         DROP VIEW temp.rollup_findings_source;",
     )?;
     Ok(())
 }

@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "finding_budgets",
         sql: include_str!("../../migrations/0008_finding_budgets.sql"),
     },
+    Migration {
+        version: 9,
+        name: "finding_rollups",
+        sql: include_str!("../../migrations/0009_finding_rollups.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -507,9 +507,7 @@ impl Store {
         prices: &PriceTable,
     ) -> Result<Vec<queries::AuditRow>, StoreError> {
         self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::load_prices(&self.conn, prices)
-            .and_then(|_| Ok(self.conn.execute_batch(queries::COST_SQL)?))
-            .and_then(|_| queries::audit_rows(&self.conn, filter));
+        let rows = queries::audit_rows(&self.conn, filter, prices);
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
     }

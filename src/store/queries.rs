@@ -134,12 +134,13 @@ pub(super) fn prepare_scope(
     let began = std::time::Instant::now();
     load_prices(conn, prices)?;
     conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE scope_filter (since TIMESTAMP, until TIMESTAMP, workflow VARCHAR);",
+        "CREATE OR REPLACE TEMP TABLE scope_filter (
+             since TIMESTAMP, until TIMESTAMP, workflow VARCHAR, unfold BOOLEAN);",
     )?;
     let micros =
         |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
     conn.execute(
-        "INSERT INTO temp.scope_filter VALUES (?, ?, ?)",
+        "INSERT INTO temp.scope_filter VALUES (?, ?, ?, false)",
         params![micros(filter.since), micros(filter.until), filter.workflow],
     )?;
     super::derived::define_kept_label(conn)?;
@@ -844,7 +845,12 @@ pub struct AuditFilter {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {
     pub finding: String,
-    pub workflows: i64,
+    /// `None` for the retry budget, which counts minutes.
+    pub workflows: Option<i64>,
+    /// The retry budget's (workflow name, minute) pairs over it.
+    pub minutes: Option<i64>,
+    /// Stacked retries: every attempt of their workflows.
+    pub workflow_attempts: Option<i64>,
     pub attempts: i64,
     pub input_tokens: i128,
     pub output_tokens: i128,
@@ -862,27 +868,27 @@ fn list_of<T>(value: Value, item: impl Fn(Value) -> Option<T>) -> Vec<T> {
     }
 }
 
-pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
-    super::derived::set_time_variable(conn, "audit_from", filter.since)?;
-    super::derived::set_time_variable(conn, "audit_until", filter.until)?;
+pub(super) fn audit_rows(
+    conn: &Connection,
+    filter: &AuditFilter,
+    prices: &PriceTable,
+) -> Result<Vec<AuditRow>, StoreError> {
+    load_prices(conn, prices)?;
     conn.execute_batch(&format!(
         "SET VARIABLE audit_examples = {}::BIGINT;
-         CREATE OR REPLACE TEMP TABLE audit_filter (workflow VARCHAR);
          CREATE OR REPLACE TEMP TABLE audit_policy (
              workflow_name VARCHAR, retryable VARCHAR, fail_closed_on VARCHAR, fail_closed_on_commit VARCHAR,
              approved_fallbacks VARCHAR, max_total_attempts BIGINT, max_elapsed_ms DOUBLE,
-             max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN);",
+             max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN, retry_budget DOUBLE, retry_budget_floor BIGINT);",
         filter.examples
     ))?;
-    conn.execute("INSERT INTO temp.audit_filter VALUES (?)", params![filter.workflow])?;
-    conn.execute_batch("SET VARIABLE audit_workflow = (SELECT workflow FROM temp.audit_filter);")?;
     // Every value bound, lists joined by a character the policy file may
     // not hold (policy::LIST_SEPARATOR).
     let joined = |items: Vec<&str>| items.join(&crate::policy::LIST_SEPARATOR.to_string());
     let named = filter.policy.workflows.iter().map(|(name, policy)| (Some(name.as_str()), policy));
     for (name, policy) in std::iter::once((None, &filter.policy.default)).chain(named) {
         conn.execute(
-            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 name,
                 joined(policy.retryable.iter().map(|c| <&'static str>::from(*c)).collect()),
@@ -896,10 +902,35 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
                 policy.max_elapsed_ms,
                 policy.max_extra_cost_pusd.map(|p| p.to_string()),
                 policy.queue_allowed,
+                policy.retry_budget,
+                i64::try_from(policy.retry_budget_floor).unwrap_or(i64::MAX),
             ],
         )?;
     }
-    let mut statement = conn.prepare(AUDIT_SQL)?;
+    // The rollups sum the workflow names past the first K under 'other':
+    // a policy for one of those reads every workflow from its own rows.
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE scope_filter (
+             since TIMESTAMP, until TIMESTAMP, workflow VARCHAR, unfold BOOLEAN);",
+    )?;
+    let micros =
+        |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
+    conn.execute(
+        "INSERT INTO temp.scope_filter
+         SELECT ?, ?, ?,
+                (SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')
+                AND EXISTS (SELECT 1 FROM temp.audit_policy p
+                            WHERE p.workflow_name = 'other'
+                               OR p.workflow_name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))",
+        params![micros(filter.since), micros(filter.until), filter.workflow],
+    )?;
+    super::derived::define_kept_label(conn)?;
+    conn.execute_batch(WINDOW_SQL)?;
+    conn.execute_batch(ROLLUPS_SQL)?;
+    conn.execute_batch(super::derived::FINDING_ROLLUPS_SQL)?;
+    conn.execute_batch(COST_SQL)?;
+    conn.execute_batch(AUDIT_SQL)?;
+    let mut statement = conn.prepare("SELECT * FROM temp.audit_findings ORDER BY finding")?;
     let rows = statement
         .query_map([], |r| {
             let classes = list_of(r.get("classes")?, |v| match v {
@@ -913,6 +944,8 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
             Ok(AuditRow {
                 finding: r.get("finding")?,
                 workflows: r.get("workflows")?,
+                minutes: r.get("minutes")?,
+                workflow_attempts: r.get("workflow_attempts")?,
                 attempts: r.get("attempts")?,
                 input_tokens: r.get("input_tokens")?,
                 output_tokens: r.get("output_tokens")?,
@@ -926,5 +959,15 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    drop(statement);
+    conn.execute_batch(AUDIT_SCRATCH_DROP)?;
     Ok(rows)
 }
+
+/// What `audit.sql` and the window's rollups leave behind; the budget rows
+/// can be large.
+const AUDIT_SCRATCH_DROP: &str = "DROP TABLE temp.audit_rules; DROP TABLE temp.audit_named;
+     DROP TABLE temp.audit_sets; DROP TABLE temp.audit_attempts; DROP TABLE temp.audit_retry_minutes;
+     DROP TABLE temp.audit_budget_rows; DROP TABLE temp.audit_budget_classes;
+     DROP TABLE temp.audit_budget_workflows; DROP TABLE temp.audit_cutoffs; DROP TABLE temp.audit_examples;
+     DROP TABLE temp.audit_findings; DROP TABLE temp.r_findings; DROP TABLE temp.r_finding_sets;";

@@ -29,8 +29,8 @@ fn found(lines: &[String]) -> Vec<(&'static str, i64, i64)> {
     audit_of(lines)
         .findings
         .iter()
-        .filter(|f| f.workflows > 0)
-        .map(|f| (f.finding, f.workflows, f.attempts))
+        .filter(|f| f.count() > 0)
+        .map(|f| (f.finding, f.count(), f.attempts))
         .collect()
 }
 
@@ -101,7 +101,7 @@ fn an_attempt_after_a_commit_or_shown_output_is_a_replay_one_before_is_not() {
         let lines = [failed(0, 0, marker), ok(1, 1, json!({}))];
         let audit = audit_of(&lines);
         let f = finding(&audit, "replay_after_commit");
-        assert_eq!((f.workflows, f.attempts), (1, 1), "{class}");
+        assert_eq!((f.count(), f.attempts), (1, 1), "{class}");
         assert_eq!(f.by_class.keys().collect::<Vec<_>>(), [class]);
     }
     // The commit on the last attempt: nothing came after it.
@@ -148,14 +148,14 @@ fn a_timeout_with_output_then_retried_is_found_one_without_output_is_not() {
 }
 
 #[test]
-fn examples_are_the_costliest_workflows_and_the_window_and_name_select() {
+fn examples_are_the_latest_workflows_and_the_window_and_name_select() {
     let mut lines = Vec::new();
-    for (i, tokens) in [(1, 100), (2, 50_000), (3, 5_000)] {
+    for (i, second) in [(1, 0), (2, 20), (3, 10)] {
         let id = format!("w{i}");
-        let request = json!({"workflow_id": id, "error_class": "request", "input_tokens": tokens, "output_tokens": 0,
+        let request = json!({"workflow_id": id, "error_class": "request", "input_tokens": 100, "output_tokens": 0,
                              "workflow": if i == 3 { "batch" } else { "chat" }});
-        lines.push(failed(0, 0, request.clone()));
-        lines.push(failed(1, 1, request));
+        lines.push(failed(0, second, request.clone()));
+        lines.push(failed(1, second + 1, request));
     }
     let store = store_with(&lines);
     let prices = PriceTable::load(None).unwrap();
@@ -164,8 +164,8 @@ fn examples_are_the_costliest_workflows_and_the_window_and_name_select() {
     filter.examples = 2;
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     let f = finding(&audit, "nonretryable_retried");
-    assert_eq!(f.workflows, 3);
-    assert_eq!(f.examples, ["w2", "w3"], "costliest first, at most 2");
+    assert_eq!(f.count(), 3);
+    assert_eq!(f.examples, ["w2", "w3"], "the latest first attempt first, at most 2");
     assert!(f.cost_usd > 0.0);
     filter.workflow = Some("batch".into());
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
@@ -173,7 +173,7 @@ fn examples_are_the_costliest_workflows_and_the_window_and_name_select() {
     filter.workflow = None;
     filter.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
-    assert!(audit.findings.iter().all(|f| f.workflows == 0), "outside the window");
+    assert!(audit.findings.iter().all(|f| f.count() == 0), "outside the window");
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn arrival_order_and_redelivery_never_change_the_findings() {
         ok(3, 3, json!({})),
     ];
     let want = audit_of(&lines);
-    assert!(want.findings.iter().filter(|f| f.workflows > 0).count() >= 3, "{want:?}");
+    assert!(want.findings.iter().filter(|f| f.count() > 0).count() >= 3, "{want:?}");
     let mut reversed: Vec<String> = lines.iter().rev().cloned().collect();
     assert_eq!(audit_of(&reversed), want);
     reversed.extend(lines.iter().cloned());
@@ -249,6 +249,8 @@ fn sdk_retries_under_app_retries_are_stacked_one_layer_retrying_is_not() {
         ok(4, 4, json!({"layer": "sdk"})),
     ];
     assert_eq!(found(&lines), [("stacked_retries", 1, 4)], "every retry of the workflow");
+    let stacked = finding(&audit_of(&lines), "stacked_retries").clone();
+    assert_eq!((stacked.workflow_attempts, stacked.amplification), (Some(5), Some(5.0)), "all five attempts");
     assert_eq!(
         finding(&audit_of(&lines), "stacked_retries").by_class.keys().collect::<Vec<_>>(),
         ["app+sdk"]
@@ -375,7 +377,7 @@ queue_allowed = false
     let audit = audit_with(&lines, policy);
     let got = |name: &str| {
         let f = finding(&audit, name);
-        (f.workflows, f.attempts)
+        (f.count(), f.attempts)
     };
     assert_eq!(got("over_attempt_budget"), (1, 2));
     assert_eq!(got("over_time_budget"), (1, 1));
@@ -393,9 +395,9 @@ queue_allowed = false
     let other: Vec<String> = lines.iter().map(|l| l.replace("\"summary\"", "\"other\"")).collect();
     let audit = audit_with(&other, policy);
     assert!(
-        audit.findings.iter().filter(|f| f.workflows > 0).all(|f| f.finding == "stacked_retries"),
+        audit.findings.iter().filter(|f| f.count() > 0).all(|f| f.finding == "stacked_retries"),
         "{:?}",
-        audit.findings.iter().filter(|f| f.workflows > 0).map(|f| f.finding).collect::<Vec<_>>()
+        audit.findings.iter().filter(|f| f.count() > 0).map(|f| f.finding).collect::<Vec<_>>()
     );
 
     // An approved route, a workflow within its limits: nothing.
@@ -408,7 +410,7 @@ queue_allowed = false
                                  "http_status": 200, "input_tokens": 100})),
         ),
     ];
-    assert!(audit_with(&within, policy).findings.iter().all(|f| f.workflows == 0));
+    assert!(audit_with(&within, policy).findings.iter().all(|f| f.count() == 0));
 }
 
 #[test]
@@ -420,11 +422,11 @@ fn a_fail_closed_class_stops_everything_after_it() {
     ];
     let audit = audit_with(&lines, policy);
     assert_eq!(
-        (finding(&audit, "fail_closed_ignored").workflows, finding(&audit, "fail_closed_ignored").attempts),
+        (finding(&audit, "fail_closed_ignored").count(), finding(&audit, "fail_closed_ignored").attempts),
         (1, 1)
     );
     assert_eq!(
-        audit_of(&lines).findings.iter().filter(|f| f.workflows > 0).count(),
+        audit_of(&lines).findings.iter().filter(|f| f.count() > 0).count(),
         0,
         "no policy: a fallback after auth is allowed"
     );
@@ -454,13 +456,13 @@ fn the_audit_finds_what_each_simulated_scenario_broke_and_nothing_in_a_steady_da
         for f in &audit.findings {
             let want = truth.findings.get(f.finding).copied().unwrap_or((0, 0));
             assert_eq!(
-                (f.workflows as u64, f.attempts as u64),
+                (f.count() as u64, f.attempts as u64),
                 want,
                 "{scenario:?}: {} (workflows, attempts): the audit vs the simulator's bookkeeping",
                 f.finding
             );
         }
-        let found: Vec<&str> = audit.findings.iter().filter(|f| f.workflows > 0).map(|f| f.finding).collect();
+        let found: Vec<&str> = audit.findings.iter().filter(|f| f.count() > 0).map(|f| f.finding).collect();
         match scenario {
             Scenario::Steady => assert_eq!(found, Vec::<&str>::new(), "a steady day breaks nothing"),
             Scenario::NaiveRetries => {
@@ -515,4 +517,132 @@ fn serve_applies_its_policy_file_and_refuses_a_bad_one() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("workflow \"x\"") && stderr.contains("max_total_attempts"), "{stderr}");
+}
+
+/// `n` workflows named `name` starting in the minute after 02:00, the first
+/// `retried` of them retried once (a transient 503: no other finding).
+fn minute_of_traffic(name: &str, n: u32, retried: u32) -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in 0..n {
+        let id = json!({"workflow_id": format!("{name}-{i}"), "workflow": name});
+        if i < retried {
+            let mut first = id.clone();
+            first["http_status"] = json!(503);
+            lines.push(failed(0, i, first));
+            lines.push(ok(1, i + 1, id));
+        } else {
+            lines.push(ok(0, i, id));
+        }
+    }
+    lines
+}
+
+#[test]
+fn a_minute_of_retries_past_the_budget_is_found_one_within_it_is_not() {
+    // 11 retries against 20 first attempts: above the floor (10) and 10 %.
+    let over = minute_of_traffic("batch", 20, 11);
+    assert_eq!(found(&over), [("over_retry_budget", 1, 11)], "one minute, its 11 retries");
+    let f = finding(&audit_of(&over), "over_retry_budget").clone();
+    assert_eq!((f.workflows, f.minutes), (None, Some(1)));
+    assert_eq!(f.examples, ["2026-11-28T02:00:00Z"]);
+    assert_eq!(f.by_class.into_iter().collect::<Vec<_>>(), [("batch".to_string(), 11)]);
+    assert_eq!(found(&minute_of_traffic("batch", 20, 10)), [], "10 retries is the floor, not past it");
+    // The budget is each name's: 6 and 5 retries are each within the floor.
+    let mut split = minute_of_traffic("a", 10, 6);
+    split.extend(minute_of_traffic("b", 10, 5));
+    assert_eq!(found(&split), []);
+    // The ratio, without a floor: 11 retries pass half of 20 first attempts, not 60 %.
+    let half = "[default]\nretry_budget = 0.5\nretry_budget_floor = 0";
+    let count = |audit: &Audit| finding(audit, "over_retry_budget").count();
+    assert_eq!(count(&audit_with(&over, half)), 1);
+    assert_eq!(count(&audit_with(&over, "[default]\nretry_budget = 0.6\nretry_budget_floor = 0")), 0);
+    let named = "[[workflow]]\nname = \"batch\"\nretry_budget_floor = 20";
+    assert_eq!(count(&audit_with(&over, named)), 0, "the workflow's own floor");
+}
+
+/// The rollups sum names past the label limit under `other`; a policy that
+/// names one of those is still applied to exactly its workflows.
+#[test]
+fn a_policy_for_a_name_the_rollups_fold_reads_each_workflow() {
+    let mut lines = Vec::new();
+    for name in ["first", "second"] {
+        let id = json!({"workflow_id": format!("w-{name}"), "workflow": name, "http_status": 503});
+        lines.push(failed(0, 0, id.clone()));
+        lines.push(failed(1, 1, id.clone()));
+        lines.push(ok(2, 2, json!({"workflow_id": format!("w-{name}"), "workflow": name})));
+    }
+    let store = attempt_ledger::store::Store::open_in_memory().unwrap().with_label_limit(1).unwrap();
+    store.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    let audit = |policy: &str| {
+        let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
+        let filter = policy.filter(None, None, None);
+        policy.audit(&store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap())
+    };
+    for name in ["first", "second"] {
+        let f = finding(
+            &audit(&format!("[[workflow]]\nname = \"{name}\"\nmax_total_attempts = 2")),
+            "over_attempt_budget",
+        )
+        .clone();
+        assert_eq!((f.count(), f.attempts, f.examples), (1, 1, vec![format!("w-{name}")]), "{name}");
+    }
+    let other =
+        finding(&audit("[[workflow]]\nname = \"other\"\nmax_total_attempts = 2"), "over_attempt_budget")
+            .count();
+    assert_eq!(other, 0, "no workflow is named other");
+    let default = finding(&audit("[default]\nmax_total_attempts = 2"), "over_attempt_budget").count();
+    assert_eq!(default, 2, "the default applies to folded names too");
+}
+
+/// A window whose bounds cut minutes answers from the rollups' whole
+/// minutes and the per-workflow rows of its edges: the same audit as a
+/// store holding only the workflows that started inside it.
+#[test]
+fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
+    let mut lines = Vec::new();
+    for i in 0..24u32 {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").unwrap()
+            + chrono::Duration::seconds(i64::from(i) * 17);
+        let at = |s: i64| (start + chrono::Duration::seconds(s)).to_rfc3339();
+        let id = format!("w{i:02}");
+        let class = ["request", "quota", "transient", "policy"][i as usize % 4];
+        let layer = if i % 3 == 0 { "sdk" } else { "app" };
+        lines.push(rec(json!({"workflow_id": id, "attempt": 0, "started_at": at(0), "status": "error",
+                              "error_class": class, "decision": "retry", "layer": "app", "input_tokens": 100 + i})));
+        lines.push(rec(json!({"workflow_id": id, "attempt": 1, "started_at": at(2), "status": "error",
+                              "error_class": class, "decision": "retry", "layer": "app", "input_tokens": 100})));
+        lines.push(rec(json!({"workflow_id": id, "attempt": 2, "started_at": at(40), "input_tokens": 10,
+                              "output_tokens": 5, "layer": layer})));
+    }
+    let policy = LoadedPolicy {
+        file: None,
+        set: PolicySet::parse(
+            "[default]\nmax_total_attempts = 2\nmax_elapsed_ms = 30000\nmax_extra_cost_usd = 0",
+            "t",
+        )
+        .unwrap(),
+    };
+    let prices = PriceTable::load(None).unwrap();
+    let full = store_with(&lines);
+    let time = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
+    for (since, until) in
+        [("2026-11-28T02:01:30Z", "2026-11-28T02:04:20Z"), ("2026-11-28T02:00:01Z", "2026-11-28T02:06:59Z")]
+    {
+        let windowed = policy
+            .audit(&full.audit(&policy.filter(Some(time(since)), Some(time(until)), None), &prices).unwrap());
+        let inside: Vec<String> = lines
+            .chunks(3)
+            .filter(|w| {
+                let first: Value = serde_json::from_str(&w[0]).unwrap();
+                let t = time(first["started_at"].as_str().unwrap());
+                t >= time(since) && t < time(until)
+            })
+            .flatten()
+            .cloned()
+            .collect();
+        let alone =
+            policy.audit(&store_with(&inside).audit(&policy.filter(None, None, None), &prices).unwrap());
+        assert!(windowed.findings.iter().filter(|f| f.count() > 0).count() >= 5, "{windowed:?}");
+        assert_eq!(windowed, alone, "[{since}, {until})");
+    }
 }

@@ -252,9 +252,17 @@ def main():
         rows = table_rows(driver, "findings")
         check(len(rows) == len(audit["findings"]), f"audit: {len(rows)} findings shown, {len(audit['findings'])} in the JSON")
         for row, want in zip(rows, audit["findings"]):
-            for field in ["workflows", "attempts", "input_tokens", "output_tokens", "cost_usd"]:
+            # The retry budget counts minutes, the other findings workflows.
+            count = "minutes" if want["minutes"] is not None else "workflows"
+            for field in [count, "attempts", "input_tokens", "output_tokens", "cost_usd"]:
                 check(value_of(row[field]) == want[field], f"audit: {want['finding']}.{field} {row[field]} vs {want[field]}")
-        check(any(f["workflows"] > 0 for f in audit["findings"]), "audit: the demo night has findings")
+            if want["amplification"] is not None:
+                shown = driver.find_element(
+                    By.CSS_SELECTOR, f"tr[data-finding='{want['finding']}'] [data-field='amplification']"
+                ).get_attribute("data-value")
+                check(value_of(shown) == want["amplification"],
+                      f"audit: {want['finding']} amplification {shown} vs {want['amplification']}")
+        check(any((f["workflows"] or 0) > 0 for f in audit["findings"]), "audit: the demo night has findings")
         example = driver.find_element(By.CSS_SELECTOR, "a[data-example]")
         example_id = example.text
         example.click()

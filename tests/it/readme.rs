@@ -122,4 +122,8 @@ fn the_readme_audit_table_is_what_the_demo_prints() {
             assert!(cells[6].contains(example), "{} examples: {} not in {}", row[0], example, cells[6]);
         }
     }
+    let said =
+        readme.split("stacked retries' ").nth(1).and_then(|t| t.split(" attempts each").next()).unwrap();
+    let per_workflow = said.rsplit(' ').next().unwrap();
+    assert!(printed.contains(&format!("stacked_retries ({per_workflow}x)")), "{said}");
 }

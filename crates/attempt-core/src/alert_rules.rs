@@ -54,7 +54,7 @@ pub enum RuleKind {
 
 /// The recovery audit's findings, by name (`attempt-ledger audit`): what a
 /// `policy_violation` rule's `finding` may name.
-pub const AUDIT_FINDINGS: [&str; 12] = [
+pub const AUDIT_FINDINGS: [&str; 13] = [
     "nonretryable_retried",
     "fallback_after_policy",
     "fail_closed_ignored",
@@ -67,6 +67,7 @@ pub const AUDIT_FINDINGS: [&str; 12] = [
     "over_cost_budget",
     "unapproved_fallback",
     "queued_forbidden",
+    "over_retry_budget",
 ];
 
 impl RuleKind {

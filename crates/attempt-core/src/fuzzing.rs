@@ -29,6 +29,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("otlp_protobuf", otlp_protobuf),
     ("alert_rules", alert_rules),
     ("report_arguments", report_arguments),
+    ("policy_file", policy_file),
 ];
 
 /// A file as `ingest` reads it: split into chunks of whole lines (length
@@ -89,6 +90,31 @@ pub fn alert_rules(data: &[u8]) {
         for rule in &rules.rules {
             assert!(rule.threshold.is_finite(), "rule {} has threshold {}", rule.name, rule.threshold);
         }
+    }
+}
+
+/// A recovery policy file: what parses is what the audit can bind. Every
+/// limit is in range, names are unique, and no value holds the separator
+/// the store joins lists with.
+pub fn policy_file(data: &[u8]) {
+    use crate::policy::{LIST_SEPARATOR, Policy, PolicySet};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(set) = PolicySet::parse(text, "fuzz.toml") else { return };
+    let check = |policy: &Policy| {
+        assert!(policy.max_total_attempts.is_none_or(|n| n >= 1));
+        assert!(policy.max_elapsed_ms.is_none_or(|ms| ms.is_finite() && ms >= 0.0));
+        assert!(policy.max_extra_cost_pusd.is_none_or(|p| p >= 0));
+        assert!(policy.retry_budget.is_finite() && policy.retry_budget >= 0.0);
+        assert!(i64::try_from(policy.retry_budget_floor).is_ok());
+        for route in policy.approved_fallbacks.iter().flatten() {
+            assert!(!route.contains(LIST_SEPARATOR) && !route.is_empty(), "{route:?}");
+        }
+    };
+    check(&set.default);
+    let mut names = std::collections::HashSet::new();
+    for (name, policy) in &set.workflows {
+        assert!(!name.contains(LIST_SEPARATOR) && names.insert(name), "{name:?}");
+        check(policy);
     }
 }
 

@@ -53,7 +53,20 @@ pub struct Policy {
     /// `None`: any.
     pub approved_fallbacks: Option<Vec<String>>,
     pub queue_allowed: bool,
+    /// Retries per first attempt in any one minute of this workflow's
+    /// traffic (gRPC's retry throttling and Envoy's retry budget bound the
+    /// same ratio).
+    pub retry_budget: f64,
+    /// Retries any minute may have whatever the ratio, so that a quiet
+    /// minute with one retry is not an incident (Envoy's
+    /// `min_retry_concurrency` plays this part).
+    pub retry_budget_floor: u64,
 }
+
+/// The built-in retry budget: the report's default, gRPC's 10 %.
+pub const DEFAULT_RETRY_BUDGET: f64 = 0.10;
+/// The built-in floor of the retry budget.
+pub const DEFAULT_RETRY_BUDGET_FLOOR: u64 = 10;
 
 impl Default for Policy {
     /// What the audit checks without a policy file: the classes that must
@@ -82,6 +95,8 @@ impl Default for Policy {
             max_extra_cost_pusd: None,
             approved_fallbacks: None,
             queue_allowed: true,
+            retry_budget: DEFAULT_RETRY_BUDGET,
+            retry_budget_floor: DEFAULT_RETRY_BUDGET_FLOOR,
         }
     }
 }
@@ -162,6 +177,8 @@ struct RawRules {
     max_extra_cost_usd: Option<f64>,
     approved_fallbacks: Option<Vec<String>>,
     queue_allowed: Option<bool>,
+    retry_budget: Option<f64>,
+    retry_budget_floor: Option<u64>,
 }
 
 fn names<T: FromStr>(
@@ -194,6 +211,15 @@ impl RawRules {
         };
         if self.max_total_attempts == Some(0) {
             return Err(invalid(context, "`max_total_attempts` must be 1 or more".into()));
+        }
+        if let Some(ratio) = self.retry_budget.filter(|r| !r.is_finite() || *r < 0.0) {
+            return Err(invalid(
+                context,
+                format!("`retry_budget` = {ratio} must be a fraction of 0 or more"),
+            ));
+        }
+        if let Some(floor) = self.retry_budget_floor.filter(|f| i64::try_from(*f).is_err()) {
+            return Err(invalid(context, format!("`retry_budget_floor` = {floor} is too large")));
         }
         if let Some(ms) = self.max_elapsed_ms.filter(|ms| !ms.is_finite() || *ms < 0.0) {
             return Err(invalid(context, format!("`max_elapsed_ms` = {ms} must be 0 or more")));
@@ -242,6 +268,8 @@ impl RawRules {
                 .map(|routes| routes.into_iter().map(|r| r.trim().to_lowercase()).collect())
                 .or_else(|| base.approved_fallbacks.clone()),
             queue_allowed: self.queue_allowed.unwrap_or(base.queue_allowed),
+            retry_budget: self.retry_budget.unwrap_or(base.retry_budget),
+            retry_budget_floor: self.retry_budget_floor.unwrap_or(base.retry_budget_floor),
         })
     }
 }
@@ -280,6 +308,10 @@ queue_allowed = false
             Some(&["summary-backup".to_string(), "anthropic/claude-haiku-4-5".to_string()][..])
         );
         assert!(!w.queue_allowed);
+        assert_eq!(
+            (w.retry_budget, w.retry_budget_floor),
+            (DEFAULT_RETRY_BUDGET, DEFAULT_RETRY_BUDGET_FLOOR)
+        );
         assert_eq!(PolicySet::parse("", "empty").unwrap(), PolicySet::default());
     }
 
@@ -297,6 +329,8 @@ queue_allowed = false
         );
         assert!(err("[default]\nmax_total_attempts = 0").contains("1 or more"));
         assert!(err("[default]\nmax_extra_cost_usd = -1.0").contains("between 0 and 1e9"));
+        assert!(err("[default]\nretry_budget = -0.5").contains("`retry_budget` = -0.5 must be a fraction"));
+        assert!(err("[default]\nretry_budget = nan").contains("`retry_budget` = NaN"));
         assert!(
             err("[default]\nfail_closed_on_commit = [\"none\"]")
                 .contains("`fail_closed_on_commit`: \"none\"")

@@ -1,0 +1,67 @@
+-- finding_rollups.sql: the per-workflow findings (facts.sql, temp.new_findings)
+-- summed by minute, in the shapes of rollup_findings and rollup_finding_sets
+-- (migrations/0009_finding_rollups.sql). Like rollups.sql, only sums and
+-- counts: a set of workflows adds up from its parts, so the audit adds whole
+-- minutes to edge minutes, and a write adds new rows minus old ones.
+-- Not a report itself: it builds temp.r_findings and temp.r_finding_sets.
+--
+-- Parameters: temp.rollup_findings_source: rows shaped like
+--   workflow_findings plus sign BIGINT (+1 adds the workflow, -1 takes its
+--   old rows away), every row of each workflow it holds; the macro
+--   kept_label (labels.sql) and its variable fold_labels.
+-- Workflow names are folded by kept_label, as in the other rollups; the
+--   classes are kept whole, since a policy's lists (approved fallback route
+--   keys, classes) are matched against them. Their number is that of the
+--   error classes, commit markers, layers and fallback route keys stored.
+-- Columns of temp.r_findings: minute (of the workflow's first attempt),
+--   workflow_name, kind, class, served_provider, served_model, cost_kind,
+--   seq (kind `attempt` only, else NULL), then the sums of attempts, the
+--   four token counts and emitter_cost_pusd.
+-- Columns of temp.r_finding_sets: minute, workflow_name, kind, classes (the
+--   sorted distinct classes one workflow had of that kind), then
+--   workflows and workflow_attempts (every attempt of those workflows).
+--   Besides the kinds of facts.sql (all but `attempt`), kind `after_error`
+--   holds the union of a workflow's retry_after_error and
+--   fallback_after_error classes: fail_closed_ignored reads both kinds, and
+--   must count a workflow that did both once.
+-- Groups whose every measure sums to 0 are dropped.
+CREATE OR REPLACE TEMP TABLE r_findings AS
+SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name,
+       kind, class, served_provider, served_model, cost_kind, seq,
+       sum(sign * attempts)::BIGINT AS attempts,
+       sum(sign * input_tokens)::HUGEINT AS input_tokens,
+       sum(sign * output_tokens)::HUGEINT AS output_tokens,
+       sum(sign * cached_input_tokens)::HUGEINT AS cached_input_tokens,
+       sum(sign * cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
+       sum(sign * emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
+FROM temp.rollup_findings_source
+GROUP BY ALL
+HAVING sum(sign * attempts) <> 0 OR sum(sign * input_tokens) <> 0 OR sum(sign * output_tokens) <> 0
+    OR sum(sign * cached_input_tokens) <> 0 OR sum(sign * cache_write_input_tokens) <> 0
+    OR sum(sign * emitter_cost_pusd) <> 0;
+
+CREATE OR REPLACE TEMP TABLE r_finding_sets AS
+WITH workflows AS (
+    -- A workflow with kind `attempt` rows has one per attempt; one without
+    -- made a single attempt.
+    SELECT sign, workflow_id, any_value(first_at) AS first_at, any_value(workflow_name) AS workflow_name,
+           greatest(1, coalesce(sum(attempts) FILTER (WHERE kind = 'attempt'), 0))::BIGINT AS workflow_attempts
+    FROM temp.rollup_findings_source
+    GROUP BY sign, workflow_id
+),
+sets AS (
+    SELECT sign, workflow_id, kind, list_sort(list_distinct(list(class))) AS classes
+    FROM (SELECT sign, workflow_id, kind, class FROM temp.rollup_findings_source WHERE kind <> 'attempt'
+          UNION ALL
+          SELECT sign, workflow_id, 'after_error', class FROM temp.rollup_findings_source
+          WHERE kind IN ('retry_after_error', 'fallback_after_error'))
+    GROUP BY sign, workflow_id, kind
+)
+SELECT date_trunc('minute', w.first_at) AS minute, kept_label('workflow', w.workflow_name) AS workflow_name,
+       s.kind, s.classes,
+       sum(s.sign)::BIGINT AS workflows,
+       sum(s.sign * w.workflow_attempts)::BIGINT AS workflow_attempts
+FROM sets s
+JOIN workflows w USING (sign, workflow_id)
+GROUP BY ALL
+HAVING sum(s.sign) <> 0 OR sum(s.sign * w.workflow_attempts) <> 0;
