@@ -86,12 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         began.elapsed().as_secs_f64()
     );
     let prices = PriceTable::load(None)?;
-    let report = super::report::build_report(&store, &ReportFilter::default(), &prices)?;
-    print!("{}", render(&report, Format::Table));
     let policy = crate::report::audit::LoadedPolicy::default();
-    let audit_filter = policy.filter(None, None, None);
-    let audit = policy.audit(&store.audit(&audit_filter, &prices)?);
-    print!("\n{}", audit.render(Format::Table));
+    let report = super::report::build_report(&store, &ReportFilter::default(), &policy, &prices)?;
+    print!("{}", render(&report, Format::Table));
     let db_text = db.display();
     let storm_file = dir.join("overnight-529-storm.jsonl");
     println!(

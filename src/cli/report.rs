@@ -7,6 +7,7 @@ use anyhow::bail;
 
 use super::{DbArg, WindowArgs};
 use crate::pricing::PriceTable;
+use crate::report::audit::LoadedPolicy;
 use crate::report::{Format, Report, render};
 use crate::store::{ReportFilter, Store};
 
@@ -27,6 +28,14 @@ pub struct Args {
     /// A price file that overrides or extends the built-in table.
     #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
     prices: Option<PathBuf>,
+    /// The recovery policy of the report's audit section (TOML,
+    /// `examples/policy.toml`); without it, the built-in rules.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_audit")]
+    policy: Option<PathBuf>,
+    /// Leave the audit section out (the report alone, as alerts and the
+    /// dashboard's pages read it).
+    #[arg(long)]
+    no_audit: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -45,13 +54,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         group_by: args.group_by,
     };
     let prices = PriceTable::load(args.prices.as_deref())?;
+    let policy = LoadedPolicy::load(args.policy.as_deref())?;
     let store = Store::open(&args.db.db)?;
-    let report = build_report(&store, &filter, &prices)?;
+    let report = if args.no_audit {
+        Report::from_rows(&store.report_rows(&filter, &prices)?, filter.retry_budget)
+    } else {
+        build_report(&store, &filter, &policy, &prices)?
+    };
     print!("{}", render(&report, args.format));
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn build_report(store: &Store, filter: &ReportFilter, prices: &PriceTable) -> anyhow::Result<Report> {
-    let rows = store.report_rows(filter, prices)?;
-    Ok(Report::from_rows(&rows, filter.retry_budget))
+/// The report with its audit section, as `report` prints it.
+pub fn build_report(
+    store: &Store,
+    filter: &ReportFilter,
+    policy: &LoadedPolicy,
+    prices: &PriceTable,
+) -> anyhow::Result<Report> {
+    let audit_filter = policy.filter(filter.since, filter.until, filter.workflow.clone());
+    let (rows, audit_rows) = store.report_and_audit_rows(filter, &audit_filter, prices)?;
+    let mut report = Report::from_rows(&rows, filter.retry_budget);
+    report.audit = Some(policy.audit(&audit_rows));
+    Ok(report)
 }

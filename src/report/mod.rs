@@ -37,6 +37,10 @@ pub struct Report {
     /// Present when the report was asked to group by a dimension.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<DimensionGroups>,
+    /// The recovery audit of the same workflows (`report` and
+    /// `GET /api/v1/report`; the dashboard and alerts read it apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<audit::Audit>,
 }
 
 /// Outcomes and cost by the values of one dimension (`--group-by`).
@@ -451,6 +455,7 @@ impl Report {
                 dimension: g.dimension.clone(),
                 values: g.rows.iter().map(group_breakdown).collect(),
             }),
+            audit: None,
         }
     }
 }

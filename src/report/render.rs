@@ -18,7 +18,10 @@ pub fn render(report: &Report, format: Format) -> String {
     match format {
         Format::Json => serde_json::to_string_pretty(report).expect("a report always serialises") + "\n",
         Format::Csv => csv(report),
-        Format::Table => table(report),
+        Format::Table => match &report.audit {
+            Some(audit) => format!("{}\n{}", table(report), audit.render(Format::Table)),
+            None => table(report),
+        },
     }
 }
 
@@ -35,8 +38,9 @@ fn csv(report: &Report) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-const IDENTITY_KEYS: [&str; 18] = [
+const IDENTITY_KEYS: [&str; 19] = [
     "value",
+    "finding",
     "served_provider",
     "served_model",
     "workflow",

@@ -698,10 +698,27 @@ async fn get_report(
         retry_budget,
         group_by: params.get("group_by").cloned(),
     };
+    // `audit=false` leaves the audit section out (the report alone).
+    let with_audit = match params.get("audit").map(String::as_str) {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(v) => return Err(ServiceError::BadRequest(format!("audit: `{v}` is not true or false"))),
+    };
     let store = read_store(&state)?;
     let prices = state.prices.clone();
+    let policy = state.policy.clone();
     let report = tokio::task::spawn_blocking(move || {
-        store.report_rows(&filter, &prices).map(|rows| Report::from_rows(&rows, filter.retry_budget))
+        if !with_audit {
+            return store
+                .report_rows(&filter, &prices)
+                .map(|rows| Report::from_rows(&rows, filter.retry_budget));
+        }
+        let audit_filter = policy.filter(filter.since, filter.until, filter.workflow.clone());
+        store.report_and_audit_rows(&filter, &audit_filter, &prices).map(|(rows, audit_rows)| {
+            let mut report = Report::from_rows(&rows, filter.retry_budget);
+            report.audit = Some(policy.audit(&audit_rows));
+            report
+        })
     })
     .await
     .map_err(|e| ServiceError::Internal(e.to_string()))?

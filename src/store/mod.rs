@@ -421,6 +421,31 @@ impl Store {
         self.report_rows_of(filter, prices, &Query::ALL)
     }
 
+    /// The report's rows and the recovery audit of the same workflows, in
+    /// one transaction (the report's `audit` section).
+    pub fn report_and_audit_rows(
+        &self,
+        filter: &ReportFilter,
+        audit: &queries::AuditFilter,
+        prices: &PriceTable,
+    ) -> Result<(ReportRows, Vec<queries::AuditRow>), StoreError> {
+        let group = match &filter.group_by {
+            Some(name) => Some(self.dimension_slot(name)?),
+            None => None,
+        };
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
+            let mut rows = queries::report_rows(&self.conn, filter, &Query::ALL)?;
+            if let Some((slot, dimension)) = group {
+                rows.groups =
+                    Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
+            }
+            Ok((rows, queries::audit_rows(&self.conn, audit, prices)?))
+        });
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
+    }
+
     /// Runs the report `queries` only; the rows of the others are empty.
     pub fn report_rows_of(
         &self,

@@ -222,6 +222,27 @@ fn the_cli_and_the_http_route_answer_the_same_audit() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("nonretryable_retried"));
+    // The report's audit section is the same audit, on the CLI (before the
+    // service holds the file) and over HTTP; `--no-audit` / `audit=false` leave it out.
+    let report = |extra: &[&str]| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+            .args(["report", "--db", db.to_str().unwrap(), "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(report(&[])["audit"], cli);
+    assert!(report(&["--no-audit"]).get("audit").is_none());
+    let csv = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["report", "--db", db.to_str().unwrap(), "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&csv.stdout).contains("audit.findings[nonretryable_retried].workflows,1"),
+        "the CSV names each finding"
+    );
     let service = crate::service::Service::start(&db, &[]);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let http: Value = serde_json::from_slice(
@@ -237,6 +258,17 @@ fn the_cli_and_the_http_route_answer_the_same_audit() {
     assert_eq!(http, cli);
     let bad = agent.get(&format!("{}/api/v1/audit?since=later", service.http)).call().unwrap();
     assert_eq!(bad.status().as_u16(), 400);
+    let get = |query: &str| -> (u16, Value) {
+        let mut answer = agent.get(&format!("{}/api/v1/report{query}", service.http)).call().unwrap();
+        (
+            answer.status().as_u16(),
+            serde_json::from_slice(&answer.body_mut().read_to_vec().unwrap()).unwrap_or_default(),
+        )
+    };
+    assert_eq!(get("").1["audit"], cli);
+    let (status, without) = get("?audit=false");
+    assert_eq!((status, without.get("audit")), (200, None));
+    assert_eq!(get("?audit=maybe").0, 400);
 }
 
 #[test]

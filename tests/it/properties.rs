@@ -115,6 +115,8 @@ max_elapsed_ms = 2000
 max_extra_cost_usd = 0.0001
 approved_fallbacks = ["openai/gpt-4o-mini"]
 queue_allowed = false
+retry_budget = 0.2
+retry_budget_floor = 1
 "#;
 
 fn audit_of(store: &Store) -> attempt_ledger::report::audit::Audit {
