@@ -205,6 +205,10 @@ WHERE m.retries > p.retry_budget_floor AND m.retries > p.retry_budget * m.first_
 
 -- 4. The time and extra-cost budgets, where a policy sets one: the attempt
 --    rows of the window's retried workflows, priced only where they count.
+--    A constant bound lets the scan skip, before any join, the attempts that
+--    no workflow's time budget can catch.
+SET VARIABLE audit_min_elapsed_ms = (SELECT min(max_elapsed_ms) FROM temp.audit_rules);
+SET VARIABLE audit_any_cost_budget = (SELECT count(max_extra_cost_pusd) > 0 FROM temp.audit_rules);
 CREATE OR REPLACE TEMP TABLE audit_budget_rows AS
 WITH budgeted AS NOT MATERIALIZED (
     SELECT f.*, p.max_elapsed_ms, p.max_extra_cost_pusd
@@ -213,12 +217,13 @@ WITH budgeted AS NOT MATERIALIZED (
     JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
     WHERE f.kind = 'attempt' AND in_window(f.first_at, f.workflow_name)
       AND (p.max_elapsed_ms IS NOT NULL OR p.max_extra_cost_pusd IS NOT NULL)
+      AND (getvariable('audit_any_cost_budget') OR f.offset_ms > getvariable('audit_min_elapsed_ms'))
 ),
 over_time AS (
     -- The first attempt past the budget is the one whose predecessors all
     -- started within it.
     SELECT 'over_time_budget' AS finding, *, coalesce(prev_offset_ms <= max_elapsed_ms, true) AS first_over
-    FROM budgeted WHERE offset_ms > max_elapsed_ms
+    FROM budgeted WHERE offset_ms > getvariable('audit_min_elapsed_ms') AND offset_ms > max_elapsed_ms
 ),
 cost_rows AS NOT MATERIALIZED (
     SELECT b.*,
