@@ -15,6 +15,24 @@ use crate::store::queries::AuditRow;
 /// Example workflow ids per finding.
 pub const EXAMPLES: u32 = 5;
 
+/// Entries of a finding's `by_class`: route keys and workflow names come
+/// from clients, so the map is bounded like any label set.
+pub const MAX_CLASSES: usize = 50;
+
+/// The `MAX_CLASSES` - 1 classes with the most attempts (ties by name), and
+/// the rest summed under `(other)` when there are more than `MAX_CLASSES`.
+fn bounded_classes(classes: &[(String, i64)]) -> BTreeMap<String, i64> {
+    if classes.len() <= MAX_CLASSES {
+        return classes.iter().cloned().collect();
+    }
+    let mut ranked: Vec<&(String, i64)> = classes.iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let (kept, rest) = ranked.split_at(MAX_CLASSES - 1);
+    let mut map: BTreeMap<String, i64> = kept.iter().map(|(c, n)| (c.clone(), *n)).collect();
+    map.insert("(other)".to_string(), rest.iter().map(|(_, n)| n).sum());
+    map
+}
+
 /// A policy file as read (or the built-in defaults), with its name for the
 /// audit's header.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -128,7 +146,9 @@ pub struct Finding {
     /// Known cost of those attempts; `unknown_cost_attempts` apart.
     pub cost_usd: f64,
     pub unknown_cost_attempts: i64,
-    /// Attempts by the error class or commit state behind them.
+    /// Attempts by the error class or commit state behind them (route key,
+    /// layers or workflow name for some findings): at most `MAX_CLASSES`
+    /// entries, the rest summed under `(other)`.
     pub by_class: BTreeMap<String, i64>,
     /// Workflow ids, the latest first attempt first; for
     /// `over_retry_budget`, minutes (RFC 3339, UTC), latest first.
@@ -173,7 +193,7 @@ impl Audit {
                     output_tokens: row.map_or(0, |r| r.output_tokens),
                     cost_usd: usd(row.map_or(0, |r| r.cost_pusd)),
                     unknown_cost_attempts: row.map_or(0, |r| r.unknown_cost_attempts),
-                    by_class: row.map(|r| r.by_class.iter().cloned().collect()).unwrap_or_default(),
+                    by_class: row.map(|r| bounded_classes(&r.by_class)).unwrap_or_default(),
                     examples: row.map(|r| r.examples.clone()).unwrap_or_default(),
                 }
             })
@@ -276,6 +296,18 @@ impl Audit {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn by_class_keeps_the_largest_and_sums_the_rest() {
+        let many: Vec<(String, i64)> = (0..120).map(|i| (format!("route-{i:03}"), i)).collect();
+        let bounded = super::bounded_classes(&many);
+        assert_eq!(bounded.len(), super::MAX_CLASSES);
+        assert_eq!(bounded.values().sum::<i64>(), many.iter().map(|(_, n)| n).sum::<i64>(), "nothing lost");
+        assert_eq!(bounded.get("route-119"), Some(&119));
+        assert_eq!(bounded.get("(other)"), Some(&(0..=70).sum::<i64>()));
+        let few = vec![("quota".to_string(), 2)];
+        assert_eq!(super::bounded_classes(&few).len(), 1);
+    }
+
     #[test]
     fn the_alert_rules_know_every_finding() {
         let names: Vec<&str> = super::FINDINGS.iter().map(|(n, _)| *n).collect();
