@@ -107,12 +107,6 @@ CREATE OR REPLACE TEMP MACRO set_finding(kind, classes, retryable, fail_closed_o
         WHEN 'queued' THEN CASE WHEN NOT queue_allowed THEN 'queued_forbidden' END
     END;
 
--- A per-workflow row in the window, of the workflow asked for.
-CREATE OR REPLACE TEMP MACRO in_window(first_at, name) AS
-    (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
-    AND (getvariable('scope_until') IS NULL OR first_at < getvariable('scope_until'))
-    AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
-
 -- 1. Workflows: each workflow's class set of each kind, by minute, with its
 --    finding under its policy.
 CREATE OR REPLACE TEMP TABLE audit_sets AS

@@ -21,7 +21,7 @@
 -- Columns of temp.scope_minutes (a view): attempt_minute, retry, attempts.
 -- Columns of temp.scope_recovered (a view): outcome, us (first attempt to delivered
 --   attempt, microseconds) for each recovered workflow in scope.
--- in_whole_minutes and in_edges are window.sql's.
+-- in_whole_minutes, in_window and in_edges are window.sql's.
 CREATE OR REPLACE TEMP TABLE scope_workflows AS
 SELECT * EXCLUDE (minute) FROM (
     SELECT r.* FROM rollup_workflows r
@@ -72,7 +72,4 @@ LEFT JOIN temp.prices p ON p.served_provider = g.served_provider AND p.served_mo
 CREATE OR REPLACE TEMP VIEW scope_recovered AS
 SELECT f.outcome, epoch_us(f.delivered_at) - epoch_us(f.first_at) AS us
 FROM workflow_facts f
-WHERE f.outcome IN ('retry_recovery', 'fallback_recovery')
-  AND (getvariable('scope_since') IS NULL OR f.first_at >= getvariable('scope_since'))
-  AND (getvariable('scope_until') IS NULL OR f.first_at < getvariable('scope_until'))
-  AND (getvariable('scope_workflow') IS NULL OR f.workflow_name = getvariable('scope_workflow'));
+WHERE f.outcome IN ('retry_recovery', 'fallback_recovery') AND in_window(f.first_at, f.workflow_name);

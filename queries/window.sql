@@ -2,9 +2,9 @@
 -- the rollups answer and the edges the per-workflow facts answer. Windows
 -- stay exact: a workflow counts where its first attempt started.
 -- Not a report itself: it sets the connection's variables scope_* and
--- defines the macros in_whole_minutes(minute, name) and in_edges(first_at,
--- name) (a rollup row the rollups answer for; a per-workflow row the
--- edges do), and builds the views temp.rollup_*source over the facts of the edge workflows,
+-- defines the macros in_whole_minutes(minute, name), in_window(first_at,
+-- name) and in_edges(first_at, name) (a rollup row the rollups answer for;
+-- a per-workflow row in the window; one the edges answer for), and builds the views temp.rollup_*source over the facts of the edge workflows,
 -- for rollups.sql. Variables, not a table: DuckDB folds getvariable() into a
 -- constant, so a time bound prunes row groups by their zone maps.
 --
@@ -58,11 +58,15 @@ CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS
     AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
 
 -- A per-workflow row outside them, in the window, of that name.
+-- A per-workflow row in the window, of the workflow asked for.
+CREATE OR REPLACE TEMP MACRO in_window(first_at, name) AS
+    (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
+    AND (getvariable('scope_until') IS NULL OR first_at < getvariable('scope_until'))
+    AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'));
+
 CREATE OR REPLACE TEMP MACRO in_edges(first_at, name) AS
     NOT getvariable('scope_everything')
-  AND (getvariable('scope_since') IS NULL OR first_at >= getvariable('scope_since'))
-  AND (getvariable('scope_until') IS NULL OR first_at < getvariable('scope_until'))
-  AND (getvariable('scope_workflow') IS NULL OR name = getvariable('scope_workflow'))
+  AND in_window(first_at, name)
   AND (getvariable('scope_folded')
        OR NOT ((getvariable('scope_whole_from') IS NULL OR first_at >= getvariable('scope_whole_from'))
                AND (getvariable('scope_whole_until') IS NULL OR first_at < getvariable('scope_whole_until'))));

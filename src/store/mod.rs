@@ -440,7 +440,8 @@ impl Store {
                 rows.groups =
                     Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
             }
-            Ok((rows, queries::audit_rows(&self.conn, audit, prices)?))
+            // prepare_scope loaded the prices.
+            Ok((rows, queries::audit_rows(&self.conn, audit)?))
         });
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
@@ -532,7 +533,8 @@ impl Store {
         prices: &PriceTable,
     ) -> Result<Vec<queries::AuditRow>, StoreError> {
         self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::audit_rows(&self.conn, filter, prices);
+        let rows =
+            queries::load_prices(&self.conn, prices).and_then(|_| queries::audit_rows(&self.conn, filter));
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows
     }

@@ -122,6 +122,32 @@ pub(super) fn load_prices(conn: &Connection, prices: &PriceTable) -> Result<(), 
     Ok(())
 }
 
+/// Splits a window into the rollups' whole minutes and the per-workflow
+/// edges (`window.sql`) and sums the edges (`rollups.sql`). `unfold` is a
+/// fixed SQL condition: true reads every workflow from its own rows.
+fn split_window(
+    conn: &Connection,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    workflow: Option<&str>,
+    unfold: &str,
+) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE scope_filter (
+             since TIMESTAMP, until TIMESTAMP, workflow VARCHAR, unfold BOOLEAN);",
+    )?;
+    let micros =
+        |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
+    conn.execute(
+        &format!("INSERT INTO temp.scope_filter SELECT ?, ?, ?, {unfold}"),
+        params![micros(since), micros(until), workflow],
+    )?;
+    super::derived::define_kept_label(conn)?;
+    conn.execute_batch(WINDOW_SQL)?;
+    conn.execute_batch(ROLLUPS_SQL)?;
+    Ok(())
+}
+
 /// Loads the prices of the served models present in the database into
 /// `temp.prices` and builds the `temp.scope_*` tables for `filter`: whole
 /// minutes from the rollups, the window's edges from the per-workflow facts
@@ -133,19 +159,7 @@ pub(super) fn prepare_scope(
 ) -> Result<(), StoreError> {
     let began = std::time::Instant::now();
     load_prices(conn, prices)?;
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE scope_filter (
-             since TIMESTAMP, until TIMESTAMP, workflow VARCHAR, unfold BOOLEAN);",
-    )?;
-    let micros =
-        |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
-    conn.execute(
-        "INSERT INTO temp.scope_filter VALUES (?, ?, ?, false)",
-        params![micros(filter.since), micros(filter.until), filter.workflow],
-    )?;
-    super::derived::define_kept_label(conn)?;
-    conn.execute_batch(WINDOW_SQL)?;
-    conn.execute_batch(ROLLUPS_SQL)?;
+    split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), "false")?;
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
     tracing::debug!(query = "scope.sql", elapsed_ms = began.elapsed().as_millis() as u64);
@@ -868,12 +882,8 @@ fn list_of<T>(value: Value, item: impl Fn(Value) -> Option<T>) -> Vec<T> {
     }
 }
 
-pub(super) fn audit_rows(
-    conn: &Connection,
-    filter: &AuditFilter,
-    prices: &PriceTable,
-) -> Result<Vec<AuditRow>, StoreError> {
-    load_prices(conn, prices)?;
+/// Reads `temp.prices` (the caller loads them: `load_prices`).
+pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
     conn.execute_batch(&format!(
         "SET VARIABLE audit_examples = {}::BIGINT;
          CREATE OR REPLACE TEMP TABLE audit_policy (
@@ -909,24 +919,16 @@ pub(super) fn audit_rows(
     }
     // The rollups sum the workflow names past the first K under 'other':
     // a policy for one of those reads every workflow from its own rows.
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE scope_filter (
-             since TIMESTAMP, until TIMESTAMP, workflow VARCHAR, unfold BOOLEAN);",
+    split_window(
+        conn,
+        filter.since,
+        filter.until,
+        filter.workflow.as_deref(),
+        "(SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')
+         AND EXISTS (SELECT 1 FROM temp.audit_policy p
+                     WHERE p.workflow_name = 'other'
+                        OR p.workflow_name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))",
     )?;
-    let micros =
-        |t: Option<DateTime<Utc>>| t.map(|t| Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros()));
-    conn.execute(
-        "INSERT INTO temp.scope_filter
-         SELECT ?, ?, ?,
-                (SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')
-                AND EXISTS (SELECT 1 FROM temp.audit_policy p
-                            WHERE p.workflow_name = 'other'
-                               OR p.workflow_name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))",
-        params![micros(filter.since), micros(filter.until), filter.workflow],
-    )?;
-    super::derived::define_kept_label(conn)?;
-    conn.execute_batch(WINDOW_SQL)?;
-    conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(super::derived::FINDING_ROLLUPS_SQL)?;
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(AUDIT_SQL)?;

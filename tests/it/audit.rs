@@ -224,17 +224,8 @@ fn the_cli_and_the_http_route_answer_the_same_audit() {
     assert!(String::from_utf8_lossy(&table.stdout).contains("nonretryable_retried"));
     // The report's audit section is the same audit, on the CLI (before the
     // service holds the file) and over HTTP; `--no-audit` / `audit=false` leave it out.
-    let report = |extra: &[&str]| -> Value {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
-            .args(["report", "--db", db.to_str().unwrap(), "--format", "json"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    assert_eq!(report(&[])["audit"], cli);
-    assert!(report(&["--no-audit"]).get("audit").is_none());
+    assert_eq!(crate::service::cli_report(&db)["audit"], cli);
+    assert!(crate::service::cli_report_with(&db, &["--no-audit"]).get("audit").is_none());
     let csv = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
         .args(["report", "--db", db.to_str().unwrap(), "--format", "csv"])
         .output()

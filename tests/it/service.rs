@@ -95,8 +95,13 @@ fn json_of(bytes: &[u8]) -> Value {
 }
 
 pub fn cli_report(db: &Path) -> Value {
+    cli_report_with(db, &[])
+}
+
+pub fn cli_report_with(db: &Path, extra: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
         .args(["report", "--format", "json", "--db", db.to_str().unwrap()])
+        .args(extra)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
