@@ -90,11 +90,17 @@ CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, p
     CASE WHEN group_a IS NOT NULL OR group_b IS NOT NULL THEN coalesce(group_a = group_b, false)
          ELSE provider_a = provider_b AND model_a = model_b END;
 
+-- Durations past 30 days are refused when records are decoded; rows stored
+-- before that bound are clamped to it here, so no cast below can overflow
+-- (the derivation is total) and the clamp is counted (fact_ordered.clamped).
+CREATE OR REPLACE TEMP MACRO clamp_ms(ms) AS CASE WHEN ms > 2592000000.0 THEN 2592000000.0::DOUBLE ELSE ms END;
+
 CREATE OR REPLACE TEMP TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, cost_pusd, duration_ms, ttft_ms, retry_after_ms, commit_state,
-       visible_output, dim1, dim2, dim3,
+       cache_write_input_tokens, cost_pusd, clamp_ms(duration_ms) AS duration_ms, clamp_ms(ttft_ms) AS ttft_ms,
+       clamp_ms(retry_after_ms) AS retry_after_ms, commit_state, visible_output, dim1, dim2, dim3,
+       coalesce(greatest(duration_ms, ttft_ms, retry_after_ms) > 2592000000.0, false) AS clamped,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable

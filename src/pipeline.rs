@@ -2,7 +2,10 @@
 //! cores the writer leaves, store them on another thread. The store
 //! commits each chunk in one transaction, so an interrupted import keeps
 //! every chunk it finished, and re-running it adds nothing that was already
-//! stored.
+//! stored. Once every input is stored, what they touched is derived
+//! (`Store::catch_up`: one set-based pass for an import as large as what
+//! was stored); killed before that, the next command to open the database
+//! derives it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +17,9 @@ use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::ingest::format::Format;
-use crate::ingest::otlp::derive_trace;
 use crate::ingest::source::{Source, for_each_chunk};
 use crate::ingest::{Decoded, Rejection, Warning};
-use crate::store::{Batch, Store, WriteStats};
+use crate::store::{Batch, CatchUp, Store, WriteStats};
 
 /// Lines per chunk: just over one DuckDB row group (122,880 rows), so a
 /// chunk's rows are written straight to the database file rather than
@@ -44,6 +46,11 @@ pub struct IngestSummary {
     /// The first `MAX_LISTED_NOTES` lines stored with a correction.
     pub warnings: Vec<(String, Warning)>,
     pub warnings_total: u64,
+    /// Until every record was stored (what the import acknowledges).
+    pub stored_in: Duration,
+    /// Then, until every report reflects them.
+    pub derived_in: Duration,
+    pub derivation: CatchUp,
 }
 
 impl IngestSummary {
@@ -61,14 +68,14 @@ impl IngestSummary {
     }
 }
 
-/// Below this many bytes per stored attempt, an import is small next to
-/// the history and refreshes the derived tables chunk by chunk; above it,
-/// one set-based pass at the end costs less (a JSONL attempt record is
-/// 300-600 bytes).
-const BULK_BYTES_PER_STORED_ATTEMPT: u64 = 300;
+/// The fewest bytes a stored JSONL record takes: sizes the attempt-id
+/// filter from an input's size before it is read (a filter sized too large
+/// costs memory only; one too small grows a link).
+const MIN_BYTES_PER_RECORD: u64 = 150;
 
-/// Ingests every source in order into `store`. Stops at the first input
-/// that cannot be read; everything committed before stays committed.
+/// Ingests every source in order into `store`, then derives what they
+/// touched. Stops at the first input that cannot be read; everything
+/// committed before stays committed (and is derived).
 /// `format` `None` decides each input's format from its first record.
 pub fn ingest_sources(
     store: &Store,
@@ -77,19 +84,15 @@ pub fn ingest_sources(
     show_progress: bool,
 ) -> anyhow::Result<IngestSummary> {
     let mut summary = IngestSummary::default();
+    let began = std::time::Instant::now();
     let input_bytes: u64 = sources.iter().filter_map(Source::size).sum();
-    let bulk = input_bytes >= store.attempt_count()?.saturating_mul(BULK_BYTES_PER_STORED_ATTEMPT);
-    if bulk {
-        // The database is marked stale until the pass at the end: an import
-        // killed half-way is derived when the database is next opened.
-        store.begin_bulk();
-    }
+    store.expect_records(input_bytes / MIN_BYTES_PER_RECORD)?;
     let result = sources
         .iter()
         .try_for_each(|source| ingest_source(store, source, format, show_progress, &mut summary));
-    if bulk {
-        store.finish_bulk().context("deriving facts and rollups of the imported records")?;
-    }
+    summary.stored_in = began.elapsed();
+    summary.derivation = store.catch_up().context("deriving facts and rollups of the imported records")?;
+    summary.derived_in = began.elapsed() - summary.stored_in;
     result.map(|_| summary)
 }
 
@@ -131,8 +134,8 @@ fn ingest_source(
     let mut write_error = None;
     for mut decoded in receiver {
         let batch = Batch { attempts: &decoded.attempts, spans: &decoded.spans };
-        match store.write_batches(&[batch], &derive_trace) {
-            Ok(mut stats) => summary.stored += stats.pop().unwrap_or_default(),
+        match store.store_batches(&[batch]) {
+            Ok(mut stored) => summary.stored += stored.stats.pop().unwrap_or_default(),
             Err(err) => {
                 write_error = Some(err);
                 break;

@@ -52,6 +52,21 @@ pub fn print_summary(summary: &IngestSummary) {
         "accepted {} records, {} duplicates of records already stored, {} conflicts, {} warnings, {} rejected",
         stored.inserted, stored.duplicates, stored.conflicts, summary.warnings_total, summary.rejected_total
     );
+    let derivation = &summary.derivation;
+    eprintln!(
+        "stored in {:.2} s, then derived {} workflows in {:.2} s{}",
+        summary.stored_in.as_secs_f64(),
+        derivation.workflows,
+        summary.derived_in.as_secs_f64(),
+        if derivation.rebuilt { " (one pass over every workflow)" } else { "" }
+    );
+    if derivation.quarantined > 0 {
+        eprintln!(
+            "{} workflows could not be derived and were set aside (`attempt-ledger quarantine` lists them and why; \
+             `attempt-ledger rebuild` tries them again)",
+            derivation.quarantined
+        );
+    }
     for id in stored.conflict_ids.iter().take(SHOWN_NOTES) {
         eprintln!(
             "conflict: attempt_id {id} was stored before with different content; the first copy is kept"

@@ -6,6 +6,7 @@ mod demo;
 mod dimensions;
 mod ingest;
 mod prune;
+mod quarantine;
 mod rebuild;
 mod report;
 mod serve;
@@ -107,8 +108,10 @@ enum Command {
     Ingest(ingest::Args),
     /// Delete workflows that started before a date (retention), and compact the file.
     Prune(prune::Args),
+    /// List the workflows set aside because their derivation failed.
+    Quarantine(quarantine::Args),
     /// Re-apply the provider alias table and derive every fact, rollup and
-    /// total again from the stored attempts.
+    /// total again from the stored attempts (quarantined workflows too).
     Rebuild(rebuild::Args),
     /// Print the recovery, waste and cost report.
     Report(report::Args),
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Dimensions(args) => dimensions::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Prune(args) => prune::run(args),
+        Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),
         Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(args),

@@ -36,5 +36,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "derived facts, rollups and totals for {workflows} workflows{}",
         if changed { " (the stored ones differed and were replaced)" } else { " (unchanged)" }
     );
+    let quarantined = store.quarantined_count()?;
+    if quarantined > 0 {
+        println!(
+            "{quarantined} workflows still fail to derive and stay quarantined (attempt-ledger quarantine)"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

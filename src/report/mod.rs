@@ -41,6 +41,22 @@ pub struct Report {
     /// `GET /api/v1/report`; the dashboard and alerts read it apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<audit::Audit>,
+    /// How current the derived tables were (`GET /api/v1/report`: the
+    /// service derives after acknowledging; a command derives everything
+    /// when it opens the database, so its report is always complete).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub derivation: Option<Freshness>,
+}
+
+/// How current an answer is: whether every write acknowledged before the
+/// question was derived when it was read, and if not, how far behind.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Freshness {
+    pub complete: bool,
+    /// Acknowledged writes not derived yet.
+    pub pending_commits: u64,
+    /// How long the oldest of them has waited.
+    pub lag_seconds: f64,
 }
 
 /// Outcomes and cost by the values of one dimension (`--group-by`).
@@ -456,6 +472,7 @@ impl Report {
                 values: g.rows.iter().map(group_breakdown).collect(),
             }),
             audit: None,
+            derivation: None,
         }
     }
 }

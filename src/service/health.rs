@@ -57,6 +57,38 @@ pub fn families(state: &AppState) -> Vec<Family> {
         )
         .sample(&[], n(o.loop_panics.load(Relaxed))),
     ];
+    let d = &state.derivation;
+    let fresh = d.current();
+    out.extend([
+        Family::new(
+            "derivation_lag_seconds",
+            "How long the oldest acknowledged write not derived yet has waited (0: reports are current).",
+            Kind::Gauge,
+        )
+        .sample(&[], fresh.lag_seconds),
+        Family::new("derivation_pending_commits", "Acknowledged writes not derived yet.", Kind::Gauge)
+            .sample(&[], n(fresh.pending_commits)),
+        Family::new("derivation_rounds", "Derivation rounds committed.", Kind::Counter)
+            .sample(&[], n(d.rounds.load(Relaxed))),
+        Family::new(
+            "derivation_round_failures",
+            "Derivation rounds that failed on storage (or panicked) and were retried.",
+            Kind::Counter,
+        )
+        .sample(&[], n(d.round_failures.load(Relaxed))),
+        Family::new(
+            "quarantined_workflows",
+            "Workflows set aside because their derivation failed (attempt-ledger quarantine lists them).",
+            Kind::Gauge,
+        )
+        .sample(&[], n(d.quarantined.load(Relaxed))),
+        Family::new(
+            "derivation_clamped_values",
+            "Attempts whose duration, TTFT or retry-after (stored before the 30-day bound) was clamped to it.",
+            Kind::Counter,
+        )
+        .sample(&[], n(d.clamped.load(Relaxed))),
+    ]);
 
     let mut alerts = Family::new("alerts", "Alerts pending or firing now, by rule.", Kind::Gauge);
     let active = o.active_alerts.read().map(|a| a.clone()).unwrap_or_default();

@@ -63,6 +63,8 @@ pub struct AppState {
     pub tls: bool,
     /// The recovery policy the audit applies (`--policy`).
     pub policy: Arc<crate::report::audit::LoadedPolicy>,
+    /// How far derivation lags the writes; reads wait on it.
+    pub derivation: Arc<super::deriver::Derivation>,
 }
 
 pub fn app(state: AppState) -> Router {
@@ -177,7 +179,9 @@ async fn read_body(body: Body, state: &AppState, held: &mut Held) -> Result<Vec<
 
 /// Ready to take writes: the writer thread runs and its last transaction
 /// committed. 503 with the reason otherwise (`/healthz` only says the
-/// process answers).
+/// process answers). Either way the body says how far derivation lags and
+/// how many workflows are quarantined: a lag or a quarantine does not stop
+/// writes, so neither makes the service unready.
 async fn get_readyz(State(state): State<AppState>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let stats = &state.writer.stats;
@@ -191,12 +195,23 @@ async fn get_readyz(State(state): State<AppState>) -> Response {
     } else {
         None
     };
+    let d = &state.derivation;
+    let fresh = d.current();
+    let derivation = json!({
+        "pending_commits": fresh.pending_commits,
+        "lag_seconds": fresh.lag_seconds,
+        "quarantined_workflows": d.quarantined.load(Relaxed),
+        "running": d.alive.load(Relaxed),
+        "failing": d.failing.load(Relaxed),
+    });
     match problem {
-        None => "ready\n".into_response(),
+        None => axum::Json(json!({"ready": true, "derivation": derivation})).into_response(),
         Some(reason) => {
-            let mut response =
-                (Kind::Unavailable.http(), axum::Json(json!({"ready": false, "reason": reason})))
-                    .into_response();
+            let mut response = (
+                Kind::Unavailable.http(),
+                axum::Json(json!({"ready": false, "reason": reason, "derivation": derivation})),
+            )
+                .into_response();
             error::decorate(Kind::Unavailable, &mut response);
             response
         }
@@ -628,11 +643,14 @@ fn time_param(
 }
 
 /// Runs `read` on a read connection of its own, off the async threads (a
-/// query may take a while); a storage error is an internal one.
+/// query may take a while), once derivation has reached every write
+/// acknowledged before it was asked (`READ_WAIT` at most); a storage error
+/// is an internal one.
 pub(super) async fn on_reader<T: Send + 'static>(
     state: &AppState,
     read: impl FnOnce(&Store, &PriceTable) -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Result<T, ServiceError> {
+    state.derivation.caught_up().await;
     let store = read_store(state)?;
     let prices = state.prices.clone();
     tokio::task::spawn_blocking(move || read(&store, &prices))
@@ -704,10 +722,11 @@ async fn get_report(
         Some("false") => false,
         Some(v) => return Err(ServiceError::BadRequest(format!("audit: `{v}` is not true or false"))),
     };
+    let freshness = state.derivation.caught_up().await;
     let store = read_store(&state)?;
     let prices = state.prices.clone();
     let policy = state.policy.clone();
-    let report = tokio::task::spawn_blocking(move || {
+    let mut report = tokio::task::spawn_blocking(move || {
         if !with_audit {
             return store
                 .report_rows(&filter, &prices)
@@ -726,5 +745,6 @@ async fn get_report(
         e @ crate::store::StoreError::UnknownDimension { .. } => ServiceError::BadRequest(e.to_string()),
         e => ServiceError::Internal(e.to_string()),
     })?;
+    report.derivation = Some(freshness);
     Ok(axum::Json(report).into_response())
 }

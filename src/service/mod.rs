@@ -2,21 +2,25 @@
 //! reports, over one DuckDB database.
 //!
 //! One writer thread owns the write connection (`writer.rs`); handlers hand
-//! it batches and answer only after the commit. Reports run on their own
-//! read connections; the metrics refresher and the alert evaluator run on
-//! their own threads (`observer.rs`).
+//! it batches and answer only after the commit. The deriver thread derives
+//! what the writes touched on its own connection (`deriver.rs`); reads wait
+//! for it (boundedly) to reach what was acknowledged before they asked.
+//! Reports run on their own read connections; the metrics refresher and the
+//! alert evaluator run on their own threads (`observer.rs`).
 //!
 //! Shutdown, in order: (1) a signal stops both listeners from accepting;
 //! (2) requests in flight finish, including their wait for the writer, for
 //! `SHUTDOWN_GRACE` at most (a client that stalls mid-request is cut off:
 //! nothing of it was acknowledged); (3) the last writer handle is dropped, the writer commits what is queued
-//! and stops; (4) the background loops stop (an evaluation in progress
-//! finishes); (5) the process exits. Notifications still queued for a
+//! and stops; (4) the deriver finishes its round and stops (what is still
+//! pending is derived at the next open); (5) the background loops stop (an
+//! evaluation in progress finishes); (6) the process exits. Notifications still queued for a
 //! receiver are not waited for: the alert history has them.
 
 pub mod auth;
 pub mod body;
 pub mod budget;
+pub mod deriver;
 pub mod error;
 pub mod grpc;
 pub mod health;
@@ -114,6 +118,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
             config.grpc
         );
     }
+    // Opening derives whatever an earlier process left pending.
     let store = Store::open(&config.db)?.with_aliases(config.providers.clone());
     // Before listening: the first request must not wait for a scan of
     // every stored id.
@@ -122,13 +127,18 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
     let metrics_store = store.try_clone()?;
     let alerts_store = store.try_clone()?;
-    let (writer, writer_thread) = writer::spawn(store, config.queue, config.max_batch);
+    let deriver_store = store.try_clone()?;
+    let derivation =
+        Arc::new(deriver::Derivation::new(store.pending()?.derived_through, store.quarantined_count()?));
+    let stop_deriver = Arc::new(deriver::Stop::default());
+    let deriver_thread = deriver::spawn(deriver_store, derivation.clone(), stop_deriver.clone())?;
+    let (writer, writer_thread) = writer::spawn(store, config.queue, config.max_batch, derivation.clone());
     let observed = Arc::new(observer::Observed::default());
     let stop_loops = Arc::new(observer::Stop::default());
     let mut loops = vec![observer::spawn_metrics_refresher(
         metrics_store,
         prices.clone(),
-        writer.stats.clone(),
+        derivation.clone(),
         config.metrics_refresh,
         observed.clone(),
         stop_loops.clone(),
@@ -179,6 +189,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         sessions: Arc::new(session::Sessions::default()),
         tls: config.tls.is_some(),
         policy,
+        derivation: derivation.clone(),
     };
     let http_server = listen::serve_http(
         http_listener,
@@ -217,6 +228,11 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     tokio::task::spawn_blocking(move || writer_thread.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
+    // What is still pending is derived when the database is next opened.
+    stop_deriver.stop(&derivation);
+    tokio::task::spawn_blocking(move || deriver_thread.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the deriver thread panicked"))?;
     stop_loops.stop();
     for handle in loops {
         tokio::task::spawn_blocking(move || handle.join())

@@ -3,8 +3,8 @@
 //! ingest:
 //!
 //! - the metrics refresher recomputes the stored-data half of `/metrics`
-//!   (`queries/metrics.sql`) when the writer has committed since the last
-//!   time, at most once per refresh interval: a scrape never runs a query;
+//!   (`queries/metrics.sql`) when a derivation round has committed since
+//!   the last time, at most once per refresh interval: a scrape never runs a query;
 //! - the alert evaluator runs every rule each evaluation interval, records
 //!   firing / resolved transitions in the history and hands notifications
 //!   to the notifier's queues.
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::writer::WriterStats;
+use super::deriver::Derivation;
 use crate::alerts::evaluate::evaluate;
 use crate::alerts::notify::{DeliveryStats, Notifier};
 use crate::alerts::{AlertEvent, RuleSet, Tracker, Transition};
@@ -92,7 +92,7 @@ fn supervised(name: &str, observed: &Observed, round: impl FnOnce()) {
 pub fn spawn_metrics_refresher(
     store: Store,
     prices: Arc<PriceTable>,
-    writer: Arc<WriterStats>,
+    derivation: Arc<Derivation>,
     every: Duration,
     observed: Arc<Observed>,
     stop: Arc<Stop>,
@@ -100,7 +100,9 @@ pub fn spawn_metrics_refresher(
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
         let mut computed_for: Option<u64> = None;
         loop {
-            let batches = writer.batches_committed.load(Ordering::Acquire);
+            // The stored-data families read derived tables: they change
+            // with each derivation round.
+            let batches = derivation.rounds.load(Ordering::Acquire);
             if computed_for != Some(batches) {
                 supervised("metrics", &observed, || {
                     let began = Instant::now();

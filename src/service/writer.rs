@@ -2,10 +2,11 @@
 //!
 //! Requests hand their attempts over a bounded channel and wait. The writer
 //! thread takes the first job, drains whatever else has queued up meanwhile
-//! (up to `max_batch` attempts), stores them all in one transaction (group
+//! (up to `max_batch` records), stores them all in one transaction (group
 //! commit) and only then answers each request: an acknowledgement means the
-//! records are committed. A full channel is refused at once (`Saturated`),
-//! never queued without bound.
+//! records are committed. Deriving what they touched is the deriver's
+//! (`deriver.rs`), told of each write before its answer goes out. A full
+//! channel is refused at once (`Saturated`), never queued without bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::ingest::otlp::derive_trace;
+use super::deriver::Derivation;
 use crate::model::{Attempt, SpanRecord};
 use crate::store::{Batch, Store, WriteStats};
 
@@ -88,7 +89,12 @@ impl WriterHandle {
 
 /// Starts the writer thread. It stops after every handle is dropped and the
 /// queue is drained.
-pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, JoinHandle<()>) {
+pub fn spawn(
+    store: Store,
+    queue: usize,
+    max_batch: usize,
+    derivation: Arc<Derivation>,
+) -> (WriterHandle, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(queue);
     // Alive from here, not from the thread's first instruction: a `/readyz`
     // that arrives before the thread is scheduled must not read "stopped".
@@ -96,7 +102,7 @@ pub fn spawn(store: Store, queue: usize, max_batch: usize) -> (WriterHandle, Joi
     let handle = WriterHandle { sender, capacity: queue, stats: stats.clone() };
     let thread = std::thread::Builder::new()
         .name("attempt-writer".into())
-        .spawn(move || run(store, receiver, max_batch, &stats))
+        .spawn(move || run(store, receiver, max_batch, &stats, &derivation))
         .expect("spawning the writer thread");
     (handle, thread)
 }
@@ -113,12 +119,20 @@ impl Drop for AliveGuard<'_> {
 /// One group commit. A panic inside it (a bug) fails this group like a
 /// storage error, which rolls the transaction back, instead of ending the
 /// writer thread and with it every later write.
-fn write_guarded(store: &Store, batches: &[Batch]) -> Result<Vec<WriteStats>, String> {
-    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        store.write_batches(batches, &derive_trace)
-    }));
+fn write_guarded(
+    store: &Store,
+    batches: &[Batch],
+    derivation: &Derivation,
+) -> Result<Vec<WriteStats>, String> {
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.store_batches(batches)));
     match attempt {
-        Ok(result) => result.map_err(|e| e.to_string()),
+        Ok(Ok(stored)) => {
+            if let Some(seq) = stored.seq {
+                derivation.acknowledged(seq);
+            }
+            Ok(stored.stats)
+        }
+        Ok(Err(err)) => Err(err.to_string()),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()
@@ -162,7 +176,13 @@ fn next_job(store: &Store, receiver: &mut mpsc::Receiver<Job>, stats: &WriterSta
     receiver.blocking_recv()
 }
 
-fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats: &WriterStats) {
+fn run(
+    store: Store,
+    mut receiver: mpsc::Receiver<Job>,
+    max_batch: usize,
+    stats: &WriterStats,
+    derivation: &Derivation,
+) {
     let _alive = AliveGuard(&stats.alive);
     while let Some(first) = next_job(&store, &mut receiver, stats) {
         let mut size = first.attempts.len() + first.spans.len();
@@ -178,7 +198,8 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
         }
         let batches: Vec<Batch> =
             jobs.iter().map(|j| Batch { attempts: &j.attempts, spans: &j.spans }).collect();
-        let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches) {
+        let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches, derivation)
+        {
             Ok(results) => {
                 stats.batches_committed.fetch_add(1, Ordering::Relaxed);
                 results.into_iter().map(|r| Ok(vec![r])).collect()
@@ -188,8 +209,10 @@ fn run(store: Store, mut receiver: mpsc::Receiver<Job>, max_batch: usize, stats:
             // back, so nothing of it is stored twice).
             Err(err) if jobs.len() > 1 => {
                 tracing::warn!(error = %err, jobs = jobs.len(), "group commit failed; storing each request alone");
-                let alone: Vec<_> =
-                    batches.iter().map(|b| write_guarded(&store, std::slice::from_ref(b))).collect();
+                let alone: Vec<_> = batches
+                    .iter()
+                    .map(|b| write_guarded(&store, std::slice::from_ref(b), derivation))
+                    .collect();
                 let committed = alone.iter().filter(|r| r.is_ok()).count() as u64;
                 stats.batches_committed.fetch_add(committed, Ordering::Relaxed);
                 alone

@@ -70,25 +70,20 @@ pub(super) const TABLES: [&str; 12] = [
 /// the facts' ids (counted in `RefreshStats::full_lookups`).
 const LOOKUP_MARGIN: Duration = Duration::hours(6);
 
-/// The workflows one write touched, with the start times of the attempts
-/// it added.
+/// The workflows a derivation round touched, with the start times of the
+/// attempts they got.
 #[derive(Debug, Default)]
-pub(super) struct Touched<'a> {
-    pub ids: Vec<&'a str>,
-    /// Of those, the ids the store may already hold (the rest are new for
-    /// sure: `known::KnownIds` has never seen them).
-    pub maybe_known: Vec<&'a str>,
+pub(super) struct Touched {
+    pub ids: Vec<String>,
+    /// Of those, the ids that may have derived facts already (the rest are
+    /// new for sure: the workflow-id filter has never seen them).
+    pub maybe_known: Vec<String>,
     pub earliest: Option<DateTime<Utc>>,
     pub latest: Option<DateTime<Utc>>,
 }
 
-impl<'a> Touched<'a> {
-    pub fn add(&mut self, workflow_id: &'a str, started_at: DateTime<Utc>) {
-        self.ids.push(workflow_id);
-        self.widen(started_at);
-    }
-
-    /// Another new attempt of a workflow already listed.
+impl Touched {
+    /// Another new attempt's start.
     pub fn widen(&mut self, started_at: DateTime<Utc>) {
         self.earliest = Some(self.earliest.map_or(started_at, |e| e.min(started_at)));
         self.latest = Some(self.latest.map_or(started_at, |l| l.max(started_at)));
@@ -99,6 +94,9 @@ impl<'a> Touched<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct RefreshStats {
     pub workflows: u64,
+    /// Attempts with a duration past the decode bound (stored before it
+    /// existed), clamped to it.
+    pub clamped: u64,
     /// Workflows whose old facts were not near the batch in time: found by
     /// scanning every stored workflow id.
     pub full_lookups: u64,
@@ -187,17 +185,18 @@ pub(super) fn set_time_variable(
     name: &str,
     value: Option<DateTime<Utc>>,
 ) -> Result<(), StoreError> {
-    // SET VARIABLE takes no bound parameters; a timestamp from chrono is
-    // printed in a form DuckDB parses back exactly.
+    // SET VARIABLE takes no bound parameters; microseconds since the epoch
+    // name every instant chrono holds exactly (a printed date does not
+    // parse back past the year 9999).
     let literal = match value {
-        Some(t) => format!("TIMESTAMP '{}'", t.format("%Y-%m-%d %H:%M:%S%.6f")),
+        Some(t) => format!("make_timestamp({}::BIGINT)", t.timestamp_micros()),
         None => "NULL::TIMESTAMP".to_string(),
     };
     conn.execute_batch(&format!("SET VARIABLE {name} = {literal};"))?;
     Ok(())
 }
 
-fn fill_ids(conn: &Connection, table: &str, ids: &[&str]) -> Result<(), StoreError> {
+fn fill_ids(conn: &Connection, table: &str, ids: &[String]) -> Result<(), StoreError> {
     conn.execute_batch(&format!("DELETE FROM temp.{table};"))?;
     let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
     for id in ids {
@@ -220,6 +219,13 @@ fn time_range(conn: &Connection, sql: &str) -> Result<TimeRange, StoreError> {
     Ok((at(low)?, at(high)?))
 }
 
+/// Attempts `facts.sql` clamped (`temp.fact_ordered.clamped`).
+fn clamped(conn: &Connection) -> Result<u64, StoreError> {
+    Ok(conn.query_row("SELECT count(*) FILTER (WHERE clamped) FROM temp.fact_ordered", [], |r| {
+        r.get::<_, i64>(0)
+    })? as u64)
+}
+
 /// Derives again the facts of the `touched` workflows, and the rollups and
 /// totals they feed. Runs inside the caller's transaction, after the
 /// attempts were written.
@@ -231,7 +237,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     // nothing); the old facts bound where to look.
     let span = touched.earliest.zip(touched.latest);
     let began = std::time::Instant::now();
-    let mut stats = RefreshStats { workflows: touched.ids.len() as u64, full_lookups: 0 };
+    let mut stats = RefreshStats { workflows: touched.ids.len() as u64, ..RefreshStats::default() };
     fill_ids(conn, "touched", &touched.ids)?;
     fill_ids(conn, "touched_known", &touched.maybe_known)?;
 
@@ -266,6 +272,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         tracing::debug!(missing, "workflows looked up by a scan of every stored id");
     }
 
+    let looked_up = began.elapsed();
     // 2. Their attempts: every one lies between the old facts' earliest
     //    and latest start and the batch's.
     let (old_from, old_until) =
@@ -278,9 +285,12 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         "CREATE OR REPLACE TEMP VIEW fact_input AS
          SELECT * FROM temp.attempt_dims
          WHERE started_at >= getvariable('fact_from') AND started_at <= getvariable('fact_until')
-           AND workflow_id IN (SELECT workflow_id FROM temp.touched);",
+           AND workflow_id IN (SELECT workflow_id FROM temp.touched
+                               WHERE workflow_id NOT IN (SELECT workflow_id FROM quarantine));",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    let facts_at = began.elapsed();
+    stats.clamped = clamped(conn)?;
     conn.execute_batch(DROP_FACT_SCRATCH)?;
     let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
     set_time_variable(conn, "old_first", old_first)?;
@@ -310,6 +320,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
              INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY first_at;"
         ))?;
     }
+    let swapped_at = began.elapsed();
     conn.execute_batch(ADMIT_SQL)?;
     define_kept_label(conn)?;
 
@@ -338,6 +349,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
+    let summed_at = began.elapsed();
     let (aff_from, aff_until) = time_range(
         conn,
         "SELECT min(minute), max(minute) FROM (SELECT minute FROM temp.r_workflows
@@ -349,7 +361,9 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
     merge(conn, Target::Minutes)?;
+    let minutes_at = began.elapsed();
     merge(conn, Target::Totals)?;
+    let totals_at = began.elapsed();
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
@@ -358,10 +372,16 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          DROP TABLE temp.old_findings;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
+    let ms = |d: std::time::Duration| d.as_millis() as u64;
     tracing::debug!(
         workflows = stats.workflows,
-        derive_ms = derived_at.as_millis() as u64,
-        rollup_ms = (began.elapsed() - derived_at).as_millis() as u64,
+        lookup_ms = ms(looked_up),
+        facts_ms = ms(facts_at - looked_up),
+        swap_ms = ms(swapped_at - facts_at),
+        admit_ms = ms(derived_at - swapped_at),
+        sum_ms = ms(summed_at - derived_at),
+        minutes_ms = ms(minutes_at - summed_at),
+        totals_ms = ms(totals_at - minutes_at),
         "derived tables refreshed"
     );
     Ok(stats)
@@ -473,69 +493,144 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The time slabs a rebuild derives one by one: about the same number of
-/// attempts in each (`attempts_per_part`), bounds as [from, until), `None`
-/// for unbounded. A workflow is derived in the pass whose slab holds its
-/// earliest attempt, from all of its attempts (found by id, wherever they
-/// lie), so each pass sorts a bounded share of the attempts within the
-/// memory limit, and the facts are appended in time order, as writes
-/// append them: zone maps on first_at keep pruning lookups and window edges.
+/// The slabs a rebuild derives one by one: each holds the workflows whose
+/// earliest attempt lies in [from, until) (`None`: unbounded), about
+/// `attempts_per_part` attempts of them in all. A workflow is derived in
+/// its own slab only, from all of its attempts, so each pass sorts a
+/// bounded share of the attempts within the memory limit, nothing is
+/// derived twice, and the facts are appended in time order, as writes
+/// append them: zone maps on first_at keep pruning lookups and window
+/// edges.
 pub(super) type Slab = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
+/// Builds `temp.workflow_span` (every workflow outside quarantine: its
+/// earliest and latest attempt and how many it has) and cuts it into slabs.
 pub(super) fn rebuild_slabs(conn: &Connection, attempts_per_part: u64) -> Result<Vec<Slab>, StoreError> {
-    let attempts: i64 = conn.query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))?;
-    let parts = (attempts as u64).div_ceil(attempts_per_part.max(1)).max(1);
-    let mut bounds = vec![None];
-    if parts > 1 {
-        let quantiles: Vec<String> = (1..parts).map(|i| format!("{}", i as f64 / parts as f64)).collect();
-        let sql = format!(
-            "SELECT unnest(approx_quantile(started_at, [{}]::FLOAT[])) FROM attempts",
-            quantiles.join(", ")
-        );
-        let mut stmt = conn.prepare(&sql)?;
-        for row in stmt.query_map([], |r| r.get::<_, Value>(0))? {
-            bounds.push(Some(super::queries::timestamp(row?)?));
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE workflow_span AS
+         SELECT workflow_id, min(started_at) AS earliest, max(started_at) AS last, count(*) AS n
+         FROM attempts WHERE workflow_id NOT IN (SELECT workflow_id FROM quarantine)
+         GROUP BY workflow_id;",
+    )?;
+    // A workflow with a start this build cannot read as an instant (a row
+    // written past the decode bounds) is set aside rather than failing the
+    // whole rebuild.
+    let (low, high) =
+        (DateTime::<Utc>::MIN_UTC.timestamp_micros(), DateTime::<Utc>::MAX_UTC.timestamp_micros());
+    let unreadable = conn.execute(
+        "INSERT INTO quarantine (workflow_id, error, attempts)
+         SELECT workflow_id, 'an attempt''s started_at is outside the instants attempt-ledger can read \
+                (years -262143 to 262142)', n
+         FROM temp.workflow_span WHERE epoch_us(earliest) < ? OR epoch_us(last) > ?",
+        [low, high],
+    )?;
+    if unreadable > 0 {
+        conn.execute_batch(
+            "DELETE FROM temp.workflow_span WHERE workflow_id IN (SELECT workflow_id FROM quarantine);",
+        )?;
+    }
+    let per_part = attempts_per_part.max(1) as i64;
+    // Each slab starts at the earliest attempt of the first workflow past a
+    // multiple of `per_part` attempts, in order of earliest attempt.
+    let mut stmt = conn.prepare(
+        "SELECT min(earliest) AS bound FROM (
+             SELECT earliest, (sum(n) OVER (ORDER BY earliest ROWS UNBOUNDED PRECEDING) - n) // ? AS part
+             FROM temp.workflow_span)
+         GROUP BY part ORDER BY bound",
+    )?;
+    let mut bounds: Vec<Option<DateTime<Utc>>> = vec![None];
+    for row in stmt.query_map([per_part], |r| r.get::<_, Value>(0))?.skip(1) {
+        let bound = super::queries::timestamp(row?)?;
+        if bounds.last().is_none_or(|last| *last != Some(bound)) {
+            bounds.push(Some(bound));
         }
     }
     bounds.push(None);
     Ok(bounds.windows(2).map(|w| (w[0], w[1])).collect())
 }
 
-/// Derives the facts of the workflows whose earliest attempt lies in
-/// `slab`; returns how many. The caller commits after each pass: a
-/// table replaced inside a transaction keeps its memory until the commit,
-/// and 10M attempts in one transaction ran out of it.
-pub(super) fn rebuild_pass(conn: &Connection, slab: Slab) -> Result<u64, StoreError> {
+/// The workflows of `slab`, by id, with their earliest and latest attempt.
+pub(super) fn slab_workflows(conn: &Connection, slab: Slab) -> Result<Vec<String>, StoreError> {
     set_time_variable(conn, "slab_from", slab.0)?;
     set_time_variable(conn, "slab_until", slab.1)?;
+    Ok(conn
+        .prepare(
+            "SELECT workflow_id FROM temp.workflow_span
+             WHERE (getvariable('slab_from') IS NULL OR earliest >= getvariable('slab_from'))
+               AND (getvariable('slab_until') IS NULL OR earliest < getvariable('slab_until'))
+             ORDER BY earliest, workflow_id",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?)
+}
+
+/// Which workflows one rebuild pass derives.
+pub(super) enum PassOf<'a> {
+    /// Those whose earliest attempt lies in the slab.
+    Slab(Slab),
+    /// These (a slab cut smaller, to isolate a failure).
+    Ids(&'a [String]),
+}
+
+/// Derives the facts of one pass's workflows and appends them; returns
+/// how many. The caller commits after each pass: a table replaced inside a
+/// transaction keeps its memory until the commit, and 10M attempts in one
+/// transaction ran out of it.
+pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, StoreError> {
+    match pass {
+        PassOf::Slab(slab) => {
+            set_time_variable(conn, "slab_from", slab.0)?;
+            set_time_variable(conn, "slab_until", slab.1)?;
+            conn.execute_batch(
+                "CREATE OR REPLACE TEMP TABLE pass_workflows AS
+                 SELECT workflow_id, earliest, last FROM temp.workflow_span
+                 WHERE (getvariable('slab_from') IS NULL OR earliest >= getvariable('slab_from'))
+                   AND (getvariable('slab_until') IS NULL OR earliest < getvariable('slab_until'));",
+            )?;
+        }
+        PassOf::Ids(ids) => {
+            conn.execute_batch("CREATE OR REPLACE TEMP TABLE pass_ids (workflow_id VARCHAR);")?;
+            let mut appender = conn.appender_to_catalog_and_db("pass_ids", "temp", "main")?;
+            for id in ids {
+                appender.append_row([id])?;
+            }
+            appender.flush()?;
+            drop(appender);
+            conn.execute_batch(
+                "CREATE OR REPLACE TEMP TABLE pass_workflows AS
+                 SELECT workflow_id, earliest, last FROM temp.workflow_span
+                 WHERE workflow_id IN (SELECT workflow_id FROM temp.pass_ids);
+                 DROP TABLE temp.pass_ids;",
+            )?;
+        }
+    }
+    // Every attempt of these workflows lies between their earliest and
+    // latest start: both bounds prune row groups by zone maps.
     conn.execute_batch(
-        "CREATE OR REPLACE TEMP VIEW fact_input AS
-         SELECT * FROM temp.attempt_dims WHERE workflow_id IN (
-             SELECT workflow_id FROM attempts
-             WHERE (getvariable('slab_from') IS NULL OR started_at >= getvariable('slab_from'))
-               AND (getvariable('slab_until') IS NULL OR started_at < getvariable('slab_until')));",
+        "SET VARIABLE pass_from = (SELECT min(earliest) FROM temp.pass_workflows);
+         SET VARIABLE pass_until = (SELECT max(last) FROM temp.pass_workflows);
+         CREATE OR REPLACE TEMP VIEW fact_input AS
+         SELECT * FROM temp.attempt_dims
+         WHERE started_at >= getvariable('pass_from') AND started_at <= getvariable('pass_until')
+           AND workflow_id IN (SELECT workflow_id FROM temp.pass_workflows);",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    let clamped = clamped(conn)?;
+    if clamped > 0 {
+        tracing::warn!(clamped, "durations past 30 days (stored before the bound) clamped to it");
+    }
     conn.execute_batch(DROP_FACT_SCRATCH)?;
     conn.execute_batch(ADMIT_SQL)?;
     define_kept_label(conn)?;
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE slab_workflows AS
-         SELECT workflow_id FROM temp.new_facts
-         WHERE (getvariable('slab_from') IS NULL OR earliest_at >= getvariable('slab_from'))
-           AND (getvariable('slab_until') IS NULL OR earliest_at < getvariable('slab_until'));",
-    )?;
-    let derived: i64 = conn.query_row("SELECT count(*) FROM temp.slab_workflows", [], |r| r.get(0))?;
+    let derived: i64 = conn.query_row("SELECT count(*) FROM temp.new_facts", [], |r| r.get(0))?;
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
         conn.execute_batch(&format!(
-            "INSERT INTO {table} BY NAME
-             SELECT * FROM temp.new_{new} SEMI JOIN temp.slab_workflows USING (workflow_id)
-             ORDER BY first_at;"
+            "INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY first_at;"
         ))?;
     }
     conn.execute_batch(DROP_NEW_FACTS)?;
-    conn.execute_batch("DROP TABLE temp.slab_workflows; DROP VIEW temp.fact_input;")?;
+    conn.execute_batch("DROP TABLE temp.pass_workflows; DROP VIEW temp.fact_input;")?;
     Ok(derived as u64)
 }
 
@@ -596,6 +691,7 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
            AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL)",
         [micros(before)],
     )?;
+    conn.execute_batch("DELETE FROM trace_spans WHERE trace_id NOT IN (SELECT trace_id FROM spans);")?;
     conn.execute_batch("DROP TABLE temp.pruned;")?;
     rebuild_rollups(conn)?;
     Ok((workflows as u64, attempts as u64))

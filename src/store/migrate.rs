@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "finding_rollups",
         sql: include_str!("../../migrations/0009_finding_rollups.sql"),
     },
+    Migration {
+        version: 10,
+        name: "derivation_queue",
+        sql: include_str!("../../migrations/0010_derivation_queue.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

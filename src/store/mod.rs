@@ -6,6 +6,7 @@
 
 mod alerts;
 mod derived;
+mod deriver;
 mod functions;
 mod known;
 mod migrate;
@@ -17,9 +18,10 @@ use std::sync::{Arc, Mutex};
 
 use duckdb::Connection;
 
+pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
-pub use writer::{Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, TraceDeriver, WriteStats};
+pub use writer::{Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, WriteStats};
 
 use chrono::{DateTime, Utc};
 
@@ -121,16 +123,50 @@ fn label_limit() -> Result<u64, StoreError> {
 /// First and last instant of something stored.
 pub type Span = (DateTime<Utc>, DateTime<Utc>);
 
+/// What the writer keeps between writes: shared by every connection of a
+/// `Store`, held for a whole write, so writes are numbered in commit order.
+struct WriteState {
+    /// Attempt ids the database may hold.
+    attempts: known::IdFilter,
+    /// The number the next write's rows get.
+    next_seq: i64,
+}
+
+/// What an acknowledged write stored.
+#[derive(Debug, Default)]
+pub struct Stored {
+    /// Per batch, in order.
+    pub stats: Vec<WriteStats>,
+    /// The write's number, when it stored any row (a write of duplicates
+    /// only leaves nothing to derive).
+    pub seq: Option<i64>,
+}
+
+/// What `catch_up` derived.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CatchUp {
+    pub rounds: u64,
+    pub workflows: u64,
+    pub quarantined: u64,
+    /// Whether it derived everything again in one set-based pass (a bulk
+    /// import at least as large as what was stored before).
+    pub rebuilt: bool,
+}
+
+/// Below this many pending rows, `catch_up` derives in rounds; above it,
+/// and at least half of what is stored, one set-based pass over every
+/// workflow costs less than rounds that each look up old facts.
+const BULK_PENDING_ROWS: u64 = 2 * ROUND_ROWS;
+
 pub struct Store {
     conn: Connection,
     /// Maps received provider spellings to canonical names on write.
     aliases: Arc<ProviderAliases>,
-    /// Ids the database may hold; shared by every connection of this
-    /// `Store` (a write through any of them adds to it). Loaded on the
-    /// first write.
-    known: Arc<Mutex<Option<known::KnownIds>>>,
-    /// Writes leave the derived tables stale, for one rebuild at the end.
-    defer_derived: std::cell::Cell<bool>,
+    /// The writer's filter and numbering; loaded on the first write.
+    write_state: Arc<Mutex<Option<WriteState>>>,
+    /// Workflow ids with derived facts (a derivation round's filter);
+    /// loaded on the first round.
+    workflow_ids: Arc<Mutex<Option<known::IdFilter>>>,
     /// K: values of each label with rollup rows of their own.
     label_limit: u64,
 }
@@ -162,15 +198,18 @@ impl Store {
         let store = Self {
             conn,
             aliases: Arc::new(ProviderAliases::builtin()),
-            known: Arc::new(Mutex::new(None)),
-            defer_derived: Default::default(),
+            write_state: Arc::new(Mutex::new(None)),
+            workflow_ids: Arc::new(Mutex::new(None)),
             label_limit,
         };
         if applied.contains(&migrate::CANONICAL_PROVIDERS_VERSION) {
             // Rows stored before canonical names existed get them now.
             store.reapply_aliases()?;
         }
+        // A rebuild or a derivation killed half-way (or writes a crash left
+        // underived) is finished before anything reads.
         store.rebuild_if_stale()?;
+        store.catch_up()?;
         Ok(store)
     }
 
@@ -184,8 +223,8 @@ impl Store {
         Ok(Self {
             conn,
             aliases: self.aliases.clone(),
-            known: self.known.clone(),
-            defer_derived: Default::default(),
+            write_state: self.write_state.clone(),
+            workflow_ids: self.workflow_ids.clone(),
             label_limit: self.label_limit,
         })
     }
@@ -259,14 +298,20 @@ impl Store {
     }
 
     /// `rebuild_derived`, deriving about `attempts_per_part` attempts per
-    /// pass (whole workflows each; tests use small parts).
+    /// pass (whole workflows each; tests use small parts). Quarantined
+    /// workflows are tried again (and set aside again if they still fail).
     #[doc(hidden)]
     pub fn rebuild_derived_in_parts(&self, attempts_per_part: u64) -> Result<u64, StoreError> {
         let began = std::time::Instant::now();
         // Marked stale first, each pass its own commit, cleared last: a
-        // rebuild killed half-way is done again at the next open.
+        // rebuild killed half-way is done again at the next open. Pending
+        // traces become attempts first: the passes derive from attempts.
         let slabs = self.in_transaction(|conn| {
-            conn.execute_batch("UPDATE derived_state SET stale = true;")?;
+            let upper = deriver::newest_seq(conn)?;
+            let from = deriver::derived_seq(conn)?;
+            deriver::derive_traces(conn, &self.aliases, from, upper)?;
+            conn.execute("UPDATE derived_state SET stale = true, derived_seq = ?", [upper])?;
+            conn.execute_batch("DELETE FROM quarantine;")?;
             for table in derived::PER_WORKFLOW {
                 conn.execute_batch(&format!("DELETE FROM {table};"))?;
             }
@@ -274,16 +319,49 @@ impl Store {
         })?;
         let mut workflows = 0;
         for (part, slab) in slabs.iter().enumerate() {
-            let derived = self.in_transaction(|conn| derived::rebuild_pass(conn, *slab))?;
+            let derived = self.rebuild_isolating(*slab)?;
             tracing::debug!(part, parts = slabs.len(), workflows = derived, "rebuild pass");
             workflows += derived;
         }
         self.in_transaction(|conn| {
             derived::rebuild_rollups(conn)?;
-            conn.execute_batch("UPDATE derived_state SET stale = false;")?;
+            conn.execute_batch("UPDATE derived_state SET stale = false; DROP TABLE temp.workflow_span;")?;
             Ok(())
         })?;
+        // The facts changed under the round's filter: it is loaded again.
+        *self.workflow_ids.lock().unwrap_or_else(|p| p.into_inner()) = None;
         tracing::debug!(workflows, elapsed_ms = began.elapsed().as_millis() as u64, "derived tables rebuilt");
+        Ok(workflows)
+    }
+
+    /// One rebuild pass; should it fail on a value no rule handles, its
+    /// workflows are derived in halves until each failure is one workflow,
+    /// which is quarantined.
+    fn rebuild_isolating(&self, slab: derived::Slab) -> Result<u64, StoreError> {
+        match self.in_transaction(|conn| derived::rebuild_pass(conn, derived::PassOf::Slab(slab))) {
+            Ok(derived) => return Ok(derived),
+            Err(err) if deriver::is_data_error(&err) => {
+                tracing::warn!(error = %err, "a rebuild pass failed on its data; isolating the workflow")
+            }
+            Err(err) => return Err(err),
+        }
+        let mut groups = vec![derived::slab_workflows(&self.conn, slab)?];
+        let mut workflows = 0;
+        while let Some(mut group) = groups.pop() {
+            match self.in_transaction(|conn| derived::rebuild_pass(conn, derived::PassOf::Ids(&group))) {
+                Ok(derived) => workflows += derived,
+                Err(err) if deriver::is_data_error(&err) && group.len() > 1 => {
+                    let second = group.split_off(group.len() / 2);
+                    groups.push(group);
+                    groups.push(second);
+                }
+                Err(err) if deriver::is_data_error(&err) => {
+                    tracing::warn!(workflow_id = %group[0], error = %err, "workflow quarantined");
+                    self.in_transaction(|conn| deriver::quarantine(conn, &group[0], &err.to_string()))?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
         Ok(workflows)
     }
 
@@ -293,9 +371,10 @@ impl Store {
     /// it); returns (workflows, attempts) deleted.
     pub fn prune(&self, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
         let deleted = self.in_transaction(|conn| derived::prune(conn, before))?;
-        // The filters still hold the deleted ids: harmless, but rebuilt
-        // smaller on the next write.
-        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // The filters still hold the deleted ids: harmless, but loaded
+        // again, smaller, on the next write and round.
+        *self.write_state.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.workflow_ids.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.conn.execute_batch("CHECKPOINT;")?;
         Ok(deleted)
     }
@@ -345,42 +424,48 @@ impl Store {
         Ok(lines)
     }
 
-    /// Bulk import: writes from now on leave the derived tables stale
-    /// (marked so in the database) until `finish_bulk` derives them in one
-    /// set-based pass.
-    pub fn begin_bulk(&self) {
-        self.defer_derived.set(true);
-    }
-
-    /// Ends a bulk import: derives whatever the writes left stale.
-    pub fn finish_bulk(&self) -> Result<(), StoreError> {
-        self.defer_derived.set(false);
-        self.rebuild_if_stale()
-    }
-
-    /// Loads the filters of stored ids now rather than on the first write
-    /// (which would otherwise wait for a scan of every stored id).
+    /// Loads the id filters now, so the first write and the first
+    /// derivation round do not wait for a scan of every stored id.
     pub fn load_known_ids(&self) -> Result<(), StoreError> {
-        self.known_ids().map(drop)
+        drop(self.write_state()?);
+        drop(self.workflow_filter()?);
+        Ok(())
     }
 
-    /// The filters of stored ids, loaded on first use and again once full.
-    /// Held for a whole write: one writer at a time per database, so the
-    /// filters see every write in order.
-    fn known_ids(&self) -> Result<std::sync::MutexGuard<'_, Option<known::KnownIds>>, StoreError> {
-        let mut guard = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref().is_none_or(|k| k.is_full()) {
-            *guard = Some(known::KnownIds::load(&self.conn)?);
+    /// The writer's state, loaded on first use. Held for a whole write:
+    /// one writer at a time per database, so writes are numbered, filtered
+    /// and committed in one order.
+    fn write_state(&self) -> Result<std::sync::MutexGuard<'_, Option<WriteState>>, StoreError> {
+        let mut guard = self.write_state.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            let next_seq = deriver::newest_seq(&self.conn)? + 1;
+            *guard = Some(WriteState { attempts: known::load_attempt_ids(&self.conn)?, next_seq });
         }
         Ok(guard)
     }
 
+    fn workflow_filter(&self) -> Result<std::sync::MutexGuard<'_, Option<known::IdFilter>>, StoreError> {
+        let mut guard = self.workflow_ids.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(known::load_workflow_ids(&self.conn)?);
+        }
+        Ok(guard)
+    }
+
+    /// Makes room in the attempt-id filter for `records` more ids (a bulk
+    /// import, sized from its input).
+    pub fn expect_records(&self, records: u64) -> Result<(), StoreError> {
+        if let Some(state) = self.write_state()?.as_mut() {
+            state.attempts.reserve(records as usize);
+        }
+        Ok(())
+    }
+
     /// Stores attempt records in one transaction, skipping those already
-    /// stored.
+    /// stored, and derives what they touched.
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
         let batch = Batch { attempts, spans: &[] };
-        let no_spans: TraceDeriver = &|_| Vec::new();
-        Ok(self.write_batches(&[batch], no_spans)?.pop().unwrap_or_default())
+        Ok(self.write_batches(&[batch])?.pop().unwrap_or_default())
     }
 
     /// Ends a transaction an interrupted write left open, if any.
@@ -400,20 +485,78 @@ impl Store {
         Ok(())
     }
 
-    /// Stores several batches in one transaction (group commit); each gets
-    /// its own counts, an id being new for the first batch that has it.
-    /// Traces that get new spans have their attempts derived again by
-    /// `derive` from all their stored spans.
-    pub fn write_batches(
-        &self,
-        batches: &[Batch],
-        derive: TraceDeriver,
-    ) -> Result<Vec<WriteStats>, StoreError> {
-        let mut guard = self.known_ids()?;
-        let Some(known) = guard.as_mut() else { unreachable!("known_ids loads them") };
-        let mut context =
-            writer::WriteContext { aliases: &self.aliases, known, defer_derived: self.defer_derived.get() };
-        writer::write_batches(&self.conn, &mut context, batches, derive)
+    /// Stores several batches in one transaction (group commit), then
+    /// derives everything pending: what a program that writes and reads on
+    /// one thread wants. Each batch gets its own counts, an id being new
+    /// for the first batch that has it.
+    pub fn write_batches(&self, batches: &[Batch]) -> Result<Vec<WriteStats>, StoreError> {
+        let stored = self.store_batches(batches)?;
+        self.catch_up()?;
+        Ok(stored.stats)
+    }
+
+    /// Stores several batches in one transaction and returns once it
+    /// committed: the acknowledgement. Deriving what they touched is left
+    /// to `derive_round` / `catch_up` (the rows carry the write's number).
+    pub fn store_batches(&self, batches: &[Batch]) -> Result<Stored, StoreError> {
+        let mut guard = self.write_state()?;
+        let Some(state) = guard.as_mut() else { unreachable!("write_state loads it") };
+        let seq = state.next_seq;
+        let mut context = writer::WriteContext { aliases: &self.aliases, known: &mut state.attempts, seq };
+        let stats = writer::write_batches(&self.conn, &mut context, batches)?;
+        let stored_rows = stats.iter().any(|s| s.inserted > 0 || s.spans_stored > 0);
+        if stored_rows {
+            state.next_seq += 1;
+        }
+        Ok(Stored { stats, seq: stored_rows.then_some(seq) })
+    }
+
+    /// Derives the oldest pending writes, about `max_rows` rows of them (at
+    /// least one write), in one transaction; `None` when nothing is pending.
+    pub fn derive_round(&self, max_rows: u64) -> Result<Option<Round>, StoreError> {
+        let mut guard = self.workflow_filter()?;
+        let Some(workflows) = guard.as_mut() else { unreachable!("workflow_filter loads it") };
+        let mut context = deriver::DeriveContext { aliases: &self.aliases, workflows };
+        deriver::derive_round(&self.conn, &mut context, max_rows)
+    }
+
+    /// Derives every pending write: in rounds, or, when what is pending is
+    /// large and at least half of what is stored (a bulk import), in one
+    /// set-based rebuild.
+    pub fn catch_up(&self) -> Result<CatchUp, StoreError> {
+        let pending = self.pending()?;
+        let mut done = CatchUp::default();
+        if pending.is_empty() {
+            return Ok(done);
+        }
+        let rows = pending.attempts + pending.spans;
+        if rows >= BULK_PENDING_ROWS && rows.saturating_mul(2) >= self.attempt_count()? {
+            done.workflows = self.rebuild_derived()?;
+            done.quarantined = self.quarantined_count()?;
+            done.rebuilt = true;
+            return Ok(done);
+        }
+        while let Some(round) = self.derive_round(ROUND_ROWS)? {
+            done.rounds += 1;
+            done.workflows += round.workflows;
+            done.quarantined += round.quarantined;
+        }
+        Ok(done)
+    }
+
+    /// What is stored and not derived yet.
+    pub fn pending(&self) -> Result<Pending, StoreError> {
+        deriver::pending(&self.conn)
+    }
+
+    /// The workflows set aside because their derivation failed, oldest
+    /// first.
+    pub fn quarantined(&self) -> Result<Vec<QuarantineRow>, StoreError> {
+        deriver::quarantined(&self.conn)
+    }
+
+    pub fn quarantined_count(&self) -> Result<u64, StoreError> {
+        deriver::quarantined_count(&self.conn)
     }
 
     /// Runs every report query over the workflows `filter` selects.

@@ -1,17 +1,21 @@
-//! Bulk writes. In one transaction per group of batches:
-//! 1. keep the OTLP spans not stored yet, and derive again the attempts of
-//!    every trace that got one (the trace's earlier attempts are replaced);
+//! The acknowledged write: in one transaction per group of batches,
+//! 1. keep the OTLP spans not stored yet (at most `MAX_SPANS_PER_TRACE` a
+//!    trace), and note each trace's write numbers in `trace_spans`;
 //! 2. drop attempt ids repeated within the group (first wins), look up which
 //!    of the rest are stored already (a redelivery with a different
 //!    fingerprint is a conflict: counted, not merged);
 //! 3. append the new attempts as one Arrow record batch, with canonical
-//!    provider names from the alias table beside the received spellings;
-//! 4. derive again the facts, rollups and totals of the workflows the group
-//!    touched (`derived`), unless a bulk import defers that to one pass.
+//!    provider names from the alias table beside the received spellings.
 //!
-//! Lookups stay in proportion to the group: `known` says which ids can be
-//! stored at all, and the rest are looked for near their own start times
-//! first (DuckDB's zone maps skip the other row groups).
+//! Every row carries the write's number (`ingest_seq`): that is the
+//! derivation queue (`deriver.rs` derives what a write touched later, in its
+//! own transaction), committed with the rows themselves. Nothing here
+//! derives, so a write costs what storing costs.
+//!
+//! Lookups stay in proportion to the group: the attempt-id filter says which
+//! ids can be stored at all, and the rest are looked for near their own
+//! start times first (DuckDB's zone maps skip the other row groups); a
+//! trace's stored spans are read between its first and last write number.
 //!
 //! A group is stored whole or not at all, and an attempt is stored once
 //! however many times it is delivered.
@@ -29,8 +33,8 @@ use duckdb::arrow::array::{
 use duckdb::params;
 
 use super::StoreError;
-use super::derived::{self, Touched, set_time_variable};
-use super::known::KnownIds;
+use super::derived::set_time_variable;
+use super::known::IdFilter;
 use crate::model::{Attempt, SpanKind, SpanRecord, name};
 use crate::providers::ProviderAliases;
 
@@ -38,10 +42,10 @@ use crate::providers::ProviderAliases;
 /// exact.
 pub const MAX_LISTED_CONFLICTS: usize = 100;
 
-/// The most spans one trace may store. Each new span derives its trace
-/// again from all of its stored spans, so without a bound a client feeding
-/// one endless trace would make every export cost more than the last.
-/// Spans beyond it are refused (counted, reported as OTLP partial success).
+/// The most spans one trace may store. A trace's attempts are derived from
+/// its stored spans, so without a bound a client feeding one endless trace
+/// would make its derivation cost more each time. Spans beyond it are
+/// refused (counted, reported as OTLP partial success).
 pub const MAX_SPANS_PER_TRACE: usize = 10_000;
 
 /// One request's (or one file chunk's) records.
@@ -51,13 +55,11 @@ pub struct Batch<'a> {
     pub spans: &'a [SpanRecord],
 }
 
-/// Maps all stored spans of one trace to its attempts (`ingest::otlp`).
-pub type TraceDeriver<'a> = &'a dyn Fn(&[SpanRecord]) -> Vec<Attempt>;
-
 /// What one batch did to the store.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct WriteStats {
-    /// Attempts stored for the first time.
+    /// Records stored for the first time: attempt records, and model-call
+    /// spans (whose attempts are derived from their trace).
     pub inserted: u64,
     /// Attempts whose id was already stored, or repeated within the batch.
     pub duplicates: u64,
@@ -85,7 +87,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-const COLUMNS: [&str; 34] = [
+pub(super) const COLUMNS: [&str; 35] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -120,6 +122,7 @@ const COLUMNS: [&str; 34] = [
     "cache_write_input_tokens",
     "fingerprint",
     "source_trace",
+    "ingest_seq",
 ];
 
 pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
@@ -138,10 +141,10 @@ const REDELIVERY_MARGIN: Duration = Duration::hours(1);
 /// What the writer needs besides the batches.
 pub(super) struct WriteContext<'a> {
     pub aliases: &'a ProviderAliases,
-    pub known: &'a mut KnownIds,
-    /// Leave the derived tables stale (marked so) for one rebuild at the
-    /// end of a bulk import.
-    pub defer_derived: bool,
+    /// Attempt ids the store may hold.
+    pub known: &'a mut IdFilter,
+    /// This write's number: above every stored row's.
+    pub seq: i64,
 }
 
 /// Writes several batches (one per request, say) in one transaction and
@@ -150,13 +153,12 @@ pub(super) fn write_batches(
     conn: &Connection,
     context: &mut WriteContext,
     batches: &[Batch],
-    derive: TraceDeriver,
 ) -> Result<Vec<WriteStats>, StoreError> {
     if batches.iter().all(|b| b.attempts.is_empty() && b.spans.is_empty()) {
         return Ok(vec![WriteStats::default(); batches.len()]);
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
-    match write_in_transaction(conn, context, batches, derive) {
+    match write_in_transaction(conn, context, batches) {
         Ok(stats) => {
             let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
@@ -175,13 +177,12 @@ fn write_in_transaction(
     conn: &Connection,
     context: &mut WriteContext,
     batches: &[Batch],
-    derive: TraceDeriver,
 ) -> Result<Vec<WriteStats>, StoreError> {
     let began = std::time::Instant::now();
     let mut stats: Vec<WriteStats> = vec![WriteStats::default(); batches.len()];
 
-    // 1. Spans, and the attempts of the traces that got new ones.
-    let (derived, derived_owner) = store_spans_and_derive(conn, batches, derive, &mut stats)?;
+    // 1. Spans.
+    store_spans(conn, batches, context.seq, &mut stats)?;
 
     // 2. Records: first occurrence of each id in the group.
     let total: usize = batches.iter().map(|b| b.attempts.len()).sum();
@@ -207,13 +208,13 @@ fn write_in_transaction(
     let ids: Vec<(&str, DateTime<Utc>)> =
         unique.iter().map(|(_, a)| (a.attempt_id.as_str(), a.started_at)).collect();
     let stored = stored_fingerprints(conn, context.known, &ids)?;
-    let mut new: Vec<(&Attempt, u64)> = Vec::with_capacity(unique.len() + derived.len());
+    let mut new: Vec<&Attempt> = Vec::with_capacity(unique.len());
     for (batch, attempt) in unique {
         let fingerprint = first_seen[attempt.attempt_id.as_str()];
         match stored.get(&attempt.attempt_id) {
             None => {
                 stats[batch].inserted += 1;
-                new.push((attempt, fingerprint));
+                new.push(attempt);
             }
             Some(stored_fingerprint) => {
                 stats[batch].duplicates += 1;
@@ -223,83 +224,38 @@ fn write_in_transaction(
             }
         }
     }
-    // Derived attempts replaced their trace's earlier ones: new only if
-    // the id was not there before.
-    let derived_ids: Vec<(&str, DateTime<Utc>)> =
-        derived.iter().map(|a| (a.attempt_id.as_str(), a.started_at)).collect();
-    let existed = stored_fingerprints(conn, context.known, &derived_ids)?;
-    // The workflows of a trace's earlier attempts change too, even when its
-    // new attempts name other workflows.
-    let mut emptied: Vec<String> = Vec::new();
-    if !derived_owner.is_empty() {
-        emptied = conn
-            .prepare(
-                "SELECT DISTINCT workflow_id FROM attempts
-                 WHERE source_trace IN (SELECT trace_id FROM temp.batch_traces)",
-            )?
-            .query_map([], |row| row.get::<_, String>(0))?
-            .collect::<Result<_, _>>()?;
-        conn.execute_batch(
-            "DELETE FROM attempts WHERE source_trace IN (SELECT trace_id FROM temp.batch_traces);
-             DELETE FROM temp.batch_traces;",
-        )?;
-    }
-    for attempt in &derived {
-        if !existed.contains_key(&attempt.attempt_id)
-            && let Some(owner) = attempt.source_trace.as_deref().and_then(|t| derived_owner.get(t))
-        {
-            stats[*owner].inserted += 1;
-        }
-        new.push((attempt, attempt.fingerprint));
-    }
     let looked_up = began.elapsed();
-    if !new.is_empty() {
-        let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
-        appender.append_record_batch(to_record_batch(&new, context.aliases)?)?;
-        // Errors surface at flush; Drop would swallow them.
-        appender.flush()?;
-    }
-    let appended = began.elapsed();
-
-    let mut touched = Touched::default();
-    let mut seen: HashSet<&str> = HashSet::with_capacity(new.len());
-    for (attempt, _) in &new {
-        if seen.insert(&attempt.workflow_id) {
-            touched.add(&attempt.workflow_id, attempt.started_at);
-        } else {
-            touched.widen(attempt.started_at);
-        }
-    }
-    for id in &emptied {
-        if seen.insert(id) {
-            touched.ids.push(id);
-        }
-    }
-    let (maybe_known, new_workflows): (Vec<&str>, Vec<&str>) =
-        touched.ids.iter().copied().partition(|id| context.known.may_hold_workflow(id));
-    touched.maybe_known = maybe_known;
-    let refreshed = if context.defer_derived {
-        if !touched.ids.is_empty() {
-            conn.execute_batch("UPDATE derived_state SET stale = true;")?;
-        }
-        Default::default()
-    } else {
-        derived::refresh(conn, &touched)?
-    };
-    // Before the commit: should it fail, the filters only hold a few ids
+    append_attempts(conn, &new, context.aliases, context.seq)?;
+    // Before the commit: should it fail, the filter only holds a few ids
     // too many, which costs lookups, never answers.
-    context.known.insert(new.iter().map(|(a, _)| a.attempt_id.as_str()), new_workflows.into_iter());
+    for attempt in &new {
+        context.known.insert(&attempt.attempt_id);
+    }
     tracing::debug!(
         batch = total,
         appended = new.len(),
-        workflows = refreshed.workflows,
-        full_lookups = refreshed.full_lookups,
         lookup_ms = looked_up.as_millis() as u64,
-        append_ms = (appended - looked_up).as_millis() as u64,
-        derive_ms = (began.elapsed() - appended).as_millis() as u64,
+        append_ms = (began.elapsed() - looked_up).as_millis() as u64,
         "batch written"
     );
     Ok(stats)
+}
+
+/// Appends `attempts` as one Arrow record batch numbered `seq`.
+pub(super) fn append_attempts(
+    conn: &Connection,
+    attempts: &[&Attempt],
+    aliases: &ProviderAliases,
+    seq: i64,
+) -> Result<(), StoreError> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
+    appender.append_record_batch(to_record_batch(attempts, aliases, seq)?)?;
+    // Errors surface at flush; Drop would swallow them.
+    appender.flush()?;
+    Ok(())
 }
 
 fn note_conflict(stats: &mut WriteStats, id: &str) {
@@ -309,62 +265,72 @@ fn note_conflict(stats: &mut WriteStats, id: &str) {
     }
 }
 
-/// Stores the spans not stored yet and returns the attempts of every trace
-/// that got a new span, with the batch each trace is counted for. Leaves
-/// those traces in `temp.batch_traces`.
-fn store_spans_and_derive(
+/// Stores the spans not stored yet (each trace up to
+/// `MAX_SPANS_PER_TRACE`), numbered `seq`, and keeps `trace_spans` up to
+/// date for the traces that got one.
+fn store_spans(
     conn: &Connection,
     batches: &[Batch],
-    derive: TraceDeriver,
+    seq: i64,
     stats: &mut [WriteStats],
-) -> Result<(Vec<Attempt>, HashMap<String, usize>), StoreError> {
+) -> Result<(), StoreError> {
     if batches.iter().all(|b| b.spans.is_empty()) {
-        return Ok((Vec::new(), HashMap::new()));
+        return Ok(());
     }
-    let mut owner: HashMap<String, usize> = HashMap::new();
-    for (i, batch) in batches.iter().enumerate() {
-        for span in batch.spans {
-            owner.entry(span.trace_id.clone()).or_insert(i);
-        }
-    }
-    fill_scratch(conn, "batch_traces", owner.keys().map(String::as_str))?;
-    let mut stored: HashSet<(String, String)> = conn
+    let traces: HashSet<&str> = batches.iter().flat_map(|b| b.spans).map(|s| s.trace_id.as_str()).collect();
+    fill_scratch(conn, "batch_traces", traces.iter().copied())?;
+    // What each trace holds already, and between which write numbers.
+    let held: HashMap<String, (i64, i64)> = conn
         .prepare(
-            "SELECT trace_id, span_id FROM spans
+            "SELECT trace_id, first_seq, spans FROM trace_spans
              WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces)",
         )?
-        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, (row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))))?
         .collect::<Result<_, _>>()?;
-    let mut per_trace: HashMap<String, usize> = HashMap::new();
-    for (trace, _) in &stored {
-        *per_trace.entry(trace.clone()).or_default() += 1;
+    let mut stored: HashSet<(String, String)> = HashSet::new();
+    if let Some(from) = held.values().map(|(first, _)| *first).min() {
+        stored = conn
+            .prepare(
+                "SELECT trace_id, span_id FROM spans
+                 WHERE ingest_seq >= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+            )?
+            .query_map([from], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?
+            .collect::<Result<_, _>>()?;
     }
+    conn.execute_batch("DELETE FROM temp.batch_traces")?;
+    let mut per_trace: HashMap<&str, i64> =
+        held.iter().map(|(trace, (_, spans))| (trace.as_str(), *spans)).collect();
     let mut new_spans: Vec<&SpanRecord> = Vec::new();
-    let mut touched: HashSet<&str> = HashSet::new();
     for (i, batch) in batches.iter().enumerate() {
         for span in batch.spans {
-            if stored.contains(&(span.trace_id.clone(), span.span_id.clone())) {
+            let key = (span.trace_id.clone(), span.span_id.clone());
+            if stored.contains(&key) {
                 continue;
             }
-            let held = per_trace.entry(span.trace_id.clone()).or_default();
-            if *held >= MAX_SPANS_PER_TRACE {
+            let count = per_trace.entry(span.trace_id.as_str()).or_default();
+            if *count >= MAX_SPANS_PER_TRACE as i64 {
                 stats[i].spans_refused += 1;
                 continue;
             }
-            *held += 1;
-            stored.insert((span.trace_id.clone(), span.span_id.clone()));
+            *count += 1;
+            stored.insert(key);
             stats[i].spans_stored += 1;
-            touched.insert(&span.trace_id);
+            // A model span is one call: its attempts are derived with its
+            // trace, but the record it stands for is accepted now.
+            if span.kind == SpanKind::Model {
+                stats[i].inserted += 1;
+            }
             new_spans.push(span);
         }
     }
-    conn.execute_batch("DELETE FROM temp.batch_traces")?;
     if new_spans.is_empty() {
-        return Ok((Vec::new(), HashMap::new()));
+        return Ok(());
     }
     {
-        let mut appender =
-            conn.appender_with_columns("spans", &["trace_id", "span_id", "parent_span_id", "kind", "span"])?;
+        let mut appender = conn.appender_with_columns(
+            "spans",
+            &["trace_id", "span_id", "parent_span_id", "kind", "span", "ingest_seq"],
+        )?;
         for span in &new_spans {
             let kind: &str = span.kind.into();
             appender.append_row(params![
@@ -372,44 +338,25 @@ fn store_spans_and_derive(
                 span.span_id,
                 span.parent_span_id,
                 kind,
-                span.span.as_deref()
+                span.span.as_deref(),
+                seq
             ])?;
         }
         appender.flush()?;
     }
-    fill_scratch(conn, "batch_traces", touched.iter().copied())?;
-    let mut by_trace: HashMap<String, Vec<SpanRecord>> = HashMap::new();
-    let rows = conn
-        .prepare(
-            "SELECT trace_id, span_id, parent_span_id, kind, span FROM spans
-             WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces)",
-        )?
-        .query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Option<Vec<u8>>>(4)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    for (trace_id, span_id, parent_span_id, kind, span) in rows {
-        // A kind this binary does not know is kept for ancestry only.
-        let kind = kind.parse().unwrap_or(SpanKind::Link);
-        by_trace.entry(trace_id.clone()).or_default().push(SpanRecord {
-            trace_id,
-            span_id,
-            parent_span_id,
-            kind,
-            span,
-        });
+    let grown: HashSet<&str> = new_spans.iter().map(|s| s.trace_id.as_str()).collect();
+    fill_scratch(conn, "batch_traces", grown.iter().copied())?;
+    conn.execute_batch(
+        "DELETE FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
+         DELETE FROM temp.batch_traces;",
+    )?;
+    let mut appender = conn.appender("trace_spans")?;
+    for trace in grown {
+        let first = held.get(trace).map_or(seq, |(first, _)| *first);
+        appender.append_row(params![trace, first, seq, per_trace[trace]])?;
     }
-    let mut traces: Vec<(String, Vec<SpanRecord>)> = by_trace.into_iter().collect();
-    traces.sort_by(|a, b| a.0.cmp(&b.0));
-    let derived = traces.iter().flat_map(|(_, spans)| derive(spans)).collect();
-    owner.retain(|trace, _| touched.contains(trace.as_str()));
-    Ok((derived, owner))
+    appender.flush()?;
+    Ok(())
 }
 
 fn fill_scratch<'a>(
@@ -435,11 +382,10 @@ fn fill_scratch<'a>(
 /// their start time first, then, for any not found there, in every row.
 fn stored_fingerprints(
     conn: &Connection,
-    known: &KnownIds,
+    known: &IdFilter,
     ids: &[(&str, DateTime<Utc>)],
 ) -> Result<HashMap<String, Option<u64>>, StoreError> {
-    let maybe: Vec<&(&str, DateTime<Utc>)> =
-        ids.iter().filter(|(id, _)| known.may_hold_attempt(id)).collect();
+    let maybe: Vec<&(&str, DateTime<Utc>)> = ids.iter().filter(|(id, _)| known.may_hold(id)).collect();
     let (Some(earliest), Some(latest)) =
         (maybe.iter().map(|(_, t)| *t).min(), maybe.iter().map(|(_, t)| *t).max())
     else {
@@ -518,13 +464,14 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
 }
 
 fn to_record_batch(
-    attempts: &[(&Attempt, u64)],
+    attempts: &[&Attempt],
     aliases: &ProviderAliases,
+    seq: i64,
 ) -> Result<RecordBatch, StoreError> {
     let n = attempts.len();
     let strings = |f: &dyn Fn(&Attempt) -> Option<&str>| {
         let mut b = StringBuilder::with_capacity(n, n * 16);
-        for (a, _) in attempts {
+        for a in attempts {
             b.append_option(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
@@ -537,7 +484,7 @@ fn to_record_batch(
         let mut memo: HashMap<&str, String> = HashMap::new();
         let mut names = StringBuilder::with_capacity(n, n * 12);
         let mut received = StringBuilder::with_capacity(n, 0);
-        for &(a, _) in attempts {
+        for a in attempts {
             let spelled = spelling(a);
             let name = memo.entry(spelled).or_insert_with(|| aliases.canonical(spelled));
             names.append_value(&*name);
@@ -549,14 +496,14 @@ fn to_record_batch(
     let (served_provider, served_provider_received) = canonical(&|a| &a.served_provider);
     let floats = |f: &dyn Fn(&Attempt) -> Option<f64>| {
         let mut b = Float64Builder::with_capacity(n);
-        for (a, _) in attempts {
+        for a in attempts {
             b.append_option(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
     };
     let ints = |f: &dyn Fn(&Attempt) -> Option<i64>| {
         let mut b = Int64Builder::with_capacity(n);
-        for (a, _) in attempts {
+        for a in attempts {
             b.append_option(f(a));
         }
         Arc::new(b.finish()) as ArrayRef
@@ -565,13 +512,15 @@ fn to_record_batch(
     let mut http_status = Int32Builder::with_capacity(n);
     let mut visible_output = BooleanBuilder::with_capacity(n);
     let mut fingerprint = UInt64Builder::with_capacity(n);
-    for (a, f) in attempts {
+    let mut ingest_seq = Int64Builder::with_capacity(n);
+    for a in attempts {
         started_at.append_value(a.started_at.timestamp_micros());
         http_status.append_option(a.http_status);
         visible_output.append_option(a.visible_output);
-        fingerprint.append_value(*f);
+        fingerprint.append_value(a.fingerprint);
+        ingest_seq.append_value(seq);
     }
-    let columns: [ArrayRef; 34] = [
+    let columns: [ArrayRef; 35] = [
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
@@ -606,6 +555,7 @@ fn to_record_batch(
         ints(&|a| a.tokens.cache_write_input),
         Arc::new(fingerprint.finish()),
         strings(&|a| a.source_trace.as_deref()),
+        Arc::new(ingest_seq.finish()),
     ];
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

@@ -2,7 +2,7 @@
 //! the store's life: retention, a bulk import cut short, reopening.
 
 use attempt_ledger::ingest::jsonl;
-use attempt_ledger::store::{ReportFilter, Store};
+use attempt_ledger::store::{Batch, ReportFilter, Store};
 
 use serde_json::json;
 
@@ -55,23 +55,26 @@ fn pruning_removes_whole_workflows_and_their_derived_rows() {
     assert_eq!(store.derived_digest().unwrap(), remaining.derived_digest().unwrap());
 }
 
-/// A bulk import leaves the derived tables stale until its last pass; if
-/// the process dies before that pass, the next open derives them, so no
-/// report ever reads attempts without their facts.
+/// A write is acknowledged once its rows are stored; what it touched is
+/// derived later. If the process dies in between, the next open derives
+/// it, so no report ever reads attempts without their facts.
 #[test]
-fn a_bulk_import_cut_short_is_derived_when_the_database_is_opened_again() {
+fn writes_acknowledged_but_not_derived_are_derived_when_the_database_is_opened_again() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.duckdb");
     let decoded = jsonl::decode_lines(FIXTURE, 1);
     {
         let store = Store::open(&path).unwrap();
-        store.begin_bulk();
-        store.write_batch(&decoded.attempts).unwrap();
-        assert!(store.derived_stale().unwrap());
-        // Dropped without finish_bulk: the import was killed.
+        let (first, rest) = decoded.attempts.split_at(decoded.attempts.len() / 2);
+        store.write_batch(first).unwrap();
+        let stored = store.store_batches(&[Batch { attempts: rest, spans: &[] }]).unwrap();
+        assert!(stored.seq.is_some());
+        let pending = store.pending().unwrap();
+        assert_eq!((pending.commits, pending.attempts), (1, rest.len() as u64));
+        // Dropped before any derivation round: the process was killed.
     }
     let store = Store::open(&path).unwrap();
-    assert!(!store.derived_stale().unwrap());
+    assert!(store.pending().unwrap().is_empty());
     let expected = store_with(&fixture_lines());
     assert_eq!(report_of(&store, &ReportFilter::default()), report_of(&expected, &ReportFilter::default()));
     assert_eq!(store.derived_digest().unwrap(), expected.derived_digest().unwrap());
@@ -275,4 +278,63 @@ fn labels_beyond_k_fold_into_other_and_stay_exact() {
     let digest = store.derived_digest().unwrap();
     store.rebuild_derived().unwrap();
     assert_eq!(digest, store.derived_digest().unwrap());
+}
+
+/// A database file holding `lines`, every line valid.
+fn store_at(path: &std::path::Path, lines: &[String]) -> Store {
+    let store = Store::open(path).unwrap();
+    store.write_batch(&jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    store
+}
+
+/// Rows no decoder would take (written by an older version, or by hand)
+/// that no derivation can handle: a start this build cannot read, and two
+/// attempts 520,000 years apart (their offset overflows). Each workflow is
+/// quarantined with its error; every other workflow (one of them with a
+/// duration past the bound, clamped) is derived; a report, a rebuild and
+/// `quarantine` all work on the database; a rebuild tries them again.
+#[test]
+fn workflows_that_cannot_be_derived_are_quarantined_and_the_rest_derived() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.duckdb");
+    drop(store_at(&path, &fixture_lines()));
+    {
+        let conn = duckdb::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO attempts (attempt_id, workflow_id, started_at, provider, model, status, layer,
+                                   served_provider, served_model, commit_state, duration_ms, ingest_seq)
+             VALUES ('x1', 'unreadable', '294246-12-01 00:00:00', 'openai', 'gpt-4o', 'ok', 'app',
+                     'openai', 'gpt-4o', 'none', 5, 99),
+                    ('y1', 'apart', '-260000-01-01 00:00:00', 'openai', 'gpt-4o', 'error', 'app',
+                     'openai', 'gpt-4o', 'none', 5, 99),
+                    ('y2', 'apart', '260000-01-01 00:00:00', 'openai', 'gpt-4o', 'ok', 'app',
+                     'openai', 'gpt-4o', 'none', 5, 99),
+                    ('z1', 'clamped', '2026-11-28 02:09:00', 'openai', 'gpt-4o', 'ok', 'app',
+                     'openai', 'gpt-4o', 'none', 1e300, 99);",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert!(store.pending().unwrap().is_empty());
+    let quarantined: Vec<(String, String)> =
+        store.quarantined().unwrap().into_iter().map(|(id, error, ..)| (id, error)).collect();
+    assert_eq!(quarantined.len(), 2, "{quarantined:?}");
+    assert!(quarantined.iter().any(|(id, e)| id == "unreadable" && e.contains("outside the instants")));
+    assert!(quarantined.iter().any(|(id, e)| id == "apart" && e.contains("Overflow")), "{quarantined:?}");
+    let report = report_of(&store, &ReportFilter::default());
+    let expected = report_of(&store_with(&fixture_lines()), &ReportFilter::default());
+    assert_eq!(report.workflows.total, expected.workflows.total + 1, "the clamped workflow is counted");
+    assert_eq!(report.attempts.total, expected.attempts.total + 1);
+    store.rebuild_derived().unwrap();
+    assert_eq!(store.quarantined().unwrap().len(), 2, "tried again, set aside again");
+    assert_eq!(report_of(&store, &ReportFilter::default()), report);
+    drop(store);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .args(["quarantine", "--format", "json", "--db"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["quarantined"].as_array().unwrap().len(), 2, "{listed}");
 }

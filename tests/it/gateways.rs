@@ -309,7 +309,7 @@ fn report_of_fixture(name: &str) -> Value {
     }
     let store = attempt_ledger::store::Store::open_in_memory().unwrap();
     let batch = attempt_ledger::store::Batch { attempts: &decoded.attempts, spans: &decoded.spans };
-    store.write_batches(&[batch], &attempt_ledger::ingest::otlp::derive_trace).unwrap();
+    store.write_batches(&[batch]).unwrap();
     serde_json::to_value(crate::report_of(&store, &attempt_ledger::store::ReportFilter::default())).unwrap()
 }
 
@@ -409,12 +409,11 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
         span: None,
     };
     let store = Store::open_in_memory().unwrap();
-    let derive = &attempt_ledger::ingest::otlp::derive_trace;
     let first: Vec<SpanRecord> = (0..MAX_SPANS_PER_TRACE + 1).map(link).collect();
-    let stats = store.write_batches(&[Batch { attempts: &[], spans: &first }], derive).unwrap();
+    let stats = store.write_batches(&[Batch { attempts: &[], spans: &first }]).unwrap();
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (MAX_SPANS_PER_TRACE as u64, 1));
     let again = [link(0), link(MAX_SPANS_PER_TRACE + 7)];
-    let stats = store.write_batches(&[Batch { attempts: &[], spans: &again }], derive).unwrap();
+    let stats = store.write_batches(&[Batch { attempts: &[], spans: &again }]).unwrap();
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (0, 1), "a stored span is no refusal");
 
     let answer = attempt_ledger::service::http::export_response(&[], 0, 3);

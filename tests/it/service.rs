@@ -68,11 +68,25 @@ impl Service {
         (response.status().as_u16(), body, retry_after)
     }
 
+    /// The report once it reflects every write acknowledged before it was
+    /// asked (asked again while its `derivation` section says it is not
+    /// complete, as a client that needs a complete answer does), without
+    /// that section, so it compares with the CLI's.
     pub fn report(&self, query: &str) -> Value {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let mut response = agent.get(&format!("{}/api/v1/report{query}", self.http)).call().unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap()
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut response = agent.get(&format!("{}/api/v1/report{query}", self.http)).call().unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let mut report: Value =
+                serde_json::from_slice(&response.body_mut().read_to_vec().unwrap()).unwrap();
+            let derivation =
+                report.as_object_mut().unwrap().remove("derivation").expect("a derivation section");
+            if derivation["complete"] == true {
+                return report;
+            }
+            assert!(std::time::Instant::now() < deadline, "derivation never caught up: {derivation}");
+        }
     }
 
     pub fn terminate(mut self) -> std::process::ExitStatus {
@@ -192,6 +206,91 @@ fn http_attempts_share_validation_and_dedup_with_file_ingest() {
     assert_eq!(service.report(""), cli_report(&dir.path().join("cli.duckdb")));
     assert_eq!(service.report("?workflow=nightly")["workflows"]["total"], 4);
     assert!(service.terminate().success(), "SIGTERM is a clean shutdown");
+}
+
+/// The records that once stopped every writer (a duration, a time to first
+/// token and a retry-after no call has, which overflowed a cast in the
+/// derivation): refused at decode by line and field, over HTTP, OTLP and
+/// from a file alike; the rest of each batch is stored and derived, the
+/// service stays ready, and every command still works on the database.
+#[test]
+fn records_no_call_has_are_refused_by_line_and_the_rest_is_derived() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("s.duckdb"), &[]);
+    let poison = [
+        r#"{"workflow_id":"p1","started_at":"2026-11-28T02:10:00Z","provider":"openai","model":"gpt-4o","status":"ok","duration_ms":1e300}"#,
+        r#"{"workflow_id":"p2","started_at":"2026-11-28T02:10:00Z","provider":"openai","model":"gpt-4o","status":"ok","ttft_ms":1e300}"#,
+        r#"{"workflow_id":"p3","started_at":"2026-11-28T02:10:00Z","provider":"openai","model":"gpt-4o","status":"error","http_status":429,"retry_after_ms":1e16,"attempt":1}"#,
+        r#"{"workflow_id":"p3","started_at":"2026-11-28T02:10:01Z","provider":"openai","model":"gpt-4o","status":"ok","attempt":2}"#,
+    ];
+    let body = format!("{FIXTURE}{}\n", poison.join("\n"));
+    let fixture_lines = FIXTURE.lines().count() as u64;
+    let (status, answer, _) = service.post("/v1/attempts", "application/x-ndjson", None, body.as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let answer = json_of(&answer);
+    let rejected: Vec<(u64, String)> = answer["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["line"].as_u64().unwrap(), r["reason"].as_str().unwrap().to_string()))
+        .collect();
+    let fields: Vec<(u64, &str)> =
+        rejected.iter().map(|(line, reason)| (*line, reason.split('`').nth(1).unwrap_or_default())).collect();
+    let first = fixture_lines + 1;
+    assert_eq!(fields, [(first, "duration_ms"), (first + 1, "ttft_ms"), (first + 2, "retry_after_ms")]);
+    assert!(rejected.iter().all(|(_, reason)| reason.contains("30 days")), "{rejected:?}");
+    assert_eq!(answer["accepted"].as_u64(), Some(fixture_lines + 1), "{answer}");
+
+    // OTLP: a model span that lasted 31 days.
+    let mut month = genai_span(
+        "eee19b7ec3c1b177",
+        json!([{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+               {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]),
+    );
+    month["endTimeUnixNano"] = json!((1_795_831_200_u64 + 31 * 86_400).to_string() + "000000000");
+    let good = genai_span(
+        "eee19b7ec3c1b178",
+        json!([{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+               {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]),
+    );
+    let (status, answer, _) =
+        service.post("/v1/traces", "application/json", None, &export_json(vec![month, good]));
+    assert_eq!(status, 200);
+    let answer = json_of(&answer);
+    assert_eq!(answer["partialSuccess"]["rejectedSpans"], 1, "{answer}");
+    assert!(answer["partialSuccess"]["errorMessage"].as_str().unwrap().contains("duration_ms"), "{answer}");
+
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut ready = agent.get(&format!("{}/readyz", service.http)).call().unwrap();
+    assert_eq!(ready.status().as_u16(), 200, "{}", ready.body_mut().read_to_string().unwrap());
+    let report = service.report("");
+    assert_eq!(
+        report["attempts"]["total"].as_u64(),
+        Some(fixture_lines + 2),
+        "the fixture, p3's retry, one span"
+    );
+    assert!(service.terminate().success());
+
+    // The same body from a file: the same lines refused (exit 3), the rest
+    // stored and derived, and every command still opens the database.
+    let file = dir.path().join("poison.jsonl");
+    std::fs::write(&file, &body).unwrap();
+    let db = dir.path().join("f.duckdb");
+    let bin = env!("CARGO_BIN_EXE_attempt-ledger");
+    let out = Command::new(bin)
+        .args(["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (line, field) in [(first, "duration_ms"), (first + 1, "ttft_ms"), (first + 2, "retry_after_ms")] {
+        assert!(stderr.contains(&format!("poison.jsonl:{line}: field `{field}`")), "{stderr}");
+    }
+    assert_eq!(cli_report(&db)["attempts"]["total"].as_u64(), Some(fixture_lines + 1));
+    for args in [&["rebuild"][..], &["quarantine"], &["audit"]] {
+        let out = Command::new(bin).args(args).args(["--db", db.to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 fn genai_span(span_id: &str, attrs: Value) -> Value {
@@ -507,9 +606,12 @@ fn stalled_headers_and_bodies_are_cut_off() {
     assert_eq!(status, 200);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let mut ready = agent.get(&format!("{}/readyz", service.http)).call().unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let ready: Value = serde_json::from_slice(&ready.body_mut().read_to_vec().unwrap()).unwrap();
     assert_eq!(
-        (ready.status().as_u16(), ready.body_mut().read_to_string().unwrap()),
-        (200, "ready\n".to_string())
+        (&ready["ready"], &ready["derivation"]["quarantined_workflows"]),
+        (&json!(true), &json!(0)),
+        "{ready}"
     );
 }
 

@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn an_attempt_record_mentioning_resource_spans_is_kept_as_an_attempt() {
-        let line = r#"{"workflow_id":"w","started_at":1,"provider":"p","model":"m","status":"ok","resourceSpans_note":"x"}"#;
+        let line = r#"{"workflow_id":"w","started_at":1795831200000,"provider":"p","model":"m","status":"ok","resourceSpans_note":"x"}"#;
         let decoded = Format::detect(line).unwrap().decode_lines(line, 1);
         assert_eq!(decoded.attempts.len(), 1, "{:?}", decoded.rejections);
     }

@@ -182,10 +182,54 @@ pub struct AttemptFields {
     pub warnings: Vec<String>,
 }
 
+/// The longest duration, time to first token or retry-after an attempt can
+/// state: 30 days. No call takes longer, and every derived sum of these
+/// (microsecond latency sums, a retry's earliest allowed start) stays far
+/// inside its integer type.
+pub const MAX_DURATION_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
+
+/// The instants an attempt may start at: [2000-01-01, 2100-01-01). Outside
+/// them a timestamp is a unit mistake (seconds read as milliseconds, say),
+/// not a call.
+pub fn start_range() -> (DateTime<Utc>, DateTime<Utc>) {
+    let at = |year| {
+        chrono::NaiveDate::from_ymd_opt(year, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc())
+            .unwrap_or_default()
+    };
+    (at(2000), at(2100))
+}
+
+/// Refuses values no real call has (checked here, so every wire format
+/// refuses the same ones, naming the field).
+fn check_bounds(fields: &AttemptFields) -> Result<(), String> {
+    for (field, value) in [
+        ("duration_ms", fields.duration_ms),
+        ("ttft_ms", fields.ttft_ms),
+        ("retry_after_ms", fields.retry_after_ms),
+    ] {
+        if let Some(ms) = value.filter(|ms| *ms > MAX_DURATION_MS) {
+            return Err(format!(
+                "field `{field}`: {ms} ms is more than 30 days ({MAX_DURATION_MS} ms), which no call takes"
+            ));
+        }
+    }
+    let (earliest, latest) = start_range();
+    if fields.started_at < earliest || fields.started_at >= latest {
+        return Err(format!(
+            "field `started_at`: {} is outside 2000-01-01 to 2100-01-01 (a timestamp in other units?)",
+            fields.started_at.to_rfc3339()
+        ));
+    }
+    Ok(())
+}
+
 /// Applies the record format's defaults and derivations, and checks what no
 /// single field can check alone.
 pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
     let status = fields.status.ok_or("missing required field `status`")?;
+    check_bounds(&fields)?;
     let mut warnings = std::mem::take(&mut fields.warnings);
     let tokens = &mut fields.tokens;
     let cached = tokens.cached_input.unwrap_or(0);
@@ -306,11 +350,39 @@ mod tests {
     fn fields() -> AttemptFields {
         AttemptFields {
             workflow_id: "w".into(),
+            started_at: DateTime::from_timestamp_millis(1_795_831_200_000).unwrap(),
             provider: "OpenAI".into(),
             model: "gpt-4o".into(),
             status: Some(Status::Error),
             ..AttemptFields::default()
         }
+    }
+
+    /// Values no call has are refused at decode, naming the field, so they
+    /// never reach a derivation (where `1e300` ms once overflowed a cast and
+    /// stopped every writer).
+    #[test]
+    fn durations_and_starts_no_call_has_are_refused_by_name() {
+        for field in ["duration_ms", "ttft_ms", "retry_after_ms"] {
+            let mut f = fields();
+            let value = Some(1e300);
+            match field {
+                "duration_ms" => f.duration_ms = value,
+                "ttft_ms" => f.ttft_ms = value,
+                _ => f.retry_after_ms = value,
+            }
+            let err = build_attempt(f).unwrap_err();
+            assert!(err.starts_with(&format!("field `{field}`: ")) && err.contains("30 days"), "{err}");
+        }
+        let mut at_bound = fields();
+        at_bound.duration_ms = Some(MAX_DURATION_MS);
+        assert!(build_attempt(at_bound).is_ok());
+        let mut seconds_as_millis = fields();
+        seconds_as_millis.started_at = DateTime::from_timestamp_millis(1_795_831_200).unwrap();
+        assert!(build_attempt(seconds_as_millis).unwrap_err().starts_with("field `started_at`: 1970-01-21"));
+        let mut far = fields();
+        far.started_at = DateTime::from_timestamp_millis(4_102_444_800_000).unwrap();
+        assert!(build_attempt(far).is_err(), "2100-01-01 is past the range");
     }
 
     #[test]

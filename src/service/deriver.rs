@@ -1,0 +1,197 @@
+//! The derivation loop of `serve`, and how far it lags the writer.
+//!
+//! The writer acknowledges a write once its rows are committed and tells
+//! `Derivation` its number; the deriver thread, on a connection of its
+//! own, derives the pending writes in rounds (`Store::derive_round`) and
+//! tells `Derivation` through which number the derived tables are current.
+//! A reader that must see what was acknowledged before it asked waits for
+//! that number, for `READ_WAIT` at most, and otherwise says how far behind
+//! its answer is (`Freshness`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::store::{ROUND_ROWS, Store};
+
+/// How long a read waits for derivation to reach what was acknowledged
+/// before it was asked; past it, the answer states its lag.
+pub const READ_WAIT: Duration = Duration::from_secs(2);
+
+/// Acknowledged writes whose time is remembered for the lag. Past this,
+/// the newest entry stands for the writes after it too (its time is the
+/// oldest of them), so the lag is never under-stated.
+const MAX_REMEMBERED_WRITES: usize = 100_000;
+
+/// How long the deriver sleeps when nothing is pending (a write wakes it
+/// sooner), and after a round that failed.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+pub use crate::report::Freshness;
+
+/// Shared by the writer, the deriver and the readers.
+pub struct Derivation {
+    acked: AtomicI64,
+    derived: watch::Sender<i64>,
+    /// (number, when acknowledged) of the writes not derived yet.
+    waiting: Mutex<VecDeque<(i64, Instant)>>,
+    wake: (Mutex<bool>, Condvar),
+    pub rounds: AtomicU64,
+    pub round_failures: AtomicU64,
+    /// The last round failed (not on data: a storage error); cleared by
+    /// the next one that commits.
+    pub failing: AtomicBool,
+    pub quarantined: AtomicU64,
+    /// Durations past the decode bound (rows stored before it) clamped.
+    pub clamped: AtomicU64,
+    pub alive: AtomicBool,
+}
+
+impl Derivation {
+    /// Everything through `derived_through` is derived; `quarantined`
+    /// workflows are set aside.
+    pub fn new(derived_through: i64, quarantined: u64) -> Self {
+        Self {
+            acked: AtomicI64::new(derived_through),
+            derived: watch::Sender::new(derived_through),
+            waiting: Mutex::new(VecDeque::new()),
+            wake: (Mutex::new(false), Condvar::new()),
+            rounds: AtomicU64::new(0),
+            round_failures: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            quarantined: AtomicU64::new(quarantined),
+            clamped: AtomicU64::new(0),
+            alive: AtomicBool::new(true),
+        }
+    }
+
+    /// The writer committed write `seq`: called before it answers, so a
+    /// client that reads after its answer waits for this write.
+    pub fn acknowledged(&self, seq: i64) {
+        self.acked.fetch_max(seq, Ordering::SeqCst);
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if waiting.len() >= MAX_REMEMBERED_WRITES {
+                if let Some(last) = waiting.back_mut() {
+                    last.0 = seq;
+                }
+            } else {
+                waiting.push_back((seq, Instant::now()));
+            }
+        }
+        let (woken, signal) = &self.wake;
+        *woken.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        signal.notify_one();
+    }
+
+    fn derived_through(&self, seq: i64) {
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            while waiting.front().is_some_and(|(s, _)| *s <= seq) {
+                waiting.pop_front();
+            }
+        }
+        self.derived.send_if_modified(|current| {
+            let moved = seq > *current;
+            *current = (*current).max(seq);
+            moved
+        });
+    }
+
+    /// How current the derived tables are now, for a question asked when
+    /// `asked` was the newest acknowledged write.
+    pub fn freshness(&self, asked: i64) -> Freshness {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        Freshness {
+            complete: *self.derived.borrow() >= asked,
+            pending_commits: waiting.len() as u64,
+            lag_seconds: waiting.front().map_or(0.0, |(_, at)| at.elapsed().as_secs_f64()),
+        }
+    }
+
+    /// Now, for a question asked now.
+    pub fn current(&self) -> Freshness {
+        self.freshness(self.acked.load(Ordering::SeqCst))
+    }
+
+    /// Waits until every write acknowledged before this call is derived,
+    /// for `READ_WAIT` at most.
+    pub async fn caught_up(&self) -> Freshness {
+        let asked = self.acked.load(Ordering::SeqCst);
+        let mut derived = self.derived.subscribe();
+        let _ = tokio::time::timeout(READ_WAIT, derived.wait_for(|through| *through >= asked)).await;
+        self.freshness(asked)
+    }
+
+    /// Sleeps until a write is acknowledged, or `IDLE_WAIT`.
+    fn idle(&self) {
+        let (woken, signal) = &self.wake;
+        let mut woken = woken.lock().unwrap_or_else(|p| p.into_inner());
+        if !*woken {
+            woken =
+                signal.wait_timeout(woken, IDLE_WAIT).map(|(w, _)| w).unwrap_or_else(|p| p.into_inner().0);
+        }
+        *woken = false;
+    }
+}
+
+/// Stops the deriver thread.
+#[derive(Default)]
+pub struct Stop(AtomicBool);
+
+impl Stop {
+    pub fn stop(&self, derivation: &Derivation) {
+        self.0.store(true, Ordering::SeqCst);
+        let (woken, signal) = &derivation.wake;
+        *woken.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        signal.notify_one();
+    }
+
+    fn stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Starts the deriver thread on its own connection.
+pub fn spawn(store: Store, derivation: Arc<Derivation>, stop: Arc<Stop>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name("attempt-deriver".into()).spawn(move || run(&store, &derivation, &stop))
+}
+
+fn run(store: &Store, derivation: &Derivation, stop: &Stop) {
+    while !stop.stopped() {
+        // A panic is a bug in one round: logged and counted, the
+        // transaction rolled back, and the loop goes on.
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.derive_round(ROUND_ROWS)));
+        match round {
+            Ok(Ok(Some(round))) => {
+                derivation.rounds.fetch_add(1, Ordering::Relaxed);
+                derivation.quarantined.fetch_add(round.quarantined, Ordering::Relaxed);
+                derivation.clamped.fetch_add(round.clamped, Ordering::Relaxed);
+                derivation.failing.store(false, Ordering::Relaxed);
+                derivation.derived_through(round.derived_through);
+            }
+            Ok(Ok(None)) => {
+                derivation.failing.store(false, Ordering::Relaxed);
+                derivation.idle();
+            }
+            Ok(Err(err)) => {
+                tracing::error!(error = %err, "derivation round failed; retrying");
+                derivation.round_failures.fetch_add(1, Ordering::Relaxed);
+                derivation.failing.store(true, Ordering::Relaxed);
+                std::thread::sleep(IDLE_WAIT);
+            }
+            Err(_) => {
+                tracing::error!("derivation round panicked; retrying");
+                let _ = store.rollback_open_transaction();
+                derivation.round_failures.fetch_add(1, Ordering::Relaxed);
+                derivation.failing.store(true, Ordering::Relaxed);
+                std::thread::sleep(IDLE_WAIT);
+            }
+        }
+    }
+    derivation.alive.store(false, Ordering::Relaxed);
+}

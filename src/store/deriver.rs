@@ -1,0 +1,470 @@
+//! Derivation rounds: the traces and workflows that acknowledged writes
+//! touched, derived in transactions of their own.
+//!
+//! A write numbers its rows (`ingest_seq`, `writer.rs`); `derived_state`
+//! says through which number the derived tables reflect the rows. A round
+//! takes the pending numbers in order, up to a bound on the rows they hold
+//! (so one burst cannot make a round without end), and in one transaction:
+//! 1. derives again the attempts of every trace that got spans (a trace's
+//!    attempts are a function of its stored spans), replacing its old ones;
+//! 2. derives again every workflow that got attempts, or lost some in 1
+//!    (`derived::refresh`: old facts out, new facts in, rollups by signed
+//!    difference);
+//! 3. moves `derived_seq` to the round's last number.
+//!
+//! A round that fails on a value no rule can handle is done again in
+//! halves until the failure is one workflow; that workflow goes to
+//! `quarantine` with the error (its rows leave the derived tables) and the
+//! others are derived. A storage failure (a full disk) fails the round: it
+//! is retried as it was, since nothing of it was committed.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use duckdb::Connection;
+use duckdb::arrow::array::{ArrayRef, RecordBatch, StringBuilder};
+use duckdb::types::Value;
+
+use super::StoreError;
+use super::derived::{self, Touched};
+use super::known::IdFilter;
+use super::writer::append_attempts;
+use crate::ingest::otlp::derive_trace;
+use crate::model::{Attempt, SpanKind, SpanRecord};
+use crate::providers::ProviderAliases;
+
+/// Rows (attempts and spans) a round takes at most, unless one write alone
+/// holds more: at the default memory limit a round of this size derives in
+/// well under a second, and a burst of writes is worked off in rounds that
+/// each commit.
+pub const ROUND_ROWS: u64 = 100_000;
+
+/// What the acknowledged writes hold that is not derived yet.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// Writes with rows not derived yet.
+    pub commits: u64,
+    pub attempts: u64,
+    pub spans: u64,
+    /// The derived tables reflect every write numbered up to this.
+    pub derived_through: i64,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.commits == 0
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Round {
+    /// The derived tables now reflect every write numbered up to this.
+    pub derived_through: i64,
+    pub commits: u64,
+    pub traces: u64,
+    pub workflows: u64,
+    /// Workflows set aside in this round.
+    pub quarantined: u64,
+    /// Durations past the decode bound (rows stored before it), clamped.
+    pub clamped: u64,
+}
+
+/// What a round needs besides the connection.
+pub(super) struct DeriveContext<'a> {
+    pub aliases: &'a ProviderAliases,
+    /// Workflow ids that may have derived facts.
+    pub workflows: &'a mut IdFilter,
+}
+
+pub(super) fn derived_seq(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.query_row("SELECT max(derived_seq) FROM derived_state", [], |r| r.get(0))?)
+}
+
+/// Rows by pending write number, in order.
+fn pending_writes(conn: &Connection, after: i64) -> Result<Vec<(i64, u64, u64)>, StoreError> {
+    let rows = conn
+        .prepare(
+            "SELECT ingest_seq, sum(attempts)::BIGINT, sum(spans)::BIGINT FROM (
+                 SELECT ingest_seq, count(*) AS attempts, 0 AS spans FROM attempts
+                 WHERE ingest_seq > ? GROUP BY ingest_seq
+                 UNION ALL
+                 SELECT ingest_seq, 0, count(*) FROM spans WHERE ingest_seq > ? GROUP BY ingest_seq)
+             GROUP BY ingest_seq ORDER BY ingest_seq",
+        )?
+        .query_map([after, after], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64))
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn pending(conn: &Connection) -> Result<Pending, StoreError> {
+    let derived_through = derived_seq(conn)?;
+    let writes = pending_writes(conn, derived_through)?;
+    Ok(Pending {
+        commits: writes.len() as u64,
+        attempts: writes.iter().map(|w| w.1).sum(),
+        spans: writes.iter().map(|w| w.2).sum(),
+        derived_through,
+    })
+}
+
+/// The number of the newest stored row (0 for an empty store).
+pub(super) fn newest_seq(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.query_row(
+        "SELECT greatest(coalesce((SELECT max(ingest_seq) FROM attempts), 0),
+                         coalesce((SELECT max(ingest_seq) FROM spans), 0))",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// Whether `err` comes from a value in the data (a cast that overflows, a
+/// timestamp out of range), which deriving the same rows again would meet
+/// again: those are isolated, anything else is retried.
+pub(super) fn is_data_error(err: &StoreError) -> bool {
+    const DATA: [&str; 5] =
+        ["Conversion Error", "Out of Range Error", "Invalid Input Error", "Constraint Error", "Overflow"];
+    matches!(err, StoreError::DuckDb(_)) && DATA.iter().any(|kind| err.to_string().contains(kind))
+}
+
+fn in_transaction<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    match work(conn) {
+        Ok(value) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(value)
+        }
+        Err(err) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(err)
+        }
+    }
+}
+
+/// Derives the pending writes after `derived_seq`, up to about `max_rows`
+/// rows (at least one write); `None` when nothing is pending.
+pub(super) fn derive_round(
+    conn: &Connection,
+    context: &mut DeriveContext,
+    max_rows: u64,
+) -> Result<Option<Round>, StoreError> {
+    let from = derived_seq(conn)?;
+    let writes = pending_writes(conn, from)?;
+    let Some(first) = writes.first() else { return Ok(None) };
+    let mut upper = first.0;
+    let mut rows = 0;
+    let mut commits = 0;
+    for (seq, attempts, spans) in &writes {
+        if commits > 0 && rows + attempts + spans > max_rows {
+            break;
+        }
+        rows += attempts + spans;
+        upper = *seq;
+        commits += 1;
+    }
+    let began = std::time::Instant::now();
+    let attempt = in_transaction(conn, |conn| {
+        let (traces, emptied) = derive_traces(conn, context.aliases, from, upper)?;
+        let touched = touched_workflows(conn, context.workflows, from, upper, emptied)?;
+        let workflows = touched.ids.len() as u64;
+        let refreshed = derived::refresh(conn, &touched)?;
+        advance(conn, upper)?;
+        Ok((traces, workflows, touched, refreshed.clamped))
+    });
+    let round = match attempt {
+        Ok((traces, workflows, touched, clamped)) => {
+            touched.ids.iter().for_each(|id| context.workflows.insert(id));
+            Round { derived_through: upper, commits, traces, workflows, quarantined: 0, clamped }
+        }
+        Err(err) if is_data_error(&err) => {
+            tracing::warn!(error = %err, from, upper, "a derivation round failed on its data; isolating the workflow");
+            let mut round = derive_isolating(conn, context, from, upper)?;
+            round.commits = commits;
+            round
+        }
+        Err(err) => return Err(err),
+    };
+    tracing::debug!(
+        through = upper,
+        commits,
+        rows,
+        traces = round.traces,
+        workflows = round.workflows,
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        "derivation round"
+    );
+    Ok(Some(round))
+}
+
+fn advance(conn: &Connection, upper: i64) -> Result<(), StoreError> {
+    conn.execute("UPDATE derived_state SET derived_seq = ?", [upper])?;
+    Ok(())
+}
+
+/// The round again, piece by piece: the traces, then the workflows in
+/// halves, each piece its own commit, until every failure is one workflow
+/// (quarantined); last, `derived_seq` moves. Killed half-way, the round is
+/// simply done again: each piece derives its workflows from their attempts.
+fn derive_isolating(
+    conn: &Connection,
+    context: &mut DeriveContext,
+    from: i64,
+    upper: i64,
+) -> Result<Round, StoreError> {
+    let (traces, emptied) = in_transaction(conn, |conn| derive_traces(conn, context.aliases, from, upper))?;
+    let all = in_transaction(conn, |conn| touched_rows(conn, from, upper, &emptied))?;
+    let mut round = Round { derived_through: upper, traces, workflows: all.len() as u64, ..Round::default() };
+    let mut groups = vec![all];
+    while let Some(group) = groups.pop() {
+        let touched = touched_of(&group, context.workflows);
+        match in_transaction(conn, |conn| derived::refresh(conn, &touched)) {
+            Ok(refreshed) => {
+                round.clamped += refreshed.clamped;
+                touched.ids.iter().for_each(|id| context.workflows.insert(id));
+            }
+            Err(err) if is_data_error(&err) && group.len() > 1 => {
+                let half = group.len() / 2;
+                let mut group = group;
+                let second = group.split_off(half);
+                groups.push(group);
+                groups.push(second);
+            }
+            Err(err) if is_data_error(&err) => {
+                let (id, ..) = &group[0];
+                tracing::warn!(workflow_id = %id, error = %err, "workflow quarantined");
+                // Derived without its attempts (and without their times,
+                // which may be what failed): its old rows leave the tables.
+                let emptied = Touched {
+                    ids: touched.ids.clone(),
+                    maybe_known: touched.maybe_known.clone(),
+                    ..Touched::default()
+                };
+                in_transaction(conn, |conn| {
+                    quarantine(conn, id, &err.to_string())?;
+                    derived::refresh(conn, &emptied)
+                })?;
+                round.quarantined += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    in_transaction(conn, |conn| advance(conn, upper))?;
+    Ok(round)
+}
+
+/// Quarantine messages are kept to this many bytes (DuckDB's can repeat a
+/// whole statement).
+const MAX_QUARANTINE_ERROR_BYTES: usize = 2000;
+
+pub(super) fn quarantine(conn: &Connection, workflow_id: &str, error: &str) -> Result<(), StoreError> {
+    let mut error = error.to_string();
+    if error.len() > MAX_QUARANTINE_ERROR_BYTES {
+        let mut cut = MAX_QUARANTINE_ERROR_BYTES;
+        while !error.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        error.truncate(cut);
+    }
+    conn.execute(
+        "INSERT INTO quarantine (workflow_id, error, attempts)
+         SELECT ?, ?, count(*) FROM attempts WHERE workflow_id = ?
+           AND NOT EXISTS (SELECT 1 FROM quarantine WHERE workflow_id = ?)",
+        duckdb::params![workflow_id, error, workflow_id, workflow_id],
+    )?;
+    Ok(())
+}
+
+/// A workflow id with the earliest and latest start of its new attempts
+/// (`None` for a workflow that only lost attempts).
+type TouchedRow = (String, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// The workflows with attempts numbered in (from, upper], plus `emptied`
+/// (workflows whose trace attempts were replaced), leaving out quarantined
+/// ones. A workflow with an attempt whose start this build cannot read as
+/// an instant (a row written past the decode bounds) is quarantined here,
+/// inside the round's transaction, and derived as empty.
+fn touched_rows(
+    conn: &Connection,
+    from: i64,
+    upper: i64,
+    emptied: &[String],
+) -> Result<Vec<TouchedRow>, StoreError> {
+    let mut rows: Vec<TouchedRow> = Vec::new();
+    let mut unreadable: Vec<String> = Vec::new();
+    let mut stmt = conn.prepare(
+        "SELECT workflow_id, epoch_us(min(started_at)), epoch_us(max(started_at)) FROM attempts
+         WHERE ingest_seq > ? AND ingest_seq <= ?
+           AND workflow_id NOT IN (SELECT workflow_id FROM quarantine)
+         GROUP BY workflow_id",
+    )?;
+    let found = stmt.query_map([from, upper], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    })?;
+    let mut seen: HashSet<String> = HashSet::new();
+    for row in found {
+        let (id, earliest, latest) = row?;
+        seen.insert(id.clone());
+        match (DateTime::from_timestamp_micros(earliest), DateTime::from_timestamp_micros(latest)) {
+            (Some(earliest), Some(latest)) => rows.push((id, Some(earliest), Some(latest))),
+            _ => unreadable.push(id),
+        }
+    }
+    for id in unreadable {
+        tracing::warn!(workflow_id = %id, "workflow quarantined: an attempt starts outside the instants this build reads");
+        quarantine(
+            conn,
+            &id,
+            "an attempt's started_at is outside the instants attempt-ledger can read (years -262143 to 262142)",
+        )?;
+        rows.push((id, None, None));
+    }
+    let quarantined: HashSet<String> = if emptied.is_empty() {
+        HashSet::new()
+    } else {
+        conn.prepare("SELECT workflow_id FROM quarantine")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?
+    };
+    for id in emptied {
+        if !seen.contains(id) && !quarantined.contains(id) {
+            seen.insert(id.clone());
+            rows.push((id.clone(), None, None));
+        }
+    }
+    Ok(rows)
+}
+
+fn touched_of(rows: &[TouchedRow], workflows: &IdFilter) -> Touched {
+    let mut touched = Touched::default();
+    for (id, earliest, latest) in rows {
+        touched.ids.push(id.clone());
+        if workflows.may_hold(id) {
+            touched.maybe_known.push(id.clone());
+        }
+        for t in [earliest, latest].into_iter().flatten() {
+            touched.widen(*t);
+        }
+    }
+    touched
+}
+
+fn touched_workflows(
+    conn: &Connection,
+    workflows: &IdFilter,
+    from: i64,
+    upper: i64,
+    emptied: Vec<String>,
+) -> Result<Touched, StoreError> {
+    Ok(touched_of(&touched_rows(conn, from, upper, &emptied)?, workflows))
+}
+
+fn fill_traces(conn: &Connection, traces: &[String]) -> Result<(), StoreError> {
+    let mut column = StringBuilder::new();
+    for trace in traces {
+        column.append_value(trace);
+    }
+    let batch = RecordBatch::try_from_iter([("trace_id", std::sync::Arc::new(column.finish()) as ArrayRef)])?;
+    let mut appender = conn.appender_to_catalog_and_db("batch_traces", "temp", "main")?;
+    appender.append_record_batch(batch)?;
+    appender.flush()?;
+    Ok(())
+}
+
+/// Derives again the attempts of every trace with spans numbered in
+/// (from, upper] from all of its stored spans, replacing its old attempts
+/// (the new ones are numbered `upper`, so step 2 of the round finds their
+/// workflows). Returns the traces, and the workflows of the replaced
+/// attempts.
+pub(super) fn derive_traces(
+    conn: &Connection,
+    aliases: &ProviderAliases,
+    from: i64,
+    upper: i64,
+) -> Result<(u64, Vec<String>), StoreError> {
+    let traces: Vec<String> = conn
+        .prepare("SELECT DISTINCT trace_id FROM spans WHERE ingest_seq > ? AND ingest_seq <= ? ORDER BY 1")?
+        .query_map([from, upper], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if traces.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    conn.execute_batch("DELETE FROM temp.batch_traces")?;
+    fill_traces(conn, &traces)?;
+    // Every span of these traces, and every attempt derived from them, is
+    // numbered at or after the trace's first write.
+    let first: i64 = conn.query_row(
+        "SELECT coalesce(min(first_seq), 0) FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+        [],
+        |r| r.get(0),
+    )?;
+    let rows = conn
+        .prepare(
+            "SELECT trace_id, span_id, parent_span_id, kind, span FROM spans
+             WHERE ingest_seq >= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+        )?
+        .query_map([first], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut by_trace: HashMap<String, Vec<SpanRecord>> = HashMap::new();
+    for (trace_id, span_id, parent_span_id, kind, span) in rows {
+        // A kind this binary does not know is kept for ancestry only.
+        let kind = kind.parse().unwrap_or(SpanKind::Link);
+        by_trace.entry(trace_id.clone()).or_default().push(SpanRecord {
+            trace_id,
+            span_id,
+            parent_span_id,
+            kind,
+            span,
+        });
+    }
+    let mut derived: Vec<Attempt> = Vec::new();
+    for trace in &traces {
+        if let Some(spans) = by_trace.get(trace) {
+            derived.extend(derive_trace(spans));
+        }
+    }
+    let emptied: Vec<String> = conn
+        .prepare(
+            "SELECT DISTINCT workflow_id FROM attempts
+             WHERE ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)",
+        )?
+        .query_map([first], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    conn.execute(
+        "DELETE FROM attempts WHERE ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)",
+        [first],
+    )?;
+    conn.execute_batch("DELETE FROM temp.batch_traces")?;
+    let refs: Vec<&Attempt> = derived.iter().collect();
+    append_attempts(conn, &refs, aliases, upper)?;
+    Ok((traces.len() as u64, emptied))
+}
+
+/// The quarantined workflows: id, error, attempts, when.
+pub type QuarantineRow = (String, String, u64, DateTime<Utc>);
+
+pub(super) fn quarantined(conn: &Connection) -> Result<Vec<QuarantineRow>, StoreError> {
+    let rows = conn
+        .prepare("SELECT workflow_id, error, attempts, quarantined_at FROM quarantine ORDER BY quarantined_at, workflow_id")?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, Value>(3)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(id, error, attempts, at)| Ok((id, error, attempts as u64, super::queries::timestamp(at)?)))
+        .collect()
+}
+
+pub(super) fn quarantined_count(conn: &Connection) -> Result<u64, StoreError> {
+    Ok(conn.query_row("SELECT count(*) FROM quarantine", [], |r| r.get::<_, i64>(0))? as u64)
+}
