@@ -19,13 +19,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::ingest::format::Format;
 use crate::ingest::source::{Source, for_each_chunk};
 use crate::ingest::{Decoded, Rejection, Warning};
-use crate::store::{Batch, CatchUp, Store, WriteStats};
+use crate::store::{AttemptRows, CatchUp, PreparedBatch, Store, WriteStats};
 
-/// Lines per chunk: just over one DuckDB row group (122,880 rows), so a
-/// chunk's rows are written straight to the database file rather than
-/// through the WAL (measured: commits fall from ~300 ms to ~5 ms). Three
-/// chunks in flight bound memory at a few hundred megabytes.
-const LINES_PER_CHUNK: usize = 131_072;
+/// Lines per chunk: one DuckDB row group (122,880 rows), so a chunk's rows
+/// are written straight to the database file as a whole row group rather
+/// than through the WAL (measured: commits fall from ~300 ms to ~5 ms), and
+/// no tail of a row group is left for the next checkpoint to compress again
+/// (131,072-line chunks left 8,192 rows each). Three chunks in flight bound
+/// memory at a few hundred megabytes.
+const LINES_PER_CHUNK: usize = 122_880;
 
 /// Threads that decode one chunk: the machine's cores but one, which the
 /// writer (DuckDB's appends and commits) keeps busy; at most this many.
@@ -108,9 +110,12 @@ fn ingest_source(
     let (reader, size) = source.open(bytes_read.clone()).with_context(|| format!("cannot read {name}"))?;
     let progress = progress_bar(&name, size, show_progress);
 
-    // Decoding (JSON parsing, validation, hashing) overlaps with DuckDB
-    // writes; the bounded channel keeps at most two chunks in memory.
-    let (sender, receiver) = sync_channel::<Decoded>(2);
+    // Decoding (JSON parsing, validation, hashing, the Arrow columns of the
+    // rows) overlaps with DuckDB writes; the bounded channel keeps at most
+    // two chunks in memory, as rows (the decoded records are dropped once
+    // their rows exist).
+    let (sender, receiver) = sync_channel::<(Decoded, AttemptRows)>(2);
+    let aliases = store.aliases();
     let decode_threads =
         thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1).clamp(1, MAX_DECODE_THREADS);
     let decoder = thread::spawn(move || {
@@ -127,14 +132,16 @@ fn ingest_source(
             };
             let mut decoded = format.decode_lines_parallel(&chunk.text, chunk.first_line, decode_threads);
             chunk.rejections.into_iter().for_each(|r| decoded.reject(r.line, r.reason));
+            let rows = AttemptRows::new(&std::mem::take(&mut decoded.attempts), &aliases)
+                .map_err(std::io::Error::other)?;
             // A closed channel means the writer failed; it reports why.
-            sender.send(decoded).map_err(|_| std::io::Error::other("writer stopped"))
+            sender.send((decoded, rows)).map_err(|_| std::io::Error::other("writer stopped"))
         })
     });
     let mut write_error = None;
-    for mut decoded in receiver {
-        let batch = Batch { attempts: &decoded.attempts, spans: &decoded.spans };
-        match store.store_batches(&[batch]) {
+    for (mut decoded, rows) in receiver {
+        let batch = PreparedBatch { rows: &rows, spans: &decoded.spans };
+        match store.store_prepared(&[batch]) {
             Ok(mut stored) => summary.stored += stored.stats.pop().unwrap_or_default(),
             Err(err) => {
                 write_error = Some(err);

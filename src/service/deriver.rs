@@ -31,14 +31,35 @@ const MAX_REMEMBERED_WRITES: usize = 100_000;
 /// sooner), and after a round that failed.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
+/// Rows acknowledged and not derived yet past which the writer waits before
+/// its next commit: derivation keeps up with any sustained load (the lag
+/// stays about one round: a round of this many rows derives in about a
+/// second on two cores while writes go on), and clients see the wait as
+/// latency, then as 503 once the write queue is full, never as a lag that
+/// grows without end.
+pub const MAX_PENDING_ROWS: u64 = 50_000;
+
+/// The longest the writer waits for that room; past it, it commits anyway
+/// (a deriver that is failing must not stop writes too).
+pub const MAX_BACKPRESSURE_WAIT: Duration = Duration::from_secs(5);
+
+/// The writes acknowledged and not derived yet.
+#[derive(Default)]
+struct Waiting {
+    /// (number, when acknowledged, rows) in order.
+    writes: VecDeque<(i64, Instant, u64)>,
+    rows: u64,
+}
+
 pub use crate::report::Freshness;
 
 /// Shared by the writer, the deriver and the readers.
 pub struct Derivation {
     acked: AtomicI64,
     derived: watch::Sender<i64>,
-    /// (number, when acknowledged) of the writes not derived yet.
-    waiting: Mutex<VecDeque<(i64, Instant)>>,
+    waiting: Mutex<Waiting>,
+    /// Signalled when derivation made room for the writer.
+    room: Condvar,
     wake: (Mutex<bool>, Condvar),
     pub rounds: AtomicU64,
     pub round_failures: AtomicU64,
@@ -58,7 +79,8 @@ impl Derivation {
         Self {
             acked: AtomicI64::new(derived_through),
             derived: watch::Sender::new(derived_through),
-            waiting: Mutex::new(VecDeque::new()),
+            waiting: Mutex::new(Waiting::default()),
+            room: Condvar::new(),
             wake: (Mutex::new(false), Condvar::new()),
             rounds: AtomicU64::new(0),
             round_failures: AtomicU64::new(0),
@@ -69,18 +91,20 @@ impl Derivation {
         }
     }
 
-    /// The writer committed write `seq`: called before it answers, so a
-    /// client that reads after its answer waits for this write.
-    pub fn acknowledged(&self, seq: i64) {
+    /// The writer committed write `seq` of `rows` rows: called before it
+    /// answers, so a client that reads after its answer waits for it.
+    pub fn acknowledged(&self, seq: i64, rows: u64) {
         self.acked.fetch_max(seq, Ordering::SeqCst);
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-            if waiting.len() >= MAX_REMEMBERED_WRITES {
-                if let Some(last) = waiting.back_mut() {
+            waiting.rows += rows;
+            if waiting.writes.len() >= MAX_REMEMBERED_WRITES {
+                if let Some(last) = waiting.writes.back_mut() {
                     last.0 = seq;
+                    last.2 += rows;
                 }
             } else {
-                waiting.push_back((seq, Instant::now()));
+                waiting.writes.push_back((seq, Instant::now(), rows));
             }
         }
         let (woken, signal) = &self.wake;
@@ -91,10 +115,15 @@ impl Derivation {
     fn derived_through(&self, seq: i64) {
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-            while waiting.front().is_some_and(|(s, _)| *s <= seq) {
-                waiting.pop_front();
+            while let Some(&(s, _, rows)) = waiting.writes.front() {
+                if s > seq {
+                    break;
+                }
+                waiting.rows -= rows;
+                waiting.writes.pop_front();
             }
         }
+        self.room.notify_all();
         self.derived.send_if_modified(|current| {
             let moved = seq > *current;
             *current = (*current).max(seq);
@@ -108,9 +137,32 @@ impl Derivation {
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         Freshness {
             complete: *self.derived.borrow() >= asked,
-            pending_commits: waiting.len() as u64,
-            lag_seconds: waiting.front().map_or(0.0, |(_, at)| at.elapsed().as_secs_f64()),
+            pending_commits: waiting.writes.len() as u64,
+            lag_seconds: waiting.writes.front().map_or(0.0, |(_, at, _)| at.elapsed().as_secs_f64()),
         }
+    }
+
+    /// Rows acknowledged and not derived yet.
+    pub fn pending_rows(&self) -> u64 {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).rows
+    }
+
+    /// The writer's flow control: waits while more than `MAX_PENDING_ROWS`
+    /// rows wait for derivation, for `MAX_BACKPRESSURE_WAIT` at most, or
+    /// not at all while the deriver is failing or stopped. Returns how long
+    /// it waited.
+    pub fn wait_for_room(&self) -> Duration {
+        let began = Instant::now();
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        while waiting.rows > MAX_PENDING_ROWS
+            && self.alive.load(Ordering::Relaxed)
+            && !self.failing.load(Ordering::Relaxed)
+        {
+            let Some(left) = MAX_BACKPRESSURE_WAIT.checked_sub(began.elapsed()) else { break };
+            waiting =
+                self.room.wait_timeout(waiting, left).map(|(w, _)| w).unwrap_or_else(|p| p.into_inner().0);
+        }
+        began.elapsed()
     }
 
     /// Now, for a question asked now.
@@ -194,4 +246,5 @@ fn run(store: &Store, derivation: &Derivation, stop: &Stop) {
         }
     }
     derivation.alive.store(false, Ordering::Relaxed);
+    derivation.room.notify_all();
 }

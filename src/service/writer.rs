@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::deriver::Derivation;
 use crate::model::{Attempt, SpanRecord};
-use crate::store::{Batch, Store, WriteStats};
+use crate::providers::ProviderAliases;
+use crate::store::{AttemptRows, PreparedBatch, Store, WriteStats};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -29,7 +30,7 @@ pub enum WriteError {
 }
 
 struct Job {
-    attempts: Vec<Attempt>,
+    rows: AttemptRows,
     spans: Vec<SpanRecord>,
     reply: oneshot::Sender<Result<WriteStats, String>>,
 }
@@ -52,8 +53,15 @@ pub struct WriterStats {
 pub struct WriterHandle {
     sender: mpsc::Sender<Job>,
     capacity: usize,
+    /// The store's alias table: a request's rows are built on its own task,
+    /// not on the writer thread.
+    aliases: Arc<ProviderAliases>,
     pub stats: Arc<WriterStats>,
 }
+
+/// Above this many attempts, a request's rows are built on the blocking
+/// pool rather than on its async task.
+const INLINE_ROWS: usize = 1_000;
 
 impl WriterHandle {
     /// Stores `attempts` and `spans` (whose traces' attempts are derived
@@ -66,8 +74,17 @@ impl WriterHandle {
         if attempts.is_empty() && spans.is_empty() {
             return Ok(WriteStats::default());
         }
+        let rows = if attempts.len() <= INLINE_ROWS {
+            AttemptRows::new(&attempts, &self.aliases)
+        } else {
+            let aliases = self.aliases.clone();
+            tokio::task::spawn_blocking(move || AttemptRows::new(&attempts, &aliases))
+                .await
+                .map_err(|e| WriteError::Store(e.to_string()))?
+        }
+        .map_err(|e| WriteError::Store(e.to_string()))?;
         let (reply, answer) = oneshot::channel();
-        self.sender.try_send(Job { attempts, spans, reply }).map_err(|err| match err {
+        self.sender.try_send(Job { rows, spans, reply }).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
                 self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
                 WriteError::Saturated
@@ -96,10 +113,11 @@ pub fn spawn(
     derivation: Arc<Derivation>,
 ) -> (WriterHandle, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(queue);
+    let aliases = store.aliases();
     // Alive from here, not from the thread's first instruction: a `/readyz`
     // that arrives before the thread is scheduled must not read "stopped".
     let stats = Arc::new(WriterStats { alive: AtomicBool::new(true), ..WriterStats::default() });
-    let handle = WriterHandle { sender, capacity: queue, stats: stats.clone() };
+    let handle = WriterHandle { sender, capacity: queue, aliases, stats: stats.clone() };
     let thread = std::thread::Builder::new()
         .name("attempt-writer".into())
         .spawn(move || run(store, receiver, max_batch, &stats, &derivation))
@@ -121,14 +139,14 @@ impl Drop for AliveGuard<'_> {
 /// writer thread and with it every later write.
 fn write_guarded(
     store: &Store,
-    batches: &[Batch],
+    batches: &[PreparedBatch],
     derivation: &Derivation,
 ) -> Result<Vec<WriteStats>, String> {
-    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.store_batches(batches)));
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.store_prepared(batches)));
     match attempt {
         Ok(Ok(stored)) => {
             if let Some(seq) = stored.seq {
-                derivation.acknowledged(seq);
+                derivation.acknowledged(seq, stored.rows);
             }
             Ok(stored.stats)
         }
@@ -185,19 +203,22 @@ fn run(
 ) {
     let _alive = AliveGuard(&stats.alive);
     while let Some(first) = next_job(&store, &mut receiver, stats) {
-        let mut size = first.attempts.len() + first.spans.len();
+        // Flow control: while derivation is behind, requests queue up here
+        // (and are committed together once it caught up).
+        derivation.wait_for_room();
+        let mut size = first.rows.len() + first.spans.len();
         let mut jobs = vec![first];
         while size < max_batch {
             match receiver.try_recv() {
                 Ok(job) => {
-                    size += job.attempts.len() + job.spans.len();
+                    size += job.rows.len() + job.spans.len();
                     jobs.push(job);
                 }
                 Err(_) => break,
             }
         }
-        let batches: Vec<Batch> =
-            jobs.iter().map(|j| Batch { attempts: &j.attempts, spans: &j.spans }).collect();
+        let batches: Vec<PreparedBatch> =
+            jobs.iter().map(|j| PreparedBatch { rows: &j.rows, spans: &j.spans }).collect();
         let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches, derivation)
         {
             Ok(results) => {

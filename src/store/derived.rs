@@ -29,7 +29,7 @@ use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 /// The scratch tables `facts.sql` leaves, dropped once read.
 pub(super) const DROP_FACT_SCRATCH: &str =
-    "DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows; DROP TABLE temp.fact_attempts;";
+    "DROP VIEW temp.fact_attempts; DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows;";
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding_rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
@@ -604,6 +604,7 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
             )?;
         }
     }
+    let began = std::time::Instant::now();
     // Every attempt of these workflows lies between their earliest and
     // latest start: both bounds prune row groups by zone maps.
     conn.execute_batch(
@@ -615,6 +616,7 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
            AND workflow_id IN (SELECT workflow_id FROM temp.pass_workflows);",
     )?;
     conn.execute_batch(FACTS_SQL)?;
+    let facts_at = began.elapsed();
     let clamped = clamped(conn)?;
     if clamped > 0 {
         tracing::warn!(clamped, "durations past 30 days (stored before the bound) clamped to it");
@@ -622,6 +624,7 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
     conn.execute_batch(DROP_FACT_SCRATCH)?;
     conn.execute_batch(ADMIT_SQL)?;
     define_kept_label(conn)?;
+    let admitted_at = began.elapsed();
     let derived: i64 = conn.query_row("SELECT count(*) FROM temp.new_facts", [], |r| r.get(0))?;
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
@@ -631,6 +634,13 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
     }
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch("DROP TABLE temp.pass_workflows; DROP VIEW temp.fact_input;")?;
+    tracing::debug!(
+        workflows = derived,
+        facts_ms = facts_at.as_millis() as u64,
+        admit_ms = (admitted_at - facts_at).as_millis() as u64,
+        store_ms = (began.elapsed() - admitted_at).as_millis() as u64,
+        "rebuild pass derived"
+    );
     Ok(derived as u64)
 }
 

@@ -29,7 +29,7 @@ use super::StoreError;
 use super::derived::{self, Touched};
 use super::known::IdFilter;
 use super::writer::append_attempts;
-use crate::ingest::otlp::derive_trace;
+use crate::ingest::otlp::{CallShape, SpanLink, derive_call, trace_calls};
 use crate::model::{Attempt, SpanKind, SpanRecord};
 use crate::providers::ProviderAliases;
 
@@ -363,23 +363,33 @@ fn touched_workflows(
     Ok(touched_of(&touched_rows(conn, from, upper, &emptied)?, workflows))
 }
 
-fn fill_traces(conn: &Connection, traces: &[String]) -> Result<(), StoreError> {
-    let mut column = StringBuilder::new();
-    for trace in traces {
-        column.append_value(trace);
+/// Appends `rows` (each a list of text columns) to the temp table `table`.
+fn fill_temp(conn: &Connection, table: &str, columns: &[&str], rows: &[Vec<&str>]) -> Result<(), StoreError> {
+    let mut builders: Vec<StringBuilder> = columns.iter().map(|_| StringBuilder::new()).collect();
+    for row in rows {
+        for (builder, value) in builders.iter_mut().zip(row) {
+            builder.append_value(value);
+        }
     }
-    let batch = RecordBatch::try_from_iter([("trace_id", std::sync::Arc::new(column.finish()) as ArrayRef)])?;
-    let mut appender = conn.appender_to_catalog_and_db("batch_traces", "temp", "main")?;
+    let arrays = columns
+        .iter()
+        .zip(builders.iter_mut())
+        .map(|(c, b)| (*c, std::sync::Arc::new(b.finish()) as ArrayRef));
+    let batch = RecordBatch::try_from_iter(arrays)?;
+    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
     appender.append_record_batch(batch)?;
     appender.flush()?;
     Ok(())
 }
 
-/// Derives again the attempts of every trace with spans numbered in
-/// (from, upper] from all of its stored spans, replacing its old attempts
-/// (the new ones are numbered `upper`, so step 2 of the round finds their
-/// workflows). Returns the traces, and the workflows of the replaced
-/// attempts.
+/// Derives again the calls of every trace with spans numbered in
+/// (from, upper] that those spans change, and replaces their attempts (the
+/// new ones are numbered `upper`, so step 2 of the round finds their
+/// workflows). A trace's shape (ids, parents, kinds) is read whole, which
+/// is cheap; span contents are decoded only for the calls whose shape the
+/// new spans changed, so a trace grown export by export costs about what
+/// the same spans cost at once. Returns the traces, and the workflows of
+/// the replaced attempts.
 pub(super) fn derive_traces(
     conn: &Connection,
     aliases: &ProviderAliases,
@@ -393,8 +403,15 @@ pub(super) fn derive_traces(
     if traces.is_empty() {
         return Ok((0, Vec::new()));
     }
-    conn.execute_batch("DELETE FROM temp.batch_traces")?;
-    fill_traces(conn, &traces)?;
+    conn.execute_batch(
+        "DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
+    )?;
+    fill_temp(
+        conn,
+        "batch_traces",
+        &["trace_id"],
+        &traces.iter().map(|t| vec![t.as_str()]).collect::<Vec<_>>(),
+    )?;
     // Every span of these traces, and every attempt derived from them, is
     // numbered at or after the trace's first write.
     let first: i64 = conn.query_row(
@@ -402,12 +419,62 @@ pub(super) fn derive_traces(
         [],
         |r| r.get(0),
     )?;
-    let rows = conn
+    let links = conn
         .prepare(
-            "SELECT trace_id, span_id, parent_span_id, kind, span FROM spans
-             WHERE ingest_seq >= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+            "SELECT trace_id, span_id, parent_span_id, kind, ingest_seq FROM spans
+             WHERE ingest_seq >= ? AND ingest_seq <= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
         )?
-        .query_map([first], |row| {
+        .query_map([first, upper], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, i64>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    // The shape before this round's spans and after them.
+    let mut shapes: HashMap<String, (Vec<SpanLink>, Vec<SpanLink>)> = HashMap::new();
+    for (trace_id, span_id, parent_span_id, kind, seq) in links {
+        // A kind this binary does not know is kept for ancestry only.
+        let link = SpanLink { span_id, parent_span_id, kind: kind.parse().unwrap_or(SpanKind::Link) };
+        let (before, after) = shapes.entry(trace_id).or_default();
+        if seq <= from {
+            before.push(link.clone());
+        }
+        after.push(link);
+    }
+    // The calls whose shape changed: their old attempts go (and any left by
+    // an earlier try of this round), their new ones come.
+    let mut changed: Vec<(String, String, CallShape)> = Vec::new();
+    let mut replaced: Vec<String> = Vec::new();
+    for (trace, (before, after)) in &shapes {
+        let (old, new) = (trace_calls(before), trace_calls(after));
+        for (call, shape) in &new {
+            if old.get(call) != Some(shape) {
+                replaced.extend(shape.attempt_ids(trace, call));
+                changed.push((trace.clone(), call.clone(), shape.clone()));
+            }
+        }
+        for (call, shape) in &old {
+            if new.get(call) != Some(shape) {
+                replaced.extend(shape.attempt_ids(trace, call));
+            }
+        }
+    }
+    let needed: Vec<Vec<&str>> = changed
+        .iter()
+        .flat_map(|(trace, call, shape)| shape.spans(call).map(move |span| vec![trace.as_str(), span]))
+        .collect();
+    fill_temp(conn, "trace_span_ids", &["trace_id", "span_id"], &needed)?;
+    let contents = conn
+        .prepare(
+            "SELECT s.trace_id, s.span_id, s.parent_span_id, s.kind, s.span FROM spans s
+             SEMI JOIN temp.trace_span_ids n ON s.trace_id = n.trace_id AND s.span_id = n.span_id
+             WHERE s.ingest_seq >= ? AND s.ingest_seq <= ?",
+        )?
+        .query_map([first, upper], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
@@ -417,38 +484,46 @@ pub(super) fn derive_traces(
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let mut by_trace: HashMap<String, Vec<SpanRecord>> = HashMap::new();
-    for (trace_id, span_id, parent_span_id, kind, span) in rows {
-        // A kind this binary does not know is kept for ancestry only.
-        let kind = kind.parse().unwrap_or(SpanKind::Link);
-        by_trace.entry(trace_id.clone()).or_default().push(SpanRecord {
+    let records: Vec<SpanRecord> = contents
+        .into_iter()
+        .map(|(trace_id, span_id, parent_span_id, kind, span)| SpanRecord {
             trace_id,
             span_id,
             parent_span_id,
-            kind,
+            kind: kind.parse().unwrap_or(SpanKind::Link),
             span,
-        });
+        })
+        .collect();
+    let mut by_trace: HashMap<&str, HashMap<&str, &SpanRecord>> = HashMap::new();
+    for record in &records {
+        by_trace.entry(record.trace_id.as_str()).or_default().insert(record.span_id.as_str(), record);
     }
-    let mut derived: Vec<Attempt> = Vec::new();
-    for trace in &traces {
-        if let Some(spans) = by_trace.get(trace) {
-            derived.extend(derive_trace(spans));
-        }
-    }
+    let no_spans = HashMap::new();
+    let derived: Vec<Attempt> = changed
+        .iter()
+        .flat_map(|(trace, call, shape)| {
+            derive_call(call, shape, by_trace.get(trace.as_str()).unwrap_or(&no_spans))
+        })
+        .collect();
+    fill_temp(
+        conn,
+        "trace_attempt_ids",
+        &["attempt_id"],
+        &replaced.iter().map(|id| vec![id.as_str()]).collect::<Vec<_>>(),
+    )?;
+    let replaced_where = "ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)
+                          AND attempt_id IN (SELECT attempt_id FROM temp.trace_attempt_ids)";
     let emptied: Vec<String> = conn
-        .prepare(
-            "SELECT DISTINCT workflow_id FROM attempts
-             WHERE ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)",
-        )?
+        .prepare(&format!("SELECT DISTINCT workflow_id FROM attempts WHERE {replaced_where}"))?
         .query_map([first], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    conn.execute(
-        "DELETE FROM attempts WHERE ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)",
-        [first],
+    conn.execute(&format!("DELETE FROM attempts WHERE {replaced_where}"), [first])?;
+    conn.execute_batch(
+        "DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
     )?;
-    conn.execute_batch("DELETE FROM temp.batch_traces")?;
     let refs: Vec<&Attempt> = derived.iter().collect();
     append_attempts(conn, &refs, aliases, upper)?;
+    tracing::debug!(traces = traces.len(), calls = changed.len(), attempts = derived.len(), "traces derived");
     Ok((traces.len() as u64, emptied))
 }
 

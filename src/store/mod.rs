@@ -21,7 +21,7 @@ use duckdb::Connection;
 pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
-pub use writer::{Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, WriteStats};
+pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
 
 use chrono::{DateTime, Utc};
 
@@ -140,6 +140,8 @@ pub struct Stored {
     /// The write's number, when it stored any row (a write of duplicates
     /// only leaves nothing to derive).
     pub seq: Option<i64>,
+    /// Rows it stored (attempts and spans): what derivation has to do.
+    pub rows: u64,
 }
 
 /// What `catch_up` derived.
@@ -499,16 +501,35 @@ impl Store {
     /// committed: the acknowledgement. Deriving what they touched is left
     /// to `derive_round` / `catch_up` (the rows carry the write's number).
     pub fn store_batches(&self, batches: &[Batch]) -> Result<Stored, StoreError> {
+        let rows: Vec<AttemptRows> =
+            batches.iter().map(|b| self.rows_of(b.attempts)).collect::<Result<_, _>>()?;
+        let prepared: Vec<PreparedBatch> =
+            batches.iter().zip(&rows).map(|(b, rows)| PreparedBatch { rows, spans: b.spans }).collect();
+        self.store_prepared(&prepared)
+    }
+
+    /// `attempts` as the rows a write appends, with this store's provider
+    /// aliases (for a thread that decodes while another writes).
+    pub fn rows_of(&self, attempts: &[Attempt]) -> Result<AttemptRows, StoreError> {
+        AttemptRows::new(attempts, &self.aliases)
+    }
+
+    /// The provider alias table writes apply.
+    pub fn aliases(&self) -> Arc<ProviderAliases> {
+        self.aliases.clone()
+    }
+
+    /// `store_batches` for rows already built (`rows_of`).
+    pub fn store_prepared(&self, batches: &[PreparedBatch]) -> Result<Stored, StoreError> {
         let mut guard = self.write_state()?;
         let Some(state) = guard.as_mut() else { unreachable!("write_state loads it") };
         let seq = state.next_seq;
-        let mut context = writer::WriteContext { aliases: &self.aliases, known: &mut state.attempts, seq };
-        let stats = writer::write_batches(&self.conn, &mut context, batches)?;
-        let stored_rows = stats.iter().any(|s| s.inserted > 0 || s.spans_stored > 0);
-        if stored_rows {
+        let mut context = writer::WriteContext { known: &mut state.attempts, seq };
+        let (stats, rows) = writer::write_batches(&self.conn, &mut context, batches)?;
+        if rows > 0 {
             state.next_seq += 1;
         }
-        Ok(Stored { stats, seq: stored_rows.then_some(seq) })
+        Ok(Stored { stats, seq: (rows > 0).then_some(seq), rows })
     }
 
     /// Derives the oldest pending writes, about `max_rows` rows of them (at

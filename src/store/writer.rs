@@ -27,9 +27,11 @@ use chrono::{DateTime, Duration, Utc};
 
 use duckdb::Connection;
 use duckdb::arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder, UInt64Builder,
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Float64Builder, Int32Builder, Int64Array, Int64Builder,
+    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder,
+    UInt64Array, UInt64Builder,
 };
+use duckdb::arrow::compute::filter_record_batch;
 use duckdb::params;
 
 use super::StoreError;
@@ -52,6 +54,44 @@ pub const MAX_SPANS_PER_TRACE: usize = 10_000;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Batch<'a> {
     pub attempts: &'a [Attempt],
+    pub spans: &'a [SpanRecord],
+}
+
+/// Attempt records as the rows the writer appends: Arrow columns in
+/// `COLUMNS`' order but the last (`ingest_seq`, which the write adds), with
+/// canonical provider names beside the received spellings. Built where the
+/// records were decoded (a decoder thread, a request's task), so the one
+/// writer thread only deduplicates, appends and commits; the `Attempt`s can
+/// be dropped once these exist.
+#[derive(Debug, Clone)]
+pub struct AttemptRows {
+    batch: RecordBatch,
+}
+
+impl AttemptRows {
+    pub fn new(attempts: &[Attempt], aliases: &ProviderAliases) -> Result<Self, StoreError> {
+        let refs: Vec<&Attempt> = attempts.iter().collect();
+        Ok(Self { batch: to_record_batch(&refs, aliases)? })
+    }
+
+    pub fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn column<T: 'static>(&self, name: &str) -> &T {
+        let at = COLUMNS.iter().position(|c| *c == name).expect("a column of COLUMNS");
+        self.batch.column(at).as_any().downcast_ref::<T>().expect("built by to_record_batch")
+    }
+}
+
+/// A batch whose attempts are already rows.
+#[derive(Debug, Clone, Copy)]
+pub struct PreparedBatch<'a> {
+    pub rows: &'a AttemptRows,
     pub spans: &'a [SpanRecord],
 }
 
@@ -128,7 +168,9 @@ pub(super) const COLUMNS: [&str; 35] = [
 pub(super) fn create_scratch(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS batch_ids (attempt_id VARCHAR);
-         CREATE TEMP TABLE IF NOT EXISTS batch_traces (trace_id VARCHAR);",
+         CREATE TEMP TABLE IF NOT EXISTS batch_traces (trace_id VARCHAR);
+         CREATE TEMP TABLE IF NOT EXISTS trace_span_ids (trace_id VARCHAR, span_id VARCHAR);
+         CREATE TEMP TABLE IF NOT EXISTS trace_attempt_ids (attempt_id VARCHAR);",
     )?;
     Ok(())
 }
@@ -140,7 +182,6 @@ const REDELIVERY_MARGIN: Duration = Duration::hours(1);
 
 /// What the writer needs besides the batches.
 pub(super) struct WriteContext<'a> {
-    pub aliases: &'a ProviderAliases,
     /// Attempt ids the store may hold.
     pub known: &'a mut IdFilter,
     /// This write's number: above every stored row's.
@@ -149,21 +190,22 @@ pub(super) struct WriteContext<'a> {
 
 /// Writes several batches (one per request, say) in one transaction and
 /// tells each what it stored: an id is new for the first batch that has it.
+/// Also returns the rows it stored (attempts and spans).
 pub(super) fn write_batches(
     conn: &Connection,
     context: &mut WriteContext,
-    batches: &[Batch],
-) -> Result<Vec<WriteStats>, StoreError> {
-    if batches.iter().all(|b| b.attempts.is_empty() && b.spans.is_empty()) {
-        return Ok(vec![WriteStats::default(); batches.len()]);
+    batches: &[PreparedBatch],
+) -> Result<(Vec<WriteStats>, u64), StoreError> {
+    if batches.iter().all(|b| b.rows.is_empty() && b.spans.is_empty()) {
+        return Ok((vec![WriteStats::default(); batches.len()], 0));
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
     match write_in_transaction(conn, context, batches) {
-        Ok(stats) => {
+        Ok(stored) => {
             let began = std::time::Instant::now();
             conn.execute_batch("COMMIT")?;
             tracing::debug!(commit_ms = began.elapsed().as_millis() as u64, "batch committed");
-            Ok(stats)
+            Ok(stored)
         }
         Err(err) => {
             // The scratch rows vanish with the rollback too.
@@ -176,60 +218,84 @@ pub(super) fn write_batches(
 fn write_in_transaction(
     conn: &Connection,
     context: &mut WriteContext,
-    batches: &[Batch],
-) -> Result<Vec<WriteStats>, StoreError> {
+    batches: &[PreparedBatch],
+) -> Result<(Vec<WriteStats>, u64), StoreError> {
     let began = std::time::Instant::now();
     let mut stats: Vec<WriteStats> = vec![WriteStats::default(); batches.len()];
 
     // 1. Spans.
-    store_spans(conn, batches, context.seq, &mut stats)?;
+    let span_batches: Vec<&[SpanRecord]> = batches.iter().map(|b| b.spans).collect();
+    let spans = store_spans(conn, &span_batches, context.seq, &mut stats)?;
 
     // 2. Records: first occurrence of each id in the group.
-    let total: usize = batches.iter().map(|b| b.attempts.len()).sum();
+    let total: usize = batches.iter().map(|b| b.rows.len()).sum();
     let mut first_seen: HashMap<&str, u64> = HashMap::with_capacity(total);
-    let mut unique: Vec<(usize, &Attempt)> = Vec::with_capacity(total);
-    for (batch, attempt) in
-        batches.iter().enumerate().flat_map(|(i, b)| b.attempts.iter().map(move |a| (i, a)))
-    {
-        let fingerprint = attempt.fingerprint;
-        match first_seen.get(attempt.attempt_id.as_str()) {
-            None => {
-                first_seen.insert(&attempt.attempt_id, fingerprint);
-                unique.push((batch, attempt));
-            }
-            Some(first) => {
-                stats[batch].duplicates += 1;
-                if *first != fingerprint {
-                    note_conflict(&mut stats[batch], &attempt.attempt_id);
+    // (batch, row, id, start)
+    let mut unique: Vec<(usize, usize, &str, i64)> = Vec::with_capacity(total);
+    for (b, batch) in batches.iter().enumerate() {
+        let ids: &StringArray = batch.rows.column("attempt_id");
+        let starts: &TimestampMicrosecondArray = batch.rows.column("started_at");
+        let fingerprints: &UInt64Array = batch.rows.column("fingerprint");
+        for row in 0..batch.rows.len() {
+            let (id, fingerprint) = (ids.value(row), fingerprints.value(row));
+            match first_seen.get(id) {
+                None => {
+                    first_seen.insert(id, fingerprint);
+                    unique.push((b, row, id, starts.value(row)));
+                }
+                Some(first) => {
+                    stats[b].duplicates += 1;
+                    if *first != fingerprint {
+                        note_conflict(&mut stats[b], id);
+                    }
                 }
             }
         }
     }
-    let ids: Vec<(&str, DateTime<Utc>)> =
-        unique.iter().map(|(_, a)| (a.attempt_id.as_str(), a.started_at)).collect();
-    let stored = stored_fingerprints(conn, context.known, &ids)?;
-    let mut new: Vec<&Attempt> = Vec::with_capacity(unique.len());
-    for (batch, attempt) in unique {
-        let fingerprint = first_seen[attempt.attempt_id.as_str()];
-        match stored.get(&attempt.attempt_id) {
+    let lookups: Vec<(&str, i64)> = unique.iter().map(|(_, _, id, start)| (*id, *start)).collect();
+    let stored = stored_fingerprints(conn, context.known, &lookups)?;
+    let mut keep: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.rows.len()]).collect();
+    let mut new: Vec<&str> = Vec::with_capacity(unique.len());
+    for (b, row, id, _) in unique {
+        match stored.get(id) {
             None => {
-                stats[batch].inserted += 1;
-                new.push(attempt);
+                stats[b].inserted += 1;
+                keep[b][row] = true;
+                new.push(id);
             }
             Some(stored_fingerprint) => {
-                stats[batch].duplicates += 1;
-                if stored_fingerprint.is_some_and(|f| f != fingerprint) {
-                    note_conflict(&mut stats[batch], &attempt.attempt_id);
+                stats[b].duplicates += 1;
+                if stored_fingerprint.is_some_and(|f| f != first_seen[id]) {
+                    note_conflict(&mut stats[b], id);
                 }
             }
         }
     }
     let looked_up = began.elapsed();
-    append_attempts(conn, &new, context.aliases, context.seq)?;
+    let mut appender = None;
+    for (batch, keep) in batches.iter().zip(keep) {
+        if !keep.contains(&true) {
+            continue;
+        }
+        let rows = if keep.iter().all(|k| *k) {
+            batch.rows.batch.clone()
+        } else {
+            filter_record_batch(&batch.rows.batch, &BooleanArray::from(keep))?
+        };
+        let appender = match &mut appender {
+            Some(appender) => appender,
+            None => appender.insert(conn.appender_with_columns("attempts", &COLUMNS)?),
+        };
+        appender.append_record_batch(numbered(rows, context.seq)?)?;
+    }
+    if let Some(mut appender) = appender {
+        // Errors surface at flush; Drop would swallow them.
+        appender.flush()?;
+    }
     // Before the commit: should it fail, the filter only holds a few ids
     // too many, which costs lookups, never answers.
-    for attempt in &new {
-        context.known.insert(&attempt.attempt_id);
+    for id in &new {
+        context.known.insert(id);
     }
     tracing::debug!(
         batch = total,
@@ -238,10 +304,19 @@ fn write_in_transaction(
         append_ms = (began.elapsed() - looked_up).as_millis() as u64,
         "batch written"
     );
-    Ok(stats)
+    Ok((stats, spans + new.len() as u64))
 }
 
-/// Appends `attempts` as one Arrow record batch numbered `seq`.
+/// `rows` with the write's number as the last column.
+fn numbered(rows: RecordBatch, seq: i64) -> Result<RecordBatch, StoreError> {
+    let seq: ArrayRef = Arc::new(Int64Array::from_value(seq, rows.num_rows()));
+    let mut columns = rows.columns().to_vec();
+    columns.push(seq);
+    Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
+}
+
+/// Appends `attempts` as one Arrow record batch numbered `seq` (the
+/// attempts a derivation round derived from traces).
 pub(super) fn append_attempts(
     conn: &Connection,
     attempts: &[&Attempt],
@@ -252,8 +327,7 @@ pub(super) fn append_attempts(
         return Ok(());
     }
     let mut appender = conn.appender_with_columns("attempts", &COLUMNS)?;
-    appender.append_record_batch(to_record_batch(attempts, aliases, seq)?)?;
-    // Errors surface at flush; Drop would swallow them.
+    appender.append_record_batch(numbered(to_record_batch(attempts, aliases)?, seq)?)?;
     appender.flush()?;
     Ok(())
 }
@@ -267,17 +341,18 @@ fn note_conflict(stats: &mut WriteStats, id: &str) {
 
 /// Stores the spans not stored yet (each trace up to
 /// `MAX_SPANS_PER_TRACE`), numbered `seq`, and keeps `trace_spans` up to
-/// date for the traces that got one.
+/// date for the traces that got one; returns how many it stored.
 fn store_spans(
     conn: &Connection,
-    batches: &[Batch],
+    batches: &[&[SpanRecord]],
     seq: i64,
     stats: &mut [WriteStats],
-) -> Result<(), StoreError> {
-    if batches.iter().all(|b| b.spans.is_empty()) {
-        return Ok(());
+) -> Result<u64, StoreError> {
+    if batches.iter().all(|spans| spans.is_empty()) {
+        return Ok(0);
     }
-    let traces: HashSet<&str> = batches.iter().flat_map(|b| b.spans).map(|s| s.trace_id.as_str()).collect();
+    let traces: HashSet<&str> =
+        batches.iter().flat_map(|spans| spans.iter()).map(|s| s.trace_id.as_str()).collect();
     fill_scratch(conn, "batch_traces", traces.iter().copied())?;
     // What each trace holds already, and between which write numbers.
     let held: HashMap<String, (i64, i64)> = conn
@@ -301,8 +376,8 @@ fn store_spans(
     let mut per_trace: HashMap<&str, i64> =
         held.iter().map(|(trace, (_, spans))| (trace.as_str(), *spans)).collect();
     let mut new_spans: Vec<&SpanRecord> = Vec::new();
-    for (i, batch) in batches.iter().enumerate() {
-        for span in batch.spans {
+    for (i, spans) in batches.iter().enumerate() {
+        for span in spans.iter() {
             let key = (span.trace_id.clone(), span.span_id.clone());
             if stored.contains(&key) {
                 continue;
@@ -324,7 +399,7 @@ fn store_spans(
         }
     }
     if new_spans.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     {
         let mut appender = conn.appender_with_columns(
@@ -356,7 +431,7 @@ fn store_spans(
         appender.append_row(params![trace, first, seq, per_trace[trace]])?;
     }
     appender.flush()?;
-    Ok(())
+    Ok(new_spans.len() as u64)
 }
 
 fn fill_scratch<'a>(
@@ -383,11 +458,12 @@ fn fill_scratch<'a>(
 fn stored_fingerprints(
     conn: &Connection,
     known: &IdFilter,
-    ids: &[(&str, DateTime<Utc>)],
+    ids: &[(&str, i64)],
 ) -> Result<HashMap<String, Option<u64>>, StoreError> {
-    let maybe: Vec<&(&str, DateTime<Utc>)> = ids.iter().filter(|(id, _)| known.may_hold(id)).collect();
+    let maybe: Vec<&(&str, i64)> = ids.iter().filter(|(id, _)| known.may_hold(id)).collect();
+    let at = |micros: Option<i64>| micros.and_then(DateTime::<Utc>::from_timestamp_micros);
     let (Some(earliest), Some(latest)) =
-        (maybe.iter().map(|(_, t)| *t).min(), maybe.iter().map(|(_, t)| *t).max())
+        (at(maybe.iter().map(|(_, t)| *t).min()), at(maybe.iter().map(|(_, t)| *t).max()))
     else {
         return Ok(HashMap::new());
     };
@@ -463,11 +539,8 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
     Ok(changed as u64)
 }
 
-fn to_record_batch(
-    attempts: &[&Attempt],
-    aliases: &ProviderAliases,
-    seq: i64,
-) -> Result<RecordBatch, StoreError> {
+/// The rows of `attempts` in `COLUMNS`' order, but the write's number.
+fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<RecordBatch, StoreError> {
     let n = attempts.len();
     let strings = |f: &dyn Fn(&Attempt) -> Option<&str>| {
         let mut b = StringBuilder::with_capacity(n, n * 16);
@@ -512,15 +585,13 @@ fn to_record_batch(
     let mut http_status = Int32Builder::with_capacity(n);
     let mut visible_output = BooleanBuilder::with_capacity(n);
     let mut fingerprint = UInt64Builder::with_capacity(n);
-    let mut ingest_seq = Int64Builder::with_capacity(n);
     for a in attempts {
         started_at.append_value(a.started_at.timestamp_micros());
         http_status.append_option(a.http_status);
         visible_output.append_option(a.visible_output);
         fingerprint.append_value(a.fingerprint);
-        ingest_seq.append_value(seq);
     }
-    let columns: [ArrayRef; 35] = [
+    let columns: [ArrayRef; 34] = [
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
@@ -555,7 +626,6 @@ fn to_record_batch(
         ints(&|a| a.tokens.cache_write_input),
         Arc::new(fingerprint.finish()),
         strings(&|a| a.source_trace.as_deref()),
-        Arc::new(ingest_seq.finish()),
     ];
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

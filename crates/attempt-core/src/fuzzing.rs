@@ -56,6 +56,22 @@ pub fn ingest_file(data: &[u8]) {
 
 pub fn attempts_jsonl(data: &[u8]) {
     decode_as(Format::Attempts, data);
+    // The borrowing decode reads each line as the DOM decode does.
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    for line in text.lines().filter(|l| !l.trim().is_empty() && l.len() <= MAX_LINE_BYTES) {
+        let fast = crate::ingest::jsonl::decode_lines(line, 1);
+        let dom = crate::ingest::jsonl::decode_line_through_dom(line);
+        match dom {
+            Ok(built) => {
+                assert_eq!(fast.attempts, vec![built.attempt], "{line}");
+                let warnings: Vec<&str> = fast.warnings.iter().map(|w| w.reason.as_str()).collect();
+                assert_eq!(warnings, built.warnings, "{line}");
+            }
+            Err(reason) => {
+                assert_eq!(fast.rejections.first().map(|r| r.reason.as_str()), Some(reason.as_str()))
+            }
+        }
+    }
 }
 
 pub fn litellm_jsonl(data: &[u8]) {

@@ -2,10 +2,22 @@
 //!
 //! Decoding never fails a whole input: each line is either an attempt or a
 //! rejection naming the field and what was wrong with it.
+//!
+//! A line is read without a JSON DOM: one pass over its text keeps each
+//! known field as a scalar that borrows from the line (`Scalar`), and each
+//! unknown field as its raw text, so a bulk import spends its time on the
+//! record, not on allocating a tree for it. Bodies sent as a JSON array, and
+//! any line the fast path cannot read, go through `serde_json::Value`; both
+//! end in the same `Fields::validate`, so the rules and messages are one.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
@@ -24,7 +36,14 @@ pub fn decode_body(body: &str) -> Decoded {
 /// Decodes JSONL attempt records. Blank lines are skipped; `first_line`
 /// numbers the lines of a chunk that started mid-file.
 pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
-    super::decode_json_lines(body, first_line, |value| decode_value(value).map(|built| vec![built]))
+    let mut decoded = Decoded::default();
+    for (index, line) in body.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        decoded.push_built(first_line + index as u64, decode_line_built(line));
+    }
+    decoded
 }
 
 /// A JSON array body: "line" in a rejection is the 1-based element index.
@@ -47,6 +66,21 @@ pub fn decode_line(line: &str) -> Result<crate::model::Attempt, String> {
 }
 
 fn decode_line_built(line: &str) -> Result<Built, String> {
+    match serde_json::from_str::<Fields>(line) {
+        Ok(fields) => fields.validate(),
+        // Not an object, or not JSON: the DOM's reading says which, in the
+        // words it always used.
+        Err(_) => {
+            let value: Value = serde_json::from_str(line).map_err(|err| format!("not valid JSON: {err}"))?;
+            decode_value(value)
+        }
+    }
+}
+
+/// One line through the DOM path only: what the borrowing path must equal
+/// (the fuzz target `attempts_jsonl` holds them to it).
+#[doc(hidden)]
+pub fn decode_line_through_dom(line: &str) -> Result<Built, String> {
     let value: Value = serde_json::from_str(line).map_err(|err| format!("not valid JSON: {err}"))?;
     decode_value(value)
 }
@@ -56,61 +90,270 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
     let Value::Object(map) = value else {
         return Err(format!("expected a JSON object, got {}", kind(&value)));
     };
-    let mut record = Record { map, warnings: Vec::new() };
-    let http_status = record.http_status()?;
-    let mut fields = AttemptFields {
-        workflow_id: record.required_string("workflow_id")?,
-        started_at: record.required("started_at", parse_started_at)?,
-        provider: record.required_string("provider")?,
-        model: record.required_string("model")?,
-        status: Some(record.required("status", parse_enum::<Status>)?),
-        attempt_id: record.string("attempt_id")?,
-        attempt: record.optional("attempt", non_negative_integer)?,
-        workflow: record.string("workflow")?,
-        layer: record.optional("layer", parse_enum)?,
-        route: record.optional("route", parse_enum)?,
-        route_group: record.string("route_group")?,
-        served_provider: record.string("served_provider")?,
-        served_model: record.string("served_model")?,
-        provider_request_id: record.string("provider_request_id")?,
-        duration_ms: record.optional("duration_ms", non_negative_number)?,
-        ttft_ms: record.optional("ttft_ms", non_negative_number)?,
-        http_status,
-        error_class: record.optional("error_class", parse_enum)?,
-        error_code: record.string("error_code")?,
-        retry_after_ms: record.optional("retry_after_ms", non_negative_number)?,
-        tokens: Tokens {
-            input: record.optional("input_tokens", non_negative_integer)?,
-            output: record.optional("output_tokens", non_negative_integer)?,
-            cached_input: record.optional("cached_input_tokens", non_negative_integer)?,
-            cache_write_input: record.optional("cache_write_input_tokens", non_negative_integer)?,
-        },
-        cost: record.optional("cost_usd", cost_usd)?,
-        commit_state: record.optional("commit_state", parse_enum)?,
-        visible_output: record.optional("visible_output", boolean)?,
-        decision: record.optional("decision", parse_enum)?,
-        circuit: record.optional("circuit", parse_enum)?,
-        ..AttemptFields::default()
-    };
-    fields.extra = record.rest();
-    fields.warnings = std::mem::take(&mut record.warnings);
-    build_attempt(fields)
+    Fields::of_map(&map).validate()
 }
 
-/// The fields of one record not yet consumed; what is left at the end are
-/// the unknown extras, kept rather than rejected.
-struct Record {
-    map: Map<String, Value>,
+/// The fields every attempt record may carry, in the order they are checked
+/// (the first that is wrong is the one a rejection names; `http_status` is
+/// read first).
+const KNOWN: [&str; 29] = [
+    "http_status",
+    "workflow_id",
+    "started_at",
+    "provider",
+    "model",
+    "status",
+    "attempt_id",
+    "attempt",
+    "workflow",
+    "layer",
+    "route",
+    "route_group",
+    "served_provider",
+    "served_model",
+    "provider_request_id",
+    "duration_ms",
+    "ttft_ms",
+    "error_class",
+    "error_code",
+    "retry_after_ms",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+    "cost_usd",
+    "commit_state",
+    "visible_output",
+    "decision",
+    "circuit",
+];
+
+/// The position of `key` in `KNOWN`: only keys of its length are compared
+/// (a record has about twenty keys, and a linear search of 29 names for each
+/// showed in the profile of a bulk import).
+fn known_index(key: &str) -> Option<usize> {
+    static BY_LENGTH: std::sync::LazyLock<Vec<Vec<(usize, &'static str)>>> = std::sync::LazyLock::new(|| {
+        let mut table = vec![Vec::new(); KNOWN.iter().map(|k| k.len()).max().unwrap_or(0) + 1];
+        for (at, name) in KNOWN.iter().enumerate() {
+            table[name.len()].push((at, *name));
+        }
+        table
+    });
+    BY_LENGTH.get(key.len())?.iter().find(|(_, name)| *name == key).map(|(at, _)| *at)
+}
+
+/// A field's JSON value, as far as the rules read it: strings borrowed from
+/// the line where they have no escapes, containers only by kind.
+#[derive(Debug, Clone)]
+enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str(Cow<'a, str>),
+    Array,
+    Object,
+}
+
+impl<'a> Scalar<'a> {
+    fn of_value(value: &'a Value) -> Self {
+        match value {
+            Value::Null => Scalar::Null,
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => Scalar::Int(i),
+                (None, Some(u)) => Scalar::Uint(u),
+                _ => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::String(s) => Scalar::Str(Cow::Borrowed(s)),
+            Value::Array(_) => Scalar::Array,
+            Value::Object(_) => Scalar::Object,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Scalar::Null => "null",
+            Scalar::Bool(_) => "a boolean",
+            Scalar::Int(_) | Scalar::Uint(_) | Scalar::Float(_) => "a number",
+            Scalar::Str(_) => "a string",
+            Scalar::Array => "an array",
+            Scalar::Object => "an object",
+        }
+    }
+
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Scalar::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Scalar::Int(i) => Some(*i as f64),
+            Scalar::Uint(u) => Some(*u as f64),
+            Scalar::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// A number as JSON spells it, anything else by its kind, so "got 1.5"
+    /// says what is wrong with it.
+    fn describe(&self) -> String {
+        match self {
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Uint(u) => u.to_string(),
+            Scalar::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or_else(|| f.to_string(), |n| n.to_string())
+            }
+            other => other.kind().to_string(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+                Ok(Scalar::Bool(b))
+            }
+            fn visit_i64<E>(self, i: i64) -> Result<Self::Value, E> {
+                Ok(Scalar::Int(i))
+            }
+            fn visit_u64<E>(self, u: u64) -> Result<Self::Value, E> {
+                Ok(i64::try_from(u).map_or(Scalar::Uint(u), Scalar::Int))
+            }
+            fn visit_f64<E>(self, f: f64) -> Result<Self::Value, E> {
+                Ok(Scalar::Float(f))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(s)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Array)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Object)
+            }
+        }
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A key, borrowed from the line where it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(s.to_string())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// An unknown field's value: its raw text (the fast path) or the parsed
+/// value (the DOM path).
+enum Unknown<'a> {
+    Raw(&'a RawValue),
+    Parsed(&'a Value),
+}
+
+/// One record's fields: the known ones by `KNOWN` position (a repeated key:
+/// the last wins, as in a JSON object), the rest as they came.
+struct Fields<'a> {
+    known: [Option<Scalar<'a>>; KNOWN.len()],
+    /// The next known field `validate` reads: it reads them in `KNOWN`'s
+    /// order.
+    next: usize,
+    unknown: Vec<(Cow<'a, str>, Unknown<'a>)>,
     warnings: Vec<String>,
 }
 
-impl Record {
-    /// `null` and `""` are absent: many emitters write every key, some with
-    /// an empty string for "none".
-    fn take(&mut self, field: &str) -> Option<Value> {
-        self.map.remove(field).filter(|value| match value {
-            Value::Null => false,
-            Value::String(s) => !s.trim().is_empty(),
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = Fields::empty();
+                while let Some(Key(key)) = map.next_key::<Key>()? {
+                    match known_index(&key) {
+                        Some(at) => fields.known[at] = Some(map.next_value::<Scalar>()?),
+                        None => {
+                            let raw: &RawValue = map.next_value()?;
+                            fields.unknown.retain(|(k, _)| *k != key);
+                            fields.unknown.push((key, Unknown::Raw(raw)));
+                        }
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+impl<'a> Fields<'a> {
+    fn empty() -> Self {
+        Fields { known: std::array::from_fn(|_| None), next: 0, unknown: Vec::new(), warnings: Vec::new() }
+    }
+
+    fn of_map(map: &'a Map<String, Value>) -> Self {
+        let mut fields = Fields::empty();
+        for (key, value) in map {
+            match known_index(key) {
+                Some(at) => fields.known[at] = Some(Scalar::of_value(value)),
+                None => fields.unknown.push((Cow::Borrowed(key), Unknown::Parsed(value))),
+            }
+        }
+        fields
+    }
+
+    /// The next field in `KNOWN`'s order, which must be `field`. `null` and
+    /// `""` are absent: many emitters write every key, some with an empty
+    /// string for "none".
+    fn take(&mut self, field: &str) -> Option<Scalar<'a>> {
+        let at = self.next;
+        assert_eq!(KNOWN.get(at), Some(&field), "validate reads the fields in KNOWN's order");
+        self.next += 1;
+        self.known[at].take().filter(|value| match value {
+            Scalar::Null => false,
+            Scalar::Str(s) => !s.trim().is_empty(),
             _ => true,
         })
     }
@@ -132,7 +375,7 @@ impl Record {
     fn required<T>(
         &mut self,
         field: &str,
-        parse: impl FnOnce(&Value) -> Result<T, String>,
+        parse: impl FnOnce(&Scalar) -> Result<T, String>,
     ) -> Result<T, String> {
         let value = self.take(field).ok_or_else(|| format!("missing required field `{field}`"))?;
         parse(&value).map_err(|why| format!("field `{field}`: {why}"))
@@ -141,7 +384,7 @@ impl Record {
     fn optional<T>(
         &mut self,
         field: &str,
-        parse: impl FnOnce(&Value) -> Result<T, String>,
+        parse: impl FnOnce(&Scalar) -> Result<T, String>,
     ) -> Result<Option<T>, String> {
         self.take(field)
             .map(|value| parse(&value).map_err(|why| format!("field `{field}`: {why}")))
@@ -156,17 +399,67 @@ impl Record {
         self.optional(field, non_empty_string)
     }
 
-    /// The unknown fields, as a JSON object: message text dropped, and the
-    /// whole dropped (with a warning) past `MAX_EXTRA_BYTES`.
+    /// The record format's checks, field by field, then `build_attempt`.
+    fn validate(mut self) -> Result<Built, String> {
+        let http_status = self.http_status()?;
+        let mut fields = AttemptFields {
+            workflow_id: self.required_string("workflow_id")?,
+            started_at: self.required("started_at", parse_started_at)?,
+            provider: self.required_string("provider")?,
+            model: self.required_string("model")?,
+            status: Some(self.required("status", parse_enum::<Status>)?),
+            attempt_id: self.string("attempt_id")?,
+            attempt: self.optional("attempt", non_negative_integer)?,
+            workflow: self.string("workflow")?,
+            layer: self.optional("layer", parse_enum)?,
+            route: self.optional("route", parse_enum)?,
+            route_group: self.string("route_group")?,
+            served_provider: self.string("served_provider")?,
+            served_model: self.string("served_model")?,
+            provider_request_id: self.string("provider_request_id")?,
+            duration_ms: self.optional("duration_ms", non_negative_number)?,
+            ttft_ms: self.optional("ttft_ms", non_negative_number)?,
+            http_status,
+            error_class: self.optional("error_class", parse_enum)?,
+            error_code: self.string("error_code")?,
+            retry_after_ms: self.optional("retry_after_ms", non_negative_number)?,
+            tokens: Tokens {
+                input: self.optional("input_tokens", non_negative_integer)?,
+                output: self.optional("output_tokens", non_negative_integer)?,
+                cached_input: self.optional("cached_input_tokens", non_negative_integer)?,
+                cache_write_input: self.optional("cache_write_input_tokens", non_negative_integer)?,
+            },
+            cost: self.optional("cost_usd", cost_usd)?,
+            commit_state: self.optional("commit_state", parse_enum)?,
+            visible_output: self.optional("visible_output", boolean)?,
+            decision: self.optional("decision", parse_enum)?,
+            circuit: self.optional("circuit", parse_enum)?,
+            ..AttemptFields::default()
+        };
+        fields.extra = self.rest();
+        fields.warnings = std::mem::take(&mut self.warnings);
+        build_attempt(fields)
+    }
+
+    /// The unknown fields, as a JSON object (keys sorted, values as
+    /// serde_json writes them): message text dropped, and the whole dropped
+    /// (with a warning) past `MAX_EXTRA_BYTES`.
     fn rest(&mut self) -> Option<String> {
-        let content: Vec<String> = self.map.keys().filter(|k| is_content_key(k)).cloned().collect();
-        for key in content {
-            self.map.remove(&key);
+        let mut map = Map::new();
+        for (key, value) in std::mem::take(&mut self.unknown) {
+            if is_content_key(&key) {
+                continue;
+            }
+            let value = match value {
+                Unknown::Parsed(value) => value.clone(),
+                Unknown::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            };
+            map.insert(key.into_owned(), value);
         }
-        if self.map.is_empty() {
+        if map.is_empty() {
             return None;
         }
-        let text = Value::Object(std::mem::take(&mut self.map)).to_string();
+        let text = Value::Object(map).to_string();
         if text.len() > MAX_EXTRA_BYTES {
             self.warnings.push(format!(
                 "unknown fields take {} bytes, over the {MAX_EXTRA_BYTES}-byte limit: not kept",
@@ -199,81 +492,69 @@ fn is_content_key(key: &str) -> bool {
 }
 
 fn kind(value: &Value) -> &'static str {
+    Scalar::of_value(value).kind()
+}
+
+fn non_empty_string(value: &Scalar) -> Result<String, String> {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Scalar::Str(s) if !s.trim().is_empty() => Ok(s.to_string()),
+        Scalar::Str(_) => Err("must not be empty".into()),
+        other => Err(format!("expected a string, got {}", other.kind())),
     }
 }
 
-fn non_empty_string(value: &Value) -> Result<String, String> {
-    match value {
-        Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
-        Value::String(_) => Err("must not be empty".into()),
-        other => Err(format!("expected a string, got {}", kind(other))),
-    }
-}
-
-fn parse_enum<T: FromStr + strum::VariantNames>(value: &Value) -> Result<T, String> {
-    let Value::String(s) = value else {
-        return Err(format!("expected a string, got {}", kind(value)));
+fn parse_enum<T: FromStr + strum::VariantNames>(value: &Scalar) -> Result<T, String> {
+    let Scalar::Str(s) = value else {
+        return Err(format!("expected a string, got {}", value.kind()));
     };
     T::from_str(s).map_err(|_| format!("`{s}` is not one of {}", T::VARIANTS.join(", ")))
 }
 
-fn non_negative_integer(value: &Value) -> Result<i64, String> {
-    match value.as_i64() {
-        Some(n) if n >= 0 => Ok(n),
-        Some(n) => Err(format!("must be >= 0, got {n}")),
-        None if value.is_u64() => Err(format!("{value} is out of range")),
-        None => Err(format!("expected an integer >= 0, got {}", describe(value))),
+fn non_negative_integer(value: &Scalar) -> Result<i64, String> {
+    match value {
+        Scalar::Int(n) if *n >= 0 => Ok(*n),
+        Scalar::Int(n) => Err(format!("must be >= 0, got {n}")),
+        Scalar::Uint(u) => Err(format!("{u} is out of range")),
+        other => Err(format!("expected an integer >= 0, got {}", other.describe())),
     }
 }
 
-fn non_negative_number(value: &Value) -> Result<f64, String> {
+fn non_negative_number(value: &Scalar) -> Result<f64, String> {
     match value.as_f64() {
         Some(n) if n >= 0.0 && n.is_finite() => Ok(n),
         Some(n) => Err(format!("must be >= 0, got {n}")),
-        None => Err(format!("expected a number, got {}", kind(value))),
+        None => Err(format!("expected a number, got {}", value.kind())),
     }
 }
 
-fn integer(value: &Value) -> Result<i64, String> {
-    value.as_i64().ok_or_else(|| format!("expected an integer, got {}", describe(value)))
+fn integer(value: &Scalar) -> Result<i64, String> {
+    value.as_i64().ok_or_else(|| format!("expected an integer, got {}", value.describe()))
 }
 
-fn cost_usd(value: &Value) -> Result<PicoUsd, String> {
-    let usd = value.as_f64().ok_or_else(|| format!("expected a number, got {}", kind(value)))?;
+fn cost_usd(value: &Scalar) -> Result<PicoUsd, String> {
+    let usd = value.as_f64().ok_or_else(|| format!("expected a number, got {}", value.kind()))?;
     PicoUsd::from_usd(usd).ok_or_else(|| format!("{usd} is not a cost in dollars (>= 0)"))
 }
 
-fn boolean(value: &Value) -> Result<bool, String> {
-    value.as_bool().ok_or_else(|| format!("expected true or false, got {}", kind(value)))
-}
-
-/// A number is shown as itself, so "got 1.5" says what is wrong with it.
-fn describe(value: &Value) -> String {
+fn boolean(value: &Scalar) -> Result<bool, String> {
     match value {
-        Value::Number(n) => n.to_string(),
-        other => kind(other).to_string(),
+        Scalar::Bool(b) => Ok(*b),
+        other => Err(format!("expected true or false, got {}", other.kind())),
     }
 }
 
 /// RFC 3339 text or integer Unix milliseconds.
-fn parse_started_at(value: &Value) -> Result<DateTime<Utc>, String> {
+fn parse_started_at(value: &Scalar) -> Result<DateTime<Utc>, String> {
     match value {
-        Value::String(text) => DateTime::parse_from_rfc3339(text)
+        Scalar::Str(text) => DateTime::parse_from_rfc3339(text)
             .map(|t| t.with_timezone(&Utc))
             .map_err(|err| format!("`{text}` is not an RFC 3339 timestamp ({err})")),
-        Value::Number(n) => n
+        n @ (Scalar::Int(_) | Scalar::Uint(_) | Scalar::Float(_)) => n
             .as_i64()
             .and_then(DateTime::from_timestamp_millis)
-            .ok_or_else(|| format!("{n} is not integer Unix milliseconds")),
+            .ok_or_else(|| format!("{} is not integer Unix milliseconds", n.describe())),
         other => {
-            Err(format!("expected an RFC 3339 string or integer Unix milliseconds, got {}", kind(other)))
+            Err(format!("expected an RFC 3339 string or integer Unix milliseconds, got {}", other.kind()))
         }
     }
 }
@@ -399,6 +680,44 @@ mod tests {
         assert_eq!(decoded.rejections.len(), 1);
         assert_eq!(decoded.rejections[0].line, 3);
         assert!(decoded.rejections[0].reason.starts_with("not valid JSON"));
+    }
+
+    /// The borrowing path reads every line as the DOM path does: the same
+    /// attempt (extras in the same bytes, so fingerprints agree with rows
+    /// stored before it existed), the same warnings, the same rejection.
+    #[test]
+    fn the_borrowing_decode_equals_the_dom_decode() {
+        let lines = [
+            MINIMAL.to_string(),
+            MINIMAL.replace("\"w1\"", r#""w\u00e9\"1\n""#),
+            MINIMAL.replace(
+                r#""status":"ok""#,
+                r#""status":"ok","z":1.0,"a":[1,{"b":null}],"m":1e300,"team":"x","team":"y""#,
+            ),
+            MINIMAL.replace(r#""status":"ok""#, r#""status":"ok","attempt":18446744073709551615"#),
+            MINIMAL.replace(r#""status":"ok""#, r#""status":"ok","attempt":-3"#),
+            MINIMAL.replace(r#""status":"ok""#, r#""status":"ok","input_tokens":12.5"#),
+            MINIMAL
+                .replace(r#""status":"ok""#, r#""status":"ok","http_status":0,"route":"","error_code":null"#),
+            MINIMAL.replace(
+                r#""status":"ok""#,
+                r#""status":"ok","messages":[{"content":"secret"}],"visible_output":"yes""#,
+            ),
+            MINIMAL.replace(r#""status":"ok""#, r#""status":"error","status":"ok","cost_usd":-1"#),
+            MINIMAL.replace(r#""2026-01-01T00:00:00Z""#, "1767225600000.5"),
+            MINIMAL.replace(r#""provider":"openai""#, r#""provider":{"name":"openai"}"#),
+            r#"[1,2]"#.to_string(),
+            r#"{"workflow_id":"w1""#.to_string(),
+            "7".to_string(),
+        ];
+        for line in &lines {
+            let (fast, dom) = (decode_line_built(line), decode_line_through_dom(line));
+            match (&fast, &dom) {
+                (Ok(a), Ok(b)) => assert_eq!((&a.attempt, &a.warnings), (&b.attempt, &b.warnings), "{line}"),
+                (Err(a), Err(b)) => assert_eq!(a, b, "{line}"),
+                _ => panic!("{line}: {fast:?} against {dom:?}"),
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! one attempt (`layer = sdk`) with provider and model from the parent and
 //! the parent's tokens and cost on the child that delivered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -196,65 +196,172 @@ pub fn attempts_of_request(request: &ExportTraceServiceRequest) -> Vec<Attempt> 
 /// The attempts of one trace from all of its stored spans. Spans that do
 /// not decode or map are skipped (they were validated when received).
 pub fn derive_trace(records: &[SpanRecord]) -> Vec<Attempt> {
-    let parent_of: HashMap<&str, &str> =
-        records.iter().filter_map(|r| r.parent_span_id.as_deref().map(|p| (r.span_id.as_str(), p))).collect();
-    let decoded: HashMap<&str, Span> = records
-        .iter()
-        .filter(|r| r.kind != SpanKind::Link)
-        .filter_map(|r| Some((r.span_id.as_str(), Span::decode(r.span.as_deref()?).ok()?)))
-        .collect();
-    let models: HashSet<&str> =
-        records.iter().filter(|r| r.kind == SpanKind::Model).map(|r| r.span_id.as_str()).collect();
-    // A model span with a model-span descendant is a wrapper. Walks are
-    // bounded by the trace's size, so a cycle of bad parent links ends.
-    let ancestors = |id: &str| {
-        let mut chain = Vec::new();
-        let mut current = id;
-        while let Some(parent) = parent_of.get(current) {
-            if chain.len() > records.len() || *parent == id {
-                break;
-            }
-            chain.push(*parent);
-            current = *parent;
-        }
-        chain
-    };
-    let wrappers: HashSet<&str> =
-        models.iter().flat_map(|id| ancestors(id)).filter(|id| models.contains(id)).collect();
+    let links: Vec<SpanLink> = records.iter().map(SpanLink::of).collect();
+    let by_id: HashMap<&str, &SpanRecord> = records.iter().map(|r| (r.span_id.as_str(), r)).collect();
+    let calls = trace_calls(&links);
+    calls.iter().flat_map(|(id, call)| derive_call(id, call, &by_id)).collect()
+}
 
-    let mut attempts = Vec::new();
-    let mut calls: Vec<&str> = models.iter().copied().filter(|id| !wrappers.contains(id)).collect();
-    calls.sort_unstable();
-    for id in calls {
-        let Some(call) = decoded.get(id) else { continue };
-        let around: Vec<&Span> = ancestors(id)
-            .into_iter()
-            .filter(|a| wrappers.contains(a))
-            .filter_map(|a| decoded.get(a))
-            .collect();
-        let mut http: Vec<&Span> = records
-            .iter()
-            .filter(|r| r.kind == SpanKind::Http && r.parent_span_id.as_deref() == Some(id))
-            .filter_map(|r| decoded.get(r.span_id.as_str()))
-            .collect();
-        let result = if http.is_empty() {
-            map_call(call, &around).map(|built| vec![built.attempt])
-        } else {
-            http.sort_by_key(|s| {
-                (
-                    int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
-                    s.start_time_unix_nano,
-                    s.span_id.clone(),
-                )
-            });
-            map_hidden_retries(call, &around, &http)
-        };
-        match result {
-            Ok(mapped) => attempts.extend(mapped),
-            Err(reason) => tracing::warn!(span_id = id, %reason, "stored span no longer maps; skipped"),
+/// What the shape of a trace needs of a span: its id, its parent and its
+/// kind (no attributes: a trace's shape is computed from these alone, so a
+/// growing trace is re-read cheaply and only the calls its new spans change
+/// are decoded again).
+#[derive(Debug, Clone)]
+pub struct SpanLink {
+    pub span_id: String,
+    pub parent_span_id: Option<String>,
+    pub kind: SpanKind,
+}
+
+impl SpanLink {
+    pub fn of(record: &SpanRecord) -> Self {
+        Self {
+            span_id: record.span_id.clone(),
+            parent_span_id: record.parent_span_id.clone(),
+            kind: record.kind,
         }
     }
-    attempts
+}
+
+/// One model call of a trace, as the trace's shape says: the wrappers
+/// around it (nearest first: the model spans it descends from) and its HTTP
+/// client children (its hidden SDK attempts). Its attempts are a function of
+/// these spans alone, so two equal shapes derive equal attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallShape {
+    pub around: Vec<String>,
+    pub http: Vec<String>,
+}
+
+impl CallShape {
+    /// The ids of the attempts this call derives to (one per HTTP child,
+    /// else the call's own), within trace `trace_id`; a call that does not
+    /// map derives to none of them.
+    pub fn attempt_ids(&self, trace_id: &str, call_id: &str) -> Vec<String> {
+        if self.http.is_empty() {
+            vec![format!("{trace_id}{call_id}")]
+        } else {
+            self.http.iter().map(|child| format!("{trace_id}{child}")).collect()
+        }
+    }
+
+    /// Every span whose content the call's attempts read.
+    pub fn spans<'a>(&'a self, call_id: &'a str) -> impl Iterator<Item = &'a str> {
+        std::iter::once(call_id)
+            .chain(self.around.iter().map(String::as_str))
+            .chain(self.http.iter().map(String::as_str))
+    }
+}
+
+/// The model calls of a trace by span id: every model span that has no
+/// model-span descendant (one with one is a wrapper, a framework span around
+/// an SDK span, not a second attempt). Linear in the trace: each span's
+/// nearest model ancestor is found once, so a long parent chain (an agent's
+/// steps) costs no more than a wide trace. A cycle of bad parent links ends
+/// the walk.
+pub fn trace_calls(links: &[SpanLink]) -> BTreeMap<String, CallShape> {
+    let index: HashMap<&str, usize> =
+        links.iter().enumerate().map(|(i, l)| (l.span_id.as_str(), i)).collect();
+    let parent: Vec<Option<usize>> =
+        links.iter().map(|l| l.parent_span_id.as_deref().and_then(|p| index.get(p).copied())).collect();
+    let is_model = |i: usize| links[i].kind == SpanKind::Model;
+    // nearest[i]: the nearest model ancestor of span i (not i itself).
+    let mut nearest: Vec<Option<Option<usize>>> = vec![None; links.len()];
+    for start in 0..links.len() {
+        // Walk up until a span whose answer is known, then fill the path.
+        let mut path = Vec::new();
+        let mut current = start;
+        let mut on_path = HashSet::new();
+        let known = loop {
+            if let Some(answer) = nearest[current] {
+                break answer;
+            }
+            if !on_path.insert(current) {
+                break None; // a cycle
+            }
+            path.push(current);
+            match parent[current] {
+                None => break None,
+                Some(p) if is_model(p) => {
+                    nearest[current] = Some(Some(p));
+                    path.pop();
+                    break Some(p);
+                }
+                Some(p) => current = p,
+            }
+        };
+        for i in path {
+            nearest[i] = Some(known);
+        }
+    }
+    let nearest = |i: usize| nearest[i].flatten();
+    let mut wrappers = vec![false; links.len()];
+    for i in (0..links.len()).filter(|&i| is_model(i)) {
+        // Every model ancestor of a model span is a wrapper; once one is
+        // marked, so are its own model ancestors.
+        let mut up = nearest(i);
+        while let Some(a) = up {
+            if wrappers[a] {
+                break;
+            }
+            wrappers[a] = true;
+            up = nearest(a);
+        }
+    }
+    let mut http: HashMap<usize, Vec<String>> = HashMap::new();
+    for (i, link) in links.iter().enumerate() {
+        if link.kind == SpanKind::Http
+            && let Some(p) = parent[i]
+        {
+            http.entry(p).or_default().push(link.span_id.clone());
+        }
+    }
+    let mut calls = BTreeMap::new();
+    for i in (0..links.len()).filter(|&i| is_model(i) && !wrappers[i]) {
+        let mut around = Vec::new();
+        let mut up = nearest(i);
+        while let Some(a) = up {
+            if around.len() > links.len() {
+                break;
+            }
+            around.push(links[a].span_id.clone());
+            up = nearest(a);
+        }
+        let mut children = http.remove(&i).unwrap_or_default();
+        children.sort_unstable();
+        calls.insert(links[i].span_id.clone(), CallShape { around, http: children });
+    }
+    calls
+}
+
+/// The attempts of one call, from the stored spans its shape names; none
+/// if a span is missing or no longer maps (logged).
+pub fn derive_call(call_id: &str, shape: &CallShape, spans: &HashMap<&str, &SpanRecord>) -> Vec<Attempt> {
+    let decode = |id: &str| spans.get(id).and_then(|r| Span::decode(r.span.as_deref()?).ok());
+    let Some(call) = decode(call_id) else { return Vec::new() };
+    let around: Vec<Span> = shape.around.iter().filter_map(|id| decode(id)).collect();
+    let around: Vec<&Span> = around.iter().collect();
+    let mut http: Vec<Span> = shape.http.iter().filter_map(|id| decode(id)).collect();
+    let result = if http.is_empty() {
+        map_call(&call, &around).map(|built| vec![built.attempt])
+    } else {
+        http.sort_by_key(|s| {
+            (
+                int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
+                s.start_time_unix_nano,
+                s.span_id.clone(),
+            )
+        });
+        let http: Vec<&Span> = http.iter().collect();
+        map_hidden_retries(&call, &around, &http)
+    };
+    match result {
+        Ok(mapped) => mapped,
+        Err(reason) => {
+            tracing::warn!(span_id = call_id, %reason, "stored span no longer maps; skipped");
+            Vec::new()
+        }
+    }
 }
 
 fn is_model_call(span: &Span) -> bool {
