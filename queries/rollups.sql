@@ -3,15 +3,16 @@
 -- migrations/0004_facts.sql and 0005). Only sums and counts: a rollup of a set of
 -- workflows is the sum of the rollups of its parts, so a window adds whole
 -- minutes to edge minutes and the all-time totals take signed deltas.
--- Not a report itself: it builds temp.r_workflows, temp.r_attempts and
--- temp.r_latency.
+-- Not a report itself: it builds temp.r_workflows, temp.r_attempts,
+-- temp.r_latency and temp.r_recovery.
 --
 -- Parameters: temp.rollup_source, temp.rollup_spend_source and
 --   temp.rollup_latency_source: rows shaped like workflow_facts,
 --   workflow_spend and workflow_latency plus sign BIGINT: +1 adds the
 --   workflow, -1 takes it away (a workflow's old rows, when a write derived
 --   them again); the macro kept_label (labels.sql) and its variable
---   fold_labels.
+--   fold_labels; the variable recovery_buckets (BIGINT[]: the recovery-time
+--   histogram's bounds, microseconds, ascending).
 -- Workflow names, primary and fallback routes and dimension values are
 --   folded by kept_label (bounded labels). The requested and served
 --   provider and model of rollup_attempts and rollup_latency are kept whole:
@@ -64,3 +65,15 @@ SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, 
 FROM temp.rollup_latency_source l
 GROUP BY ALL
 HAVING sum(sign * l.observations) <> 0 OR sum(sign * l.sum_us) <> 0;
+
+-- Recovered workflows by the histogram bucket of their recovery time (first
+-- attempt to delivered attempt, whole microseconds; le_us NULL above the
+-- last bound), with the exact sum.
+CREATE OR REPLACE TEMP TABLE r_recovery AS
+SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name, outcome,
+       list_filter(getvariable('recovery_buckets'), lambda bound: us <= bound)[1] AS le_us,
+       sum(sign)::BIGINT AS workflows, sum(sign * us)::HUGEINT AS sum_us
+FROM (SELECT *, epoch_us(delivered_at) - epoch_us(first_at) AS us FROM temp.rollup_source
+      WHERE outcome IN ('retry_recovery', 'fallback_recovery'))
+GROUP BY ALL
+HAVING sum(sign) <> 0 OR sum(sign * us) <> 0;

@@ -1,13 +1,12 @@
 -- scope.sql: what every report reads, assembled from the derived tables
 -- (docs/record-format.md; the rules themselves are in facts.sql).
 -- Not a report itself: it builds temp.scope_workflows, temp.scope_attempts,
--- temp.scope_minutes and temp.scope_recovered.
+-- temp.scope_minutes and temp.scope_recovery.
 --
 -- Parameters: the scope_* variables set by window.sql.
 -- Reads: the scope_* variables (window.sql), total_* (no window: every stored
 --   workflow), rollup_* (the window's whole minutes), temp.r_* (rollups.sql
---   over the window's edges, run before this), workflow_facts (recovery
---   times), and
+--   over the window's edges, run before this), and
 --   temp.prices (served_provider, served_model, input_pusd,
 --   cached_input_pusd, cache_write_pusd, output_pusd: pico-USD per token),
 --   and the macros of cost.sql (run before it).
@@ -19,8 +18,9 @@
 --   unknown_cost_attempts  attempts whose cost is unknown: answers without any
 --                          usage, and priced attempts of a model without a price
 -- Columns of temp.scope_minutes (a view): attempt_minute, retry, attempts.
--- Columns of temp.scope_recovered (a view): outcome, us (first attempt to delivered
---   attempt, microseconds) for each recovered workflow in scope.
+-- Columns of temp.scope_recovery (a view): outcome, le_us (the recovery-time
+--   bucket's upper bound, microseconds; NULL above the last), workflows,
+--   sum_us: the recovered workflows in scope by bucket.
 -- in_whole_minutes, in_window and in_edges are window.sql's.
 CREATE OR REPLACE TEMP TABLE scope_workflows AS
 SELECT * EXCLUDE (minute) FROM (
@@ -69,7 +69,17 @@ SELECT g.*,
 FROM grouped g
 LEFT JOIN temp.prices p ON p.served_provider = g.served_provider AND p.served_model = g.served_model;
 
-CREATE OR REPLACE TEMP VIEW scope_recovered AS
-SELECT f.outcome, epoch_us(f.delivered_at) - epoch_us(f.first_at) AS us
-FROM workflow_facts f
-WHERE f.outcome IN ('retry_recovery', 'fallback_recovery') AND in_window(f.first_at, f.workflow_name);
+CREATE OR REPLACE TEMP VIEW scope_recovery AS
+SELECT outcome, le_us, sum(workflows)::BIGINT AS workflows, sum(sum_us)::HUGEINT AS sum_us
+FROM (
+    SELECT r.outcome, r.le_us, r.workflows, r.sum_us FROM rollup_recovery r
+    WHERE NOT getvariable('scope_everything') AND in_whole_minutes(r.minute, r.workflow_name)
+    UNION ALL
+    SELECT outcome, le_us, workflows, sum_us FROM temp.r_recovery
+    UNION ALL
+    SELECT t.outcome, t.le_us, t.workflows, t.sum_us FROM total_recovery t
+    WHERE getvariable('scope_everything')
+      AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))
+)
+GROUP BY ALL
+HAVING sum(workflows) <> 0;

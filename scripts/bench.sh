@@ -9,4 +9,13 @@ cd "$(dirname "$0")/.."
 source scripts/python-env.sh
 cargo build --release --locked --quiet
 export ATTEMPT_LEDGER_BIN="$target_dir/release/attempt-ledger"
+# The load generator (benches/load.rs), in the same profile: its path from
+# cargo's own report of what it built.
+ATTEMPT_LEDGER_LOAD_BIN=$(cargo build --release --locked --quiet --bench load --message-format=json |
+  "$ATTEMPT_LEDGER_TEST_PYTHON" -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "load":
+        print(m["executable"])')
+export ATTEMPT_LEDGER_LOAD_BIN
 exec "$ATTEMPT_LEDGER_TEST_PYTHON" scripts/bench.py "$@"

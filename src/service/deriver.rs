@@ -31,6 +31,23 @@ const MAX_REMEMBERED_WRITES: usize = 100_000;
 /// sooner), and after a round that failed.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
+/// The least time between the end of a round and the start of the next,
+/// unless a reader waits for it or the writer waits for room: a round has a
+/// fixed cost (about 150-250 ms of statements on two cores, whatever it
+/// derives), so writes that trickle in are derived in batches instead of a
+/// round each, and the CPU stays with the writer.
+const MIN_ROUND_GAP: Duration = Duration::from_millis(250);
+
+/// Why the deriver was woken.
+#[derive(Default)]
+struct Wake {
+    /// A write was acknowledged.
+    written: bool,
+    /// A reader waits for derivation, the writer waits for room, or the
+    /// loop is stopping: no gap.
+    urgent: bool,
+}
+
 /// Rows acknowledged and not derived yet past which the writer waits before
 /// its next commit: derivation keeps up with any sustained load (the lag
 /// stays about one round: a round of this many rows derives in about a
@@ -60,7 +77,7 @@ pub struct Derivation {
     waiting: Mutex<Waiting>,
     /// Signalled when derivation made room for the writer.
     room: Condvar,
-    wake: (Mutex<bool>, Condvar),
+    wake: (Mutex<Wake>, Condvar),
     pub rounds: AtomicU64,
     pub round_failures: AtomicU64,
     /// The last round failed (not on data: a storage error); cleared by
@@ -81,7 +98,7 @@ impl Derivation {
             derived: watch::Sender::new(derived_through),
             waiting: Mutex::new(Waiting::default()),
             room: Condvar::new(),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: (Mutex::new(Wake::default()), Condvar::new()),
             rounds: AtomicU64::new(0),
             round_failures: AtomicU64::new(0),
             failing: AtomicBool::new(false),
@@ -107,8 +124,15 @@ impl Derivation {
                 waiting.writes.push_back((seq, Instant::now(), rows));
             }
         }
+        self.wake(false);
+    }
+
+    /// Wakes the deriver: at once if `urgent`, else once its gap is over.
+    fn wake(&self, urgent: bool) {
         let (woken, signal) = &self.wake;
-        *woken.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        let mut woken = woken.lock().unwrap_or_else(|p| p.into_inner());
+        woken.written = true;
+        woken.urgent |= urgent;
         signal.notify_one();
     }
 
@@ -153,6 +177,9 @@ impl Derivation {
     /// it waited.
     pub fn wait_for_room(&self) -> Duration {
         let began = Instant::now();
+        if self.pending_rows() > MAX_PENDING_ROWS {
+            self.wake(true);
+        }
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         while waiting.rows > MAX_PENDING_ROWS
             && self.alive.load(Ordering::Relaxed)
@@ -175,19 +202,35 @@ impl Derivation {
     pub async fn caught_up(&self) -> Freshness {
         let asked = self.acked.load(Ordering::SeqCst);
         let mut derived = self.derived.subscribe();
+        if *derived.borrow() < asked {
+            self.wake(true);
+        }
         let _ = tokio::time::timeout(READ_WAIT, derived.wait_for(|through| *through >= asked)).await;
         self.freshness(asked)
     }
 
-    /// Sleeps until a write is acknowledged, or `IDLE_WAIT`.
+    /// Sleeps until a write is acknowledged (or something urgent), or
+    /// `IDLE_WAIT`.
     fn idle(&self) {
         let (woken, signal) = &self.wake;
         let mut woken = woken.lock().unwrap_or_else(|p| p.into_inner());
-        if !*woken {
+        if !woken.written && !woken.urgent {
             woken =
                 signal.wait_timeout(woken, IDLE_WAIT).map(|(w, _)| w).unwrap_or_else(|p| p.into_inner().0);
         }
-        *woken = false;
+        *woken = Wake::default();
+    }
+
+    /// After a round: sleeps `MIN_ROUND_GAP`, or until something urgent.
+    fn pause(&self) {
+        let began = Instant::now();
+        let (woken, signal) = &self.wake;
+        let mut woken = woken.lock().unwrap_or_else(|p| p.into_inner());
+        while !woken.urgent {
+            let Some(left) = MIN_ROUND_GAP.checked_sub(began.elapsed()) else { break };
+            woken = signal.wait_timeout(woken, left).map(|(w, _)| w).unwrap_or_else(|p| p.into_inner().0);
+        }
+        *woken = Wake::default();
     }
 }
 
@@ -198,9 +241,7 @@ pub struct Stop(AtomicBool);
 impl Stop {
     pub fn stop(&self, derivation: &Derivation) {
         self.0.store(true, Ordering::SeqCst);
-        let (woken, signal) = &derivation.wake;
-        *woken.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        signal.notify_one();
+        derivation.wake(true);
     }
 
     fn stopped(&self) -> bool {
@@ -225,9 +266,15 @@ fn run(store: &Store, derivation: &Derivation, stop: &Stop) {
                 derivation.clamped.fetch_add(round.clamped, Ordering::Relaxed);
                 derivation.failing.store(false, Ordering::Relaxed);
                 derivation.derived_through(round.derived_through);
+                derivation.pause();
             }
             Ok(Ok(None)) => {
                 derivation.failing.store(false, Ordering::Relaxed);
+                // Nothing pending: the moment to checkpoint, so no commit on
+                // the write path pays for it.
+                if let Err(err) = store.checkpoint_if_idle() {
+                    tracing::debug!(error = %err, "idle checkpoint failed");
+                }
                 derivation.idle();
             }
             Ok(Err(err)) => {

@@ -35,6 +35,39 @@ pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 
+/// The recovery-time histogram's bucket bounds, milliseconds (`rollups.sql`
+/// counts recovered workflows by the first bound at or above their time; a
+/// reported percentile is its bucket's bound): 1-2-5 steps from 1 ms to a
+/// minute, then 2, 5, 10 and 30 minutes, 1 and 6 hours, a day, a week, and
+/// 30 days (the longest an attempt may say it lasted).
+pub const RECOVERY_BUCKETS_MS: [i64; 25] = [
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+    21_600_000,
+    86_400_000,
+    604_800_000,
+    2_592_000_000,
+];
+
 /// Attempts per pass of a rebuild: at the default memory limit one pass of
 /// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
@@ -50,7 +83,7 @@ pub(super) const DROP_NEW_FACTS: &str =
      DROP TABLE temp.new_findings;";
 
 /// Every derived table.
-pub(super) const TABLES: [&str; 12] = [
+pub(super) const TABLES: [&str; 14] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
@@ -60,9 +93,11 @@ pub(super) const TABLES: [&str; 12] = [
     "rollup_latency",
     "rollup_findings",
     "rollup_finding_sets",
+    "rollup_recovery",
     "total_workflows",
     "total_attempts",
     "total_latency",
+    "total_recovery",
 ];
 
 /// How far around a batch's own start times its workflows' facts are looked
@@ -116,6 +151,8 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     // A list literal of f64s that DuckDB reads back exactly.
     let bounds: Vec<String> = crate::metrics::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
     conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
+    let bounds: Vec<String> = RECOVERY_BUCKETS_MS.iter().map(|ms| (ms * 1000).to_string()).collect();
+    conn.execute_batch(&format!("SET VARIABLE recovery_buckets = [{}]::BIGINT[];", bounds.join(", ")))?;
     Ok(())
 }
 
@@ -356,7 +393,8 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
                                                UNION ALL SELECT minute FROM temp.r_attempts
                                                UNION ALL SELECT minute FROM temp.r_latency
                                                UNION ALL SELECT minute FROM temp.r_findings
-                                               UNION ALL SELECT minute FROM temp.r_finding_sets)",
+                                               UNION ALL SELECT minute FROM temp.r_finding_sets
+                                               UNION ALL SELECT minute FROM temp.r_recovery)",
     )?;
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
@@ -391,7 +429,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
 /// reads their minutes, to find its most recent examples), the
 /// `rollups.sql` or `finding_rollups.sql` output that feeds both, and its
 /// measures (every other column is a key).
-const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 5] = [
+const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 6] = [
     ("rollup_workflows", Some("total_workflows"), "temp.r_workflows", &["workflows"]),
     (
         "rollup_attempts",
@@ -421,6 +459,7 @@ const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 5] = [
         ],
     ),
     ("rollup_finding_sets", None, "temp.r_finding_sets", &["workflows", "workflow_attempts"]),
+    ("rollup_recovery", Some("total_recovery"), "temp.r_recovery", &["workflows", "sum_us"]),
 ];
 
 #[derive(Clone, Copy, PartialEq)]

@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "derivation_queue",
         sql: include_str!("../../migrations/0010_derivation_queue.sql"),
     },
+    Migration {
+        version: 11,
+        name: "recovery_histogram",
+        sql: include_str!("../../migrations/0011_recovery_histogram.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

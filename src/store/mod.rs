@@ -106,12 +106,33 @@ pub const MEMORY_LIMIT_ENV: &str = "ATTEMPT_LEDGER_MEMORY_LIMIT";
 /// Leaves room under 1 GiB for the process's own buffers.
 pub const DEFAULT_MEMORY_LIMIT: &str = "512MB";
 
+/// The log size past which a commit checkpoints (DuckDB's default is 16MB).
+/// A log this large replays in a few seconds at the next open after a crash.
+pub const CHECKPOINT_THRESHOLD: &str = "256MB";
+
+/// The log size past which an idle derivation loop checkpoints.
+pub const IDLE_CHECKPOINT_BYTES: u64 = 16 << 20;
+
 /// The environment variable that sets K, how many values of each label
 /// (workflow names, providers, models, route groups, each dimension) keep
 /// rollup rows and `/metrics` series of their own; later values are summed
 /// under `other`.
 pub const LABEL_LIMIT_ENV: &str = "ATTEMPT_LEDGER_LABEL_LIMIT";
 pub const DEFAULT_LABEL_LIMIT: u64 = 1000;
+
+/// DuckDB's human-readable sizes (`16.2 MiB`, `0 bytes`) in bytes.
+fn parse_size(text: &str) -> u64 {
+    let mut parts = text.split_whitespace();
+    let number: f64 = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0.0);
+    let unit = match parts.next().unwrap_or("bytes") {
+        "KiB" | "KB" => 1u64 << 10,
+        "MiB" | "MB" => 1 << 20,
+        "GiB" | "GB" => 1 << 30,
+        "TiB" | "TB" => 1 << 40,
+        _ => 1,
+    };
+    (number * unit as f64) as u64
+}
 
 fn label_limit() -> Result<u64, StoreError> {
     match std::env::var(LABEL_LIMIT_ENV) {
@@ -184,6 +205,12 @@ impl Store {
         let limit = std::env::var(MEMORY_LIMIT_ENV).unwrap_or_else(|_| DEFAULT_MEMORY_LIMIT.to_string());
         conn.execute_batch(&format!("SET memory_limit = '{}';", limit.replace('\'', "")))
             .map_err(|source| StoreError::MemoryLimit { value: limit.clone(), source })?;
+        // DuckDB checkpoints inside the commit that takes its log past this
+        // size, stalling that commit (and the other connections' behind it)
+        // for seconds on a large database: the derivation loop checkpoints
+        // when it is idle instead (`checkpoint_if_idle`), and this is the
+        // bound under sustained load.
+        conn.execute_batch(&format!("SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}';"))?;
         Self::init(conn)
     }
 
@@ -565,6 +592,34 @@ impl Store {
         Ok(done)
     }
 
+    /// Checkpoints when the write-ahead log holds more than
+    /// `IDLE_CHECKPOINT_BYTES` (for a loop with nothing else to do); returns
+    /// whether it did. A checkpoint another transaction prevents is left for
+    /// the next idle moment.
+    pub fn checkpoint_if_idle(&self) -> Result<bool, StoreError> {
+        let wal: Option<String> =
+            self.conn.query_row("SELECT wal_size FROM pragma_database_size()", [], |r| r.get(0)).ok();
+        let bytes = wal.as_deref().map_or(0, parse_size);
+        if bytes <= IDLE_CHECKPOINT_BYTES {
+            return Ok(false);
+        }
+        let began = std::time::Instant::now();
+        match self.conn.execute_batch("CHECKPOINT;") {
+            Ok(()) => {
+                tracing::debug!(
+                    wal_bytes = bytes,
+                    elapsed_ms = began.elapsed().as_millis() as u64,
+                    "idle checkpoint"
+                );
+                Ok(true)
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "idle checkpoint skipped");
+                Ok(false)
+            }
+        }
+    }
+
     /// What is stored and not derived yet.
     pub fn pending(&self) -> Result<Pending, StoreError> {
         deriver::pending(&self.conn)
@@ -825,6 +880,14 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duckdb_sizes_read_as_bytes() {
+        assert_eq!(parse_size("0 bytes"), 0);
+        assert_eq!(parse_size("256.0 KiB"), 262_144);
+        assert_eq!(parse_size("16.5 MiB"), 17_301_504);
+        assert_eq!(parse_size("nonsense"), 0);
+    }
 
     /// A database written before canonical provider names gets them when
     /// it is opened, and keeps the spelling it had.

@@ -401,7 +401,44 @@ fn recovery_time_runs_from_first_start_to_delivered_start() {
         rec(json!({"attempt": 2, "started_at": "2026-11-28T02:00:09Z"})),
     ]);
     let all = &report.recovery_time_ms[0];
-    assert_eq!((all.outcome, all.workflows, all.max), (None, 1, Some(1500.0)));
+    // Exact in the sums; percentiles and the largest are the upper bound of
+    // their histogram bucket (1 s < 1.5 s <= 2 s).
+    assert_eq!((all.outcome, all.workflows, all.total, all.mean), (None, 1, Some(1500.0), Some(1500.0)));
+    assert_eq!((all.p50, all.p99, all.max), (Some(2000.0), Some(2000.0), Some(2000.0)));
+}
+
+/// A window's recovery percentiles are read from the minute histogram and
+/// its edges, and equal those of a fresh store holding only the window's
+/// workflows; times past the last bound report that bound.
+#[test]
+fn recovery_percentiles_are_bucket_bounds_and_windows_agree_with_their_workflows() {
+    let mut lines = Vec::new();
+    for (i, delay_ms) in [5_i64, 40, 700, 1_200, 3_000, 45_000, 3_000_000_000].iter().enumerate() {
+        let start = 1_795_831_200_000 + i as i64 * 20_000;
+        let id = format!("r{i}");
+        lines.push(rec(json!({"workflow_id": id, "attempt": 0, "status": "error", "started_at": start})));
+        lines.push(rec(json!({"workflow_id": id, "attempt": 1, "started_at": start + delay_ms})));
+    }
+    let store = store_with(&lines);
+    let report = report_of(&store, &ReportFilter::default());
+    let all = &report.recovery_time_ms[0];
+    assert_eq!(all.workflows, 7);
+    assert_eq!(all.total, Some((5 + 40 + 700 + 1_200 + 3_000 + 45_000 + 3_000_000_000_i64) as f64));
+    // Nearest rank: the 4th of 7 is 1.2 s (bucket 2 s); the 7th is past 30
+    // days, reported as the last bound.
+    assert_eq!((all.p50, all.p99, all.max), (Some(2_000.0), Some(2_592_000_000.0), Some(2_592_000_000.0)));
+    let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms);
+    // 02:00:40 to 02:02:30: the minute 02:01 from the rollups (r3, r4, r5),
+    // the edges from the facts (r2 before it, r6 after it).
+    let filter = ReportFilter {
+        since: at(1_795_831_240_000),
+        until: at(1_795_831_350_000),
+        ..ReportFilter::default()
+    };
+    let windowed = report_of(&store, &filter);
+    let alone = store_with(&lines[4..14]);
+    assert_eq!(windowed.recovery_time_ms[0].workflows, 5);
+    assert_eq!(windowed.recovery_time_ms, report_of(&alone, &ReportFilter::default()).recovery_time_ms);
 }
 
 // ---- Filters and dedup ------------------------------------------------------
