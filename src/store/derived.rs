@@ -235,12 +235,7 @@ pub(super) fn set_time_variable(
 
 fn fill_ids(conn: &Connection, table: &str, ids: &[String]) -> Result<(), StoreError> {
     conn.execute_batch(&format!("DELETE FROM temp.{table};"))?;
-    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
-    for id in ids {
-        appender.append_row([id])?;
-    }
-    appender.flush()?;
-    Ok(())
+    super::temp::fill_column(conn, table, "workflow_id", ids.iter().map(String::as_str))
 }
 
 /// The lowest and highest instant of something; `None` when it is empty.

@@ -22,13 +22,12 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use duckdb::Connection;
-use duckdb::arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use duckdb::types::Value;
 
-use super::StoreError;
 use super::derived::{self, Touched};
 use super::known::IdFilter;
 use super::writer::append_attempts;
+use super::{StoreError, in_transaction, temp};
 use crate::ingest::otlp::{CallShape, SpanLink, derive_call, trace_calls};
 use crate::model::{Attempt, SpanKind, SpanRecord};
 use crate::providers::ProviderAliases;
@@ -127,23 +126,6 @@ pub(super) fn is_data_error(err: &StoreError) -> bool {
     const DATA: [&str; 5] =
         ["Conversion Error", "Out of Range Error", "Invalid Input Error", "Constraint Error", "Overflow"];
     matches!(err, StoreError::DuckDb(_)) && DATA.iter().any(|kind| err.to_string().contains(kind))
-}
-
-fn in_transaction<T>(
-    conn: &Connection,
-    work: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    conn.execute_batch("BEGIN TRANSACTION")?;
-    match work(conn) {
-        Ok(value) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(value)
-        }
-        Err(err) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(err)
-        }
-    }
 }
 
 /// Derives the pending writes after `derived_seq`, up to about `max_rows`
@@ -363,25 +345,6 @@ fn touched_workflows(
     Ok(touched_of(&touched_rows(conn, from, upper, &emptied)?, workflows))
 }
 
-/// Appends `rows` (each a list of text columns) to the temp table `table`.
-fn fill_temp(conn: &Connection, table: &str, columns: &[&str], rows: &[Vec<&str>]) -> Result<(), StoreError> {
-    let mut builders: Vec<StringBuilder> = columns.iter().map(|_| StringBuilder::new()).collect();
-    for row in rows {
-        for (builder, value) in builders.iter_mut().zip(row) {
-            builder.append_value(value);
-        }
-    }
-    let arrays = columns
-        .iter()
-        .zip(builders.iter_mut())
-        .map(|(c, b)| (*c, std::sync::Arc::new(b.finish()) as ArrayRef));
-    let batch = RecordBatch::try_from_iter(arrays)?;
-    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
-    appender.append_record_batch(batch)?;
-    appender.flush()?;
-    Ok(())
-}
-
 /// Derives again the calls of every trace with spans numbered in
 /// (from, upper] that those spans change, and replaces their attempts (the
 /// new ones are numbered `upper`, so step 2 of the round finds their
@@ -406,12 +369,7 @@ pub(super) fn derive_traces(
     conn.execute_batch(
         "DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
     )?;
-    fill_temp(
-        conn,
-        "batch_traces",
-        &["trace_id"],
-        &traces.iter().map(|t| vec![t.as_str()]).collect::<Vec<_>>(),
-    )?;
+    temp::fill_column(conn, "batch_traces", "trace_id", traces.iter().map(String::as_str))?;
     // Every span of these traces, and every attempt derived from them, is
     // numbered at or after the trace's first write.
     let first: i64 = conn.query_row(
@@ -467,7 +425,7 @@ pub(super) fn derive_traces(
         .iter()
         .flat_map(|(trace, call, shape)| shape.spans(call).map(move |span| vec![trace.as_str(), span]))
         .collect();
-    fill_temp(conn, "trace_span_ids", &["trace_id", "span_id"], &needed)?;
+    temp::fill(conn, "trace_span_ids", &["trace_id", "span_id"], needed)?;
     let contents = conn
         .prepare(
             "SELECT s.trace_id, s.span_id, s.parent_span_id, s.kind, s.span FROM spans s
@@ -505,12 +463,7 @@ pub(super) fn derive_traces(
             derive_call(call, shape, by_trace.get(trace.as_str()).unwrap_or(&no_spans))
         })
         .collect();
-    fill_temp(
-        conn,
-        "trace_attempt_ids",
-        &["attempt_id"],
-        &replaced.iter().map(|id| vec![id.as_str()]).collect::<Vec<_>>(),
-    )?;
+    temp::fill_column(conn, "trace_attempt_ids", "attempt_id", replaced.iter().map(String::as_str))?;
     let replaced_where = "ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)
                           AND attempt_id IN (SELECT attempt_id FROM temp.trace_attempt_ids)";
     let emptied: Vec<String> = conn

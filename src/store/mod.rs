@@ -11,6 +11,7 @@ mod functions;
 mod known;
 mod migrate;
 pub mod queries;
+mod temp;
 mod writer;
 
 use std::path::Path;
@@ -119,6 +120,25 @@ pub const IDLE_CHECKPOINT_BYTES: u64 = 16 << 20;
 /// under `other`.
 pub const LABEL_LIMIT_ENV: &str = "ATTEMPT_LEDGER_LABEL_LIMIT";
 pub const DEFAULT_LABEL_LIMIT: u64 = 1000;
+
+/// Runs `work` in one transaction: committed if it succeeds, rolled back if
+/// it fails.
+fn in_transaction<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    conn.execute_batch("BEGIN TRANSACTION")?;
+    match work(conn) {
+        Ok(value) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(value)
+        }
+        Err(err) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(err)
+        }
+    }
+}
 
 /// DuckDB's human-readable sizes (`16.2 MiB`, `0 bytes`) in bytes.
 fn parse_size(text: &str) -> u64 {
@@ -296,15 +316,7 @@ impl Store {
         &self,
         work: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let result = work(&self.conn);
-        match &result {
-            Ok(_) => self.conn.execute_batch("COMMIT")?,
-            Err(_) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-            }
-        }
-        result
+        in_transaction(&self.conn, work)
     }
 
     /// Whether the derived tables lag the attempts (a bulk import under

@@ -34,9 +34,9 @@ use duckdb::arrow::array::{
 use duckdb::arrow::compute::filter_record_batch;
 use duckdb::params;
 
-use super::StoreError;
 use super::derived::set_time_variable;
 use super::known::IdFilter;
+use super::{StoreError, temp};
 use crate::model::{Attempt, SpanKind, SpanRecord, name};
 use crate::providers::ProviderAliases;
 
@@ -353,7 +353,7 @@ fn store_spans(
     }
     let traces: HashSet<&str> =
         batches.iter().flat_map(|spans| spans.iter()).map(|s| s.trace_id.as_str()).collect();
-    fill_scratch(conn, "batch_traces", traces.iter().copied())?;
+    temp::fill_column(conn, "batch_traces", "trace_id", traces.iter().copied())?;
     // What each trace holds already, and between which write numbers.
     let held: HashMap<String, (i64, i64)> = conn
         .prepare(
@@ -420,7 +420,7 @@ fn store_spans(
         appender.flush()?;
     }
     let grown: HashSet<&str> = new_spans.iter().map(|s| s.trace_id.as_str()).collect();
-    fill_scratch(conn, "batch_traces", grown.iter().copied())?;
+    temp::fill_column(conn, "batch_traces", "trace_id", grown.iter().copied())?;
     conn.execute_batch(
         "DELETE FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
          DELETE FROM temp.batch_traces;",
@@ -432,23 +432,6 @@ fn store_spans(
     }
     appender.flush()?;
     Ok(new_spans.len() as u64)
-}
-
-fn fill_scratch<'a>(
-    conn: &Connection,
-    table: &str,
-    values: impl Iterator<Item = &'a str>,
-) -> Result<(), StoreError> {
-    let mut column = StringBuilder::new();
-    for value in values {
-        column.append_value(value);
-    }
-    let column_name = if table == "batch_ids" { "attempt_id" } else { "trace_id" };
-    let batch = RecordBatch::try_from_iter([(column_name, Arc::new(column.finish()) as ArrayRef)])?;
-    let mut appender = conn.appender_to_catalog_and_db(table, "temp", "main")?;
-    appender.append_record_batch(batch)?;
-    appender.flush()?;
-    Ok(())
 }
 
 /// The ids of `ids` (with their start times) that `attempts` already
@@ -467,7 +450,7 @@ fn stored_fingerprints(
     else {
         return Ok(HashMap::new());
     };
-    fill_scratch(conn, "batch_ids", maybe.iter().map(|(id, _)| *id))?;
+    temp::fill_column(conn, "batch_ids", "attempt_id", maybe.iter().map(|(id, _)| *id))?;
     set_time_variable(conn, "redelivery_from", Some(earliest - REDELIVERY_MARGIN))?;
     set_time_variable(conn, "redelivery_until", Some(latest + REDELIVERY_MARGIN))?;
     let read = |sql: &str| -> Result<HashMap<String, Option<u64>>, StoreError> {
@@ -483,9 +466,10 @@ fn stored_fingerprints(
     )?;
     if stored.len() < maybe.len() {
         conn.execute_batch("DELETE FROM temp.batch_ids")?;
-        fill_scratch(
+        temp::fill_column(
             conn,
             "batch_ids",
+            "attempt_id",
             maybe.iter().map(|(id, _)| *id).filter(|id| !stored.contains_key(*id)),
         )?;
         let elsewhere = read(
