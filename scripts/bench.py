@@ -36,6 +36,7 @@ compare runs on the same machine.
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import urllib.request
@@ -364,7 +365,9 @@ def main():
     (work / "bench-results.json").write_text(json.dumps(results, indent=2))
     # The inputs and databases are large: only the figures are kept.
     for path in work.iterdir():
-        if path.name != "bench-results.json":
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.name != "bench-results.json":
             path.unlink()
     print(f"figures: {work / 'bench-results.json'}")
 

@@ -2,7 +2,7 @@
 //! encode. Nothing else.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Form;
 use axum::Router;
@@ -39,8 +39,8 @@ use crate::store::{ReportFilter, Store};
 pub struct AppState {
     pub stats: Arc<super::ServiceStats>,
     pub writer: WriterHandle,
-    /// A connection to clone read connections from (`Store` is not `Sync`).
-    pub reader: Arc<Mutex<Store>>,
+    /// Read connections (`Store` is not `Sync`: one per request, reused).
+    pub readers: Arc<super::readers::Readers>,
     pub prices: Arc<PriceTable>,
     /// Largest accepted body, after decompression.
     pub body_limit: usize,
@@ -659,13 +659,8 @@ pub(super) async fn on_reader<T: Send + 'static>(
         .map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
-fn read_store(state: &AppState) -> Result<Store, ServiceError> {
-    state
-        .reader
-        .lock()
-        .map_err(|_| ServiceError::Internal("reader lock poisoned".into()))?
-        .try_clone()
-        .map_err(|e| ServiceError::Internal(e.to_string()))
+fn read_store(state: &AppState) -> Result<super::readers::Reader, ServiceError> {
+    state.readers.take().map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 /// Alerts pending and firing now, and the history (newest first).

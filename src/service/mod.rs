@@ -28,14 +28,15 @@ pub mod http;
 pub mod listen;
 pub mod observer;
 pub mod pages;
+pub mod readers;
 pub mod session;
 pub mod tls;
 pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -177,7 +178,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let state = http::AppState {
         stats: stats.clone(),
         writer: writer.clone(),
-        reader: Arc::new(Mutex::new(reader)),
+        readers: readers::Readers::new(reader),
         prices,
         body_limit: config.body_limit,
         write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),

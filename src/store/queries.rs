@@ -142,9 +142,18 @@ fn split_window(
         &format!("INSERT INTO temp.scope_filter SELECT ?, ?, ?, {unfold}"),
         params![micros(since), micros(until), workflow],
     )?;
+    let began = std::time::Instant::now();
     super::derived::define_kept_label(conn)?;
+    let labels = began.elapsed();
     conn.execute_batch(WINDOW_SQL)?;
+    let window = began.elapsed();
     conn.execute_batch(ROLLUPS_SQL)?;
+    tracing::trace!(
+        labels_ms = labels.as_millis() as u64,
+        window_ms = (window - labels).as_millis() as u64,
+        edges_ms = (began.elapsed() - window).as_millis() as u64,
+        "window split"
+    );
     Ok(())
 }
 
@@ -159,10 +168,19 @@ pub(super) fn prepare_scope(
 ) -> Result<(), StoreError> {
     let began = std::time::Instant::now();
     load_prices(conn, prices)?;
+    let priced = began.elapsed();
     split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), "false")?;
+    let split = began.elapsed();
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
-    tracing::debug!(query = "scope.sql", elapsed_ms = began.elapsed().as_millis() as u64);
+    let ms = |d: std::time::Duration| d.as_millis() as u64;
+    tracing::debug!(
+        query = "scope.sql",
+        prices_ms = ms(priced),
+        window_ms = ms(split - priced),
+        scope_ms = ms(began.elapsed() - split),
+        elapsed_ms = ms(began.elapsed())
+    );
     Ok(())
 }
 
