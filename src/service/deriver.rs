@@ -54,7 +54,7 @@ struct Wake {
 /// second on two cores while writes go on), and clients see the wait as
 /// latency, then as 503 once the write queue is full, never as a lag that
 /// grows without end.
-pub const MAX_PENDING_ROWS: u64 = 50_000;
+pub const MAX_PENDING_ROWS: u64 = 30_000;
 
 /// The longest the writer waits for that room; past it, it commits anyway
 /// (a deriver that is failing must not stop writes too).

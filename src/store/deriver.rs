@@ -5,8 +5,9 @@
 //! says through which number the derived tables reflect the rows. A round
 //! takes the pending numbers in order, up to a bound on the rows they hold
 //! (so one burst cannot make a round without end), and in one transaction:
-//! 1. derives again the attempts of every trace that got spans (a trace's
-//!    attempts are a function of its stored spans), replacing its old ones;
+//! 1. derives again the calls whose shape the new spans of a trace changed
+//!    (a trace's attempts are a function of its stored spans), replacing
+//!    their old attempts;
 //! 2. derives again every workflow that got attempts, or lost some in 1
 //!    (`derived::refresh`: old facts out, new facts in, rollups by signed
 //!    difference);
@@ -34,8 +35,8 @@ use crate::providers::ProviderAliases;
 
 /// Rows (attempts and spans) a round takes at most, unless one write alone
 /// holds more: at the default memory limit a round of this size derives in
-/// well under a second, and a burst of writes is worked off in rounds that
-/// each commit.
+/// one to three seconds on two cores while writes go on, and a burst of
+/// writes is worked off in rounds that each commit.
 pub const ROUND_ROWS: u64 = 100_000;
 
 /// What the acknowledged writes hold that is not derived yet.
