@@ -187,23 +187,25 @@ impl Figures {
     }
 }
 
-fn per_call(db: Option<&str>, seconds: u64, clients: usize, figures: &mut Figures) {
-    let service = Service::start(db);
-    let url = format!("{}/v1/attempts", service.base);
-    let stop = AtomicBool::new(false);
-    let refused = AtomicU64::new(0);
-    let run = now_ms();
-    let latencies: Vec<Duration> = std::thread::scope(|scope| {
+/// Runs `clients` threads, each posting `body(client, n)` to `url` and
+/// waiting for its answer, until `stop`; returns every answer's latency.
+fn clients_until(
+    url: &str,
+    clients: usize,
+    stop: &AtomicBool,
+    refused: &AtomicU64,
+    body: impl Fn(usize, u64) -> String + Sync,
+) -> Vec<Duration> {
+    std::thread::scope(|scope| {
         let handles: Vec<_> = (0..clients)
             .map(|c| {
-                let (url, stop, refused) = (&url, &stop, &refused);
+                let body = &body;
                 scope.spawn(move || {
                     let agent = agent();
                     let mut mine = Vec::new();
                     let mut n = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        let body = records(&format!("call-{run}-{c}-{n}"), 1, now_ms());
-                        let (latency, r) = post(&agent, url, "application/x-ndjson", body.as_bytes());
+                        let (latency, r) = post(&agent, url, "application/x-ndjson", body(c, n).as_bytes());
                         refused.fetch_add(r, Ordering::Relaxed);
                         mine.push(latency);
                         n += 1;
@@ -212,9 +214,25 @@ fn per_call(db: Option<&str>, seconds: u64, clients: usize, figures: &mut Figure
                 })
             })
             .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn per_call(db: Option<&str>, seconds: u64, clients: usize, figures: &mut Figures) {
+    let service = Service::start(db);
+    let url = format!("{}/v1/attempts", service.base);
+    let stop = AtomicBool::new(false);
+    let refused = AtomicU64::new(0);
+    let run = now_ms();
+    let latencies = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            clients_until(&url, clients, &stop, &refused, |c, n| {
+                records(&format!("call-{run}-{c}-{n}"), 1, now_ms())
+            })
+        });
         std::thread::sleep(Duration::from_secs(seconds));
         stop.store(true, Ordering::Relaxed);
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        load.join().unwrap()
     });
     let mut sorted = latencies;
     sorted.sort();
@@ -245,24 +263,11 @@ fn batches(db: Option<&str>, seconds: u64, figures: &mut Figures) {
     let refused = AtomicU64::new(0);
     let run = now_ms();
     let (latencies, lags) = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..CLIENTS)
-            .map(|c| {
-                let (url, stop, refused) = (&url, &stop, &refused);
-                scope.spawn(move || {
-                    let agent = agent();
-                    let mut mine = Vec::new();
-                    let mut n = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        let body = records(&format!("batch-{run}-{c}-{n}"), PER_BATCH, now_ms());
-                        let (latency, r) = post(&agent, url, "application/x-ndjson", body.as_bytes());
-                        refused.fetch_add(r, Ordering::Relaxed);
-                        mine.push(latency);
-                        n += 1;
-                    }
-                    mine
-                })
+        let load = scope.spawn(|| {
+            clients_until(&url, CLIENTS, &stop, &refused, |c, n| {
+                records(&format!("batch-{run}-{c}-{n}"), PER_BATCH, now_ms())
             })
-            .collect();
+        });
         let sampler = scope.spawn(|| {
             let agent = agent();
             let mut lags = Vec::new();
@@ -274,8 +279,7 @@ fn batches(db: Option<&str>, seconds: u64, figures: &mut Figures) {
         });
         std::thread::sleep(Duration::from_secs(seconds));
         stop.store(true, Ordering::Relaxed);
-        let latencies: Vec<Duration> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
-        (latencies, sampler.join().unwrap())
+        (load.join().unwrap(), sampler.join().unwrap())
     });
     let mut sorted = latencies;
     sorted.sort();
