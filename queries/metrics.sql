@@ -10,7 +10,9 @@
 --            workflows_started | workflows | tokens | wasted_tokens | cost |
 --            wasted_cost | unknown_cost_attempts | fallback_activations |
 --            route_workflows | attempt_duration_seconds |
---            time_to_first_token_seconds
+--            time_to_first_token_seconds | orphan_attempt_spans |
+--            ambiguous_calls (these two from trace_gaps: what the traces'
+--            shapes could not account for, as of their stored spans)
 --   workflow, layer, provider, model, served_provider, status, error_class,
 --   outcome, fallback_provider, fallback_model, token_type, reason
 --            (route_workflows: provider and model are the workflow's
@@ -103,6 +105,12 @@ WITH samples AS (
     FROM total_latency
     WHERE metric = 'ttft'
     GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'orphan_attempt_spans' AS family, coalesce(sum(orphan_attempt_spans), 0)::HUGEINT AS value
+    FROM trace_gaps
+    UNION ALL BY NAME
+    SELECT 'ambiguous_calls' AS family, coalesce(sum(ambiguous_calls), 0)::HUGEINT AS value
+    FROM trace_gaps
 )
 -- Series beyond the first K values of a label are summed under 'other'
 -- (labels.sql), after pricing, so every cost stays exact.

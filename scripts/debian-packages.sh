@@ -4,8 +4,11 @@
 #   openssl: makes the throw-away CA and certificate of the TLS tests;
 #   prometheus: scrapes the service and evaluates dashboards/ (promtool too);
 #   prometheus-alertmanager: receives the alertmanager receiver's alerts;
-#   chromium, chromium-driver: load the built-in dashboard's pages (WebDriver).
+#   chromium, chromium-driver: load the built-in dashboard's pages (WebDriver);
+#   nodejs, npm: only when npm is missing, to install tests/js (npm ci); the
+#   tests run the Node 22 those packages ship, whatever node this one is.
 debian_packages=(openssl prometheus prometheus-alertmanager chromium chromium-driver)
+command -v npm >/dev/null || debian_packages+=(nodejs npm)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -4,8 +4,9 @@
 #   0. the Debian packages the tests drive, when missing
 #      (scripts/debian-packages.sh);
 #   1. a Python virtual environment with the pinned, hash-checked packages
-#      the tests drive (tests/python/requirements.txt), created or updated
-#      when the lock file changed;
+#      the tests drive (tests/python/requirements.txt), and the npm packages
+#      of tests/js/package-lock.json (npm ci), each created or updated when
+#      its lock file changed;
 #   2. the release build of the tests (one cargo profile for the demo and the
 #      tests, so DuckDB's C++ is compiled once);
 #   3. the tests.
@@ -32,6 +33,10 @@ source scripts/debian-packages.sh
 phase "python set-up"
 # shellcheck source=scripts/python-env.sh
 source scripts/python-env.sh
+
+phase "node set-up"
+# shellcheck source=scripts/node-env.sh
+source scripts/node-env.sh
 
 phase "build"
 cargo test --release --locked --workspace --no-run

@@ -183,6 +183,24 @@ const STORED: &[StoredFamily] = &[
         labels: &[("served_provider", "served_provider")],
     },
     StoredFamily {
+        key: "orphan_attempt_spans",
+        name: "orphan_attempt_spans",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "HTTP client spans in traces with model calls whose own model span never arrived (an \
+               emitter lost it, or it has not arrived yet): network attempts no call accounts for.",
+        labels: &[],
+    },
+    StoredFamily {
+        key: "ambiguous_calls",
+        name: "ambiguous_calls",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "Model calls whose neighbouring HTTP spans could belong to another call as well: each \
+               counted as one attempt, its own span.",
+        labels: &[],
+    },
+    StoredFamily {
         key: "attempt_duration_seconds",
         name: "attempt_duration_seconds",
         kind: Kind::Histogram,

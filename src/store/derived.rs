@@ -735,7 +735,10 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
            AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL)",
         [micros(before)],
     )?;
-    conn.execute_batch("DELETE FROM trace_spans WHERE trace_id NOT IN (SELECT trace_id FROM spans);")?;
+    conn.execute_batch(
+        "DELETE FROM trace_spans WHERE trace_id NOT IN (SELECT trace_id FROM spans);
+         DELETE FROM trace_gaps WHERE trace_id NOT IN (SELECT trace_id FROM spans);",
+    )?;
     conn.execute_batch("DROP TABLE temp.pruned;")?;
     rebuild_rollups(conn)?;
     Ok((workflows as u64, attempts as u64))

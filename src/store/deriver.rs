@@ -22,15 +22,15 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use duckdb::Connection;
 use duckdb::types::Value;
+use duckdb::{Connection, params};
 
 use super::derived::{self, Touched};
 use super::known::IdFilter;
 use super::writer::append_attempts;
 use super::{StoreError, in_transaction, temp};
-use crate::ingest::otlp::{CallShape, SpanLink, derive_call, trace_calls};
-use crate::model::{Attempt, SpanKind, SpanRecord};
+use crate::ingest::otlp::{CallShape, SpanLink, derive_call, facts_of_stored, trace_calls};
+use crate::model::{Attempt, SpanFacts, SpanKind, SpanRecord};
 use crate::providers::ProviderAliases;
 
 /// Rows (attempts and spans) a round takes at most, unless one write alone
@@ -378,9 +378,13 @@ pub(super) fn derive_traces(
         [],
         |r| r.get(0),
     )?;
+    // Spans stored before their facts were (migration 0012) have them read
+    // from their content.
     let links = conn
         .prepare(
-            "SELECT trace_id, span_id, parent_span_id, kind, ingest_seq FROM spans
+            "SELECT trace_id, span_id, parent_span_id, kind, ingest_seq, facts,
+                    CASE WHEN facts IS NULL AND kind <> 'link' THEN span END
+             FROM spans
              WHERE ingest_seq >= ? AND ingest_seq <= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
         )?
         .query_map([first, upper], |row| {
@@ -390,14 +394,21 @@ pub(super) fn derive_traces(
                 row.get::<_, Option<String>>(2)?,
                 row.get::<_, String>(3)?,
                 row.get::<_, i64>(4)?,
+                row.get::<_, Option<String>>(5)?,
+                row.get::<_, Option<Vec<u8>>>(6)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     // The shape before this round's spans and after them.
     let mut shapes: HashMap<String, (Vec<SpanLink>, Vec<SpanLink>)> = HashMap::new();
-    for (trace_id, span_id, parent_span_id, kind, seq) in links {
+    for (trace_id, span_id, parent_span_id, kind, seq, facts, content) in links {
+        let facts = match (facts, content) {
+            (Some(json), _) => serde_json::from_str(&json).unwrap_or_default(),
+            (None, Some(content)) => facts_of_stored(&content).unwrap_or_default(),
+            (None, None) => SpanFacts::default(),
+        };
         // A kind this binary does not know is kept for ancestry only.
-        let link = SpanLink { span_id, parent_span_id, kind: kind.parse().unwrap_or(SpanKind::Link) };
+        let link = SpanLink { span_id, parent_span_id, kind: kind.parse().unwrap_or(SpanKind::Link), facts };
         let (before, after) = shapes.entry(trace_id).or_default();
         if seq <= from {
             before.push(link.clone());
@@ -408,8 +419,13 @@ pub(super) fn derive_traces(
     // an earlier try of this round), their new ones come.
     let mut changed: Vec<(String, String, CallShape)> = Vec::new();
     let mut replaced: Vec<String> = Vec::new();
+    let mut gaps: Vec<(String, u64, u64)> = Vec::new();
     for (trace, (before, after)) in &shapes {
-        let (old, new) = (trace_calls(before), trace_calls(after));
+        let (old, new) = (trace_calls(before).calls, trace_calls(after));
+        if new.orphan_attempt_spans + new.ambiguous_calls > 0 {
+            gaps.push((trace.clone(), new.orphan_attempt_spans, new.ambiguous_calls));
+        }
+        let new = new.calls;
         for (call, shape) in &new {
             if old.get(call) != Some(shape) {
                 replaced.extend(shape.attempt_ids(trace, call));
@@ -451,6 +467,7 @@ pub(super) fn derive_traces(
             parent_span_id,
             kind: kind.parse().unwrap_or(SpanKind::Link),
             span,
+            facts: SpanFacts::default(),
         })
         .collect();
     let mut by_trace: HashMap<&str, HashMap<&str, &SpanRecord>> = HashMap::new();
@@ -472,9 +489,17 @@ pub(super) fn derive_traces(
         .query_map([first], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     conn.execute(&format!("DELETE FROM attempts WHERE {replaced_where}"), [first])?;
+    // What each trace's shape could not account for, as of its spans now.
     conn.execute_batch(
-        "DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
+        "DELETE FROM trace_gaps WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
+         DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
     )?;
+    let mut appender = conn.appender("trace_gaps")?;
+    for (trace, orphans, ambiguous) in &gaps {
+        appender.append_row(params![trace, *orphans as i64, *ambiguous as i64])?;
+    }
+    appender.flush()?;
+    drop(appender);
     let refs: Vec<&Attempt> = derived.iter().collect();
     append_attempts(conn, &refs, aliases, upper)?;
     tracing::debug!(traces = traces.len(), calls = changed.len(), attempts = derived.len(), "traces derived");

@@ -56,6 +56,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "recovery_histogram",
         sql: include_str!("../../migrations/0011_recovery_histogram.sql"),
     },
+    Migration { version: 12, name: "call_facts", sql: include_str!("../../migrations/0012_call_facts.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -406,17 +406,21 @@ fn store_spans(
     {
         let mut appender = conn.appender_with_columns(
             "spans",
-            &["trace_id", "span_id", "parent_span_id", "kind", "span", "ingest_seq"],
+            &["trace_id", "span_id", "parent_span_id", "kind", "span", "ingest_seq", "facts"],
         )?;
         for span in &new_spans {
             let kind: &str = span.kind.into();
+            // Never fails for this struct; without facts the deriver reads the span.
+            let facts =
+                (span.kind != SpanKind::Link).then(|| serde_json::to_string(&span.facts).ok()).flatten();
             appender.append_row(params![
                 span.trace_id,
                 span.span_id,
                 span.parent_span_id,
                 kind,
                 span.span.as_deref(),
-                seq
+                seq,
+                facts
             ])?;
         }
         appender.flush()?;

@@ -14,16 +14,51 @@ use serde_json::{Value, json};
 
 use crate::service::{Service, cli_ingest, cli_report};
 
-const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
+pub(crate) const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
 
 /// Requests the fake provider saw, per workflow name, from its own log.
-fn provider_requests(log: &Path) -> BTreeMap<String, usize> {
+pub(crate) fn provider_requests(log: &Path) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for line in std::fs::read_to_string(log).unwrap().lines() {
         let entry: Value = serde_json::from_str(line).unwrap();
         *counts.entry(entry["workflow"].as_str().unwrap().to_string()).or_default() += 1;
     }
     counts
+}
+
+/// The tokens the fake provider reports on each answered request.
+pub(crate) struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cached_input: u64,
+    pub cache_write_input: u64,
+}
+
+/// The attempts, outcomes and tokens the provider's own log implies: per
+/// workflow, its requests in order, `usage` on each answered one.
+pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
+    let mut by_workflow: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let workflow = entry["workflow"].as_str().unwrap().to_string();
+        by_workflow.entry(workflow).or_default().push(entry["status"].as_u64().unwrap());
+    }
+    let (mut primary, mut retried, mut failed, mut ok) = (0, 0, 0, 0);
+    for statuses in by_workflow.values() {
+        ok += statuses.iter().filter(|&&s| s == 200).count() as u64;
+        match (statuses.len(), statuses.last()) {
+            (1, Some(200)) => primary += 1,
+            (_, Some(200)) => retried += 1,
+            _ => failed += 1,
+        }
+    }
+    json!({
+        "attempts": by_workflow.values().map(Vec::len).sum::<usize>(),
+        "outcomes": {"total": by_workflow.len(), "primary_success": primary, "retry_recovery": retried,
+                     "fallback_recovery": 0, "degraded": 0, "fail_closed": failed, "in_flight": 0, "queued": 0},
+        "tokens": {"input": usage.input * ok, "output": usage.output * ok, "cached_input": usage.cached_input * ok,
+                   "cache_write_input": usage.cache_write_input * ok},
+    })
 }
 
 /// Requests the fake provider failed, per workflow name.
@@ -37,7 +72,7 @@ fn provider_failures(log: &Path) -> BTreeMap<String, usize> {
     counts
 }
 
-fn run_python(script: &str, args: &[&str]) -> Value {
+pub(crate) fn run_python(script: &str, args: &[&str]) -> Value {
     let out = crate::python()
         .current_dir(PYTHON_DIR)
         .arg(script)
@@ -51,7 +86,7 @@ fn run_python(script: &str, args: &[&str]) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap()
 }
 
-fn outcomes(report: &Value) -> Value {
+pub(crate) fn outcomes(report: &Value) -> Value {
     let w = &report["workflows"];
     json!({
         "total": w["total"], "primary_success": w["primary_success"], "retry_recovery": w["retry_recovery"],
@@ -62,7 +97,7 @@ fn outcomes(report: &Value) -> Value {
 
 /// Waits until the service's report holds `attempts` attempts: OTLP
 /// exporters send in the background, and the test must not race them.
-fn report_with(service: &Service, attempts: u64) -> Value {
+pub(crate) fn report_with(service: &Service, attempts: u64) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let report = service.report("");
@@ -407,6 +442,7 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
         parent_span_id: None,
         kind: SpanKind::Link,
         span: None,
+        facts: Default::default(),
     };
     let store = Store::open_in_memory().unwrap();
     let first: Vec<SpanRecord> = (0..MAX_SPANS_PER_TRACE + 1).map(link).collect();

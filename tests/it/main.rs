@@ -1,5 +1,6 @@
 //! One integration-test binary (faster to build than one per file).
 
+mod ai_sdk;
 mod alerts;
 mod audit;
 mod cli;
@@ -10,8 +11,10 @@ mod prometheus;
 mod properties;
 mod readme;
 mod rules;
+mod sdk_tracing;
 mod service;
 mod snapshots;
+mod span_shapes;
 mod storage;
 mod tls;
 

@@ -1,5 +1,6 @@
-"""A loopback stand-in for an OpenAI-compatible LLM provider that answers on a
-plan, for tests only.
+"""A loopback stand-in for an OpenAI-compatible LLM provider (and Anthropic's
+Messages API, on paths ending in /messages) that answers on a plan, for tests
+only.
 
 Each request names its workflow in the last user message (`wf=<name>`). The
 plan maps a workflow name to the HTTP statuses of its successive requests
@@ -15,6 +16,58 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 USAGE = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+
+# Anthropic's usage counts cache reads and writes apart from input_tokens:
+# 130 input tokens in all, 20 of them read from the cache, 10 written to it.
+ANTHROPIC_USAGE = {
+    "input_tokens": 100,
+    "output_tokens": 30,
+    "cache_read_input_tokens": 20,
+    "cache_creation_input_tokens": 10,
+}
+ANTHROPIC_ERRORS = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}
+
+
+def stream_chat_completion(handler, workflow: str, body: dict):
+    """An OpenAI chat completion as server-sent events, with the usage chunk
+    when the request asks for it (`stream_options.include_usage`)."""
+    base = {
+        "id": f"chatcmpl-{workflow}-{time.time_ns()}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model") or "unknown",
+    }
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {"content": "done"}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": USAGE})
+    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    encoded = data.encode()
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream")
+    handler.send_header("content-length", str(len(encoded)))
+    handler.end_headers()
+    handler.wfile.write(encoded)
+
+
+def anthropic_payload(workflow: str, body: dict, status: int) -> dict:
+    """A Messages API answer: the message, or its error envelope."""
+    if status != 200:
+        kind = ANTHROPIC_ERRORS.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": f"planned {status}"}}
+    return {
+        "id": f"msg_{workflow}_{time.time_ns()}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model") or "unknown",
+        "content": [{"type": "text", "text": "done"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": ANTHROPIC_USAGE,
+    }
 
 
 class FakeProvider:
@@ -69,7 +122,11 @@ class FakeProvider:
                     )
                     + "\n"
                 )
-        if status == 200:
+        if handler.path.endswith("/messages"):
+            payload = anthropic_payload(workflow, body, status)
+        elif status == 200 and body.get("stream"):
+            return stream_chat_completion(handler, workflow, body)
+        elif status == 200:
             payload = {
                 "id": f"chatcmpl-{workflow}-{time.time_ns()}",
                 "object": "chat.completion",
@@ -90,6 +147,7 @@ class FakeProvider:
         data = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("content-type", "application/json")
+        handler.send_header("request-id", f"req_{workflow}_{time.time_ns()}")
         handler.send_header("content-length", str(len(data)))
         if status == 429:
             # Short, so the clients' own backoff keeps the test quick.
@@ -97,3 +155,14 @@ class FakeProvider:
             handler.send_header("retry-after", "0")
         handler.end_headers()
         handler.wfile.write(data)
+
+
+if __name__ == "__main__":
+    # Standalone, for clients in other languages: serves PLAN_JSON, logging
+    # to LOG, prints its base URL, and stops when its standard input closes.
+    import sys
+
+    plan_json, log = sys.argv[1:3]
+    with FakeProvider(json.loads(plan_json), log) as fake:
+        print(fake.base_url, flush=True)
+        sys.stdin.read()

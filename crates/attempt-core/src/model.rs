@@ -244,6 +244,41 @@ pub struct SpanRecord {
     pub parent_span_id: Option<String>,
     pub kind: SpanKind,
     pub span: Option<Vec<u8>>,
+    /// What grouping the trace's spans into calls reads of a model or HTTP
+    /// span; default for the others.
+    pub facts: SpanFacts,
+}
+
+/// What grouping a trace's spans into calls reads of a model or HTTP span
+/// besides its parent link (docs/record-format.md, "Attempts found by the
+/// call"): its interval, host, call id, requested model and resend count.
+/// Stored beside the span, so a trace's shape is read without decoding a
+/// single span.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpanFacts {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default)]
+    pub start_ns: u64,
+    #[serde(default)]
+    pub end_ns: u64,
+    /// `server.address`, lower-cased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The provider's id of the call (`gen_ai.response.id`, a provider
+    /// request id): two model spans with the same one describe one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `http.request.resend_count` of a model span: the requests its SDK
+    /// sent again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resends: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How a workflow ended (docs/record-format.md, "Outcomes"), as

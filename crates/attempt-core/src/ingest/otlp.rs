@@ -12,13 +12,16 @@
 //!    trace's attempts with the result: a model span stored alone is one
 //!    attempt until its HTTP children arrive, then it becomes them.
 //!
-//! Inside a trace: a model span with a model-span descendant is a wrapper (a
-//! framework span around an SDK span), not a second attempt; a model span
-//! with HTTP client children hides the SDK's own retries, each child being
-//! one attempt (`layer = sdk`) with provider and model from the parent and
-//! the parent's tokens and cost on the child that delivered.
+//! Which spans of a trace are one call, and which HTTP spans are its
+//! attempts, is the trace's shape (`shape`). A call with attempt spans hides
+//! the SDK's own retries, each being one attempt (`layer = sdk`) with
+//! provider and model from the call and the call's tokens and cost on the
+//! one that delivered; a call known to have resent its request only by a
+//! count gets that many failed attempts before its own.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod shape;
+
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -29,7 +32,8 @@ use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use prost::Message;
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
-use crate::model::{Attempt, Layer, PicoUsd, SpanKind, SpanRecord, Status, Tokens};
+use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
+pub use shape::{CallShape, SpanLink, TraceCalls, resent_attempt_id, trace_calls};
 
 /// Spans of a request, and how many of them were model calls.
 #[derive(Debug, Default)]
@@ -54,6 +58,35 @@ const NON_INFERENCE_OPERATIONS: [&str; 8] = [
     "invoke_workflow",
     "tokenize",
 ];
+
+/// `gen_ai.operation.name` values that say "this span is a call to a
+/// model", with or without a model or provider attribute: a span named so
+/// that lacks them is refused, not skipped. Any other operation name is a
+/// model call only when the span carries a model or provider attribute (a
+/// framework's step span, such as the Vercel AI SDK's `agent_step`, has
+/// neither).
+const INFERENCE_OPERATIONS: [&str; 12] = [
+    "chat",
+    "text_completion",
+    "generate_content",
+    "embeddings",
+    "completion",
+    "acompletion",
+    "embedding",
+    "aembedding",
+    "responses",
+    "aresponses",
+    "text_completion_streaming",
+    "atext_completion",
+];
+
+/// Attributes that name the model a span asks for.
+const MODEL_KEYS: [&str; 4] =
+    ["gen_ai.request.model", "llm.model_name", "embedding.model_name", "gen_ai.response.model"];
+
+/// A span's resend count above this is a bad value, not retries: no SDK
+/// resends a request a hundred times. Counted up to it, with a warning.
+pub const MAX_RESENDS: u32 = 100;
 
 /// OpenInference span kinds that are a call to a model.
 const OPENINFERENCE_MODEL_KINDS: [&str; 2] = ["llm", "embedding"];
@@ -92,21 +125,34 @@ const KEPT_KEYS: &[&str] = &[
     "http.request.resend_count",
     "error.type",
     "error.code",
+    "anthropic.request.id",
+    "ai.response.id",
     "gen_ai.usage.input_tokens",
     "gen_ai.usage.prompt_tokens",
     "llm.token_count.prompt",
+    "ai.usage.inputTokens",
+    "ai.usage.promptTokens",
     "gen_ai.usage.output_tokens",
     "gen_ai.usage.completion_tokens",
     "llm.token_count.completion",
+    "ai.usage.outputTokens",
+    "ai.usage.completionTokens",
     "gen_ai.usage.cache_read.input_tokens",
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",
+    "ai.usage.cachedInputTokens",
+    "ai.usage.inputTokenDetails.cacheReadTokens",
     "gen_ai.usage.cache_creation.input_tokens",
     "gen_ai.usage.cache_write.input_tokens",
     "gen_ai.usage.cache_creation_input_tokens",
     "llm.token_count.prompt_details.cache_write",
     "llm.token_count.prompt_details.cache_creation",
+    "ai.usage.inputTokenDetails.cacheWriteTokens",
     "gen_ai.response.time_to_first_chunk",
+    "gen_ai.client.operation.time_to_first_chunk",
+    "gen_ai.server.time_to_first_token",
+    "ai.response.msToFirstChunk",
+    "ai.stream.msToFirstChunk",
     "llm.cost.total",
     "gen_ai.cost.total_cost",
     "litellm.cost.total",
@@ -114,6 +160,8 @@ const KEPT_KEYS: &[&str] = &[
     "litellm.model_group",
     "litellm.call_id",
     "server.address",
+    "url.full",
+    "http.url",
 ];
 
 /// A kept attribute's string value is cut to this many bytes: the mapping
@@ -137,6 +185,12 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
                 Ok(built) => {
                     let line = index as u64 + 1;
                     built.warnings.into_iter().for_each(|reason| out.decoded.warn(line, reason));
+                    if let Some(n) = resend_count(span).filter(|&n| n > i64::from(MAX_RESENDS)) {
+                        out.decoded.warn(
+                            line,
+                            format!("http.request.resend_count: {n} is over {MAX_RESENDS}, counted as {MAX_RESENDS}"),
+                        );
+                    }
                     Some(SpanKind::Model)
                 }
                 Err(reason) => {
@@ -165,6 +219,7 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
             parent_span_id: (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
             kind,
             span: (kind != SpanKind::Link).then(|| kept(span).encode_to_vec()),
+            facts: if kind == SpanKind::Link { SpanFacts::default() } else { facts_of(span) },
         });
     }
     out
@@ -198,151 +253,76 @@ pub fn attempts_of_request(request: &ExportTraceServiceRequest) -> Vec<Attempt> 
 pub fn derive_trace(records: &[SpanRecord]) -> Vec<Attempt> {
     let links: Vec<SpanLink> = records.iter().map(SpanLink::of).collect();
     let by_id: HashMap<&str, &SpanRecord> = records.iter().map(|r| (r.span_id.as_str(), r)).collect();
-    let calls = trace_calls(&links);
+    let calls = trace_calls(&links).calls;
     calls.iter().flat_map(|(id, call)| derive_call(id, call, &by_id)).collect()
 }
 
-/// What the shape of a trace needs of a span: its id, its parent and its
-/// kind (no attributes: a trace's shape is computed from these alone, so a
-/// growing trace is re-read cheaply and only the calls its new spans change
-/// are decoded again).
-#[derive(Debug, Clone)]
-pub struct SpanLink {
-    pub span_id: String,
-    pub parent_span_id: Option<String>,
-    pub kind: SpanKind,
-}
-
-impl SpanLink {
-    pub fn of(record: &SpanRecord) -> Self {
-        Self {
-            span_id: record.span_id.clone(),
-            parent_span_id: record.parent_span_id.clone(),
-            kind: record.kind,
-        }
+/// What the shape of a trace reads of a model or HTTP span, from the span.
+pub fn facts_of(span: &Span) -> SpanFacts {
+    SpanFacts {
+        name: span.name.clone(),
+        start_ns: span.start_time_unix_nano,
+        end_ns: span.end_time_unix_nano,
+        host: host(span),
+        call_id: str_attr(
+            span,
+            &["gen_ai.response.id", "ai.response.id", "attempt.provider_request_id", "anthropic.request.id"],
+        )
+        .map(String::from),
+        model: str_attr(span, &MODEL_KEYS[..1])
+            .or_else(|| str_attr(span, &MODEL_KEYS[1..]))
+            .map(String::from),
+        resends: resend_count(span).map_or(0, |n| n.clamp(0, i64::from(MAX_RESENDS)) as u32),
     }
 }
 
-/// One model call of a trace, as the trace's shape says: the wrappers
-/// around it (nearest first: the model spans it descends from) and its HTTP
-/// client children (its hidden SDK attempts). Its attempts are a function of
-/// these spans alone, so two equal shapes derive equal attempts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallShape {
-    pub around: Vec<String>,
-    pub http: Vec<String>,
+/// The facts of a stored span's content (`None` for a link, or content that
+/// does not decode).
+pub fn facts_of_stored(span: &[u8]) -> Option<SpanFacts> {
+    Span::decode(span).ok().map(|span| facts_of(&span))
 }
 
-impl CallShape {
-    /// The ids of the attempts this call derives to (one per HTTP child,
-    /// else the call's own), within trace `trace_id`; a call that does not
-    /// map derives to none of them.
-    pub fn attempt_ids(&self, trace_id: &str, call_id: &str) -> Vec<String> {
-        if self.http.is_empty() {
-            vec![format!("{trace_id}{call_id}")]
-        } else {
-            self.http.iter().map(|child| format!("{trace_id}{child}")).collect()
-        }
+fn resend_count(span: &Span) -> Option<i64> {
+    if is_http_client(span) && !is_model_call(span) {
+        return None;
     }
-
-    /// Every span whose content the call's attempts read.
-    pub fn spans<'a>(&'a self, call_id: &'a str) -> impl Iterator<Item = &'a str> {
-        std::iter::once(call_id)
-            .chain(self.around.iter().map(String::as_str))
-            .chain(self.http.iter().map(String::as_str))
-    }
+    int_attr(span, &["http.request.resend_count"])
 }
 
-/// The model calls of a trace by span id: every model span that has no
-/// model-span descendant (one with one is a wrapper, a framework span around
-/// an SDK span, not a second attempt). Linear in the trace: each span's
-/// nearest model ancestor is found once, so a long parent chain (an agent's
-/// steps) costs no more than a wide trace. A cycle of bad parent links ends
-/// the walk.
-pub fn trace_calls(links: &[SpanLink]) -> BTreeMap<String, CallShape> {
-    let index: HashMap<&str, usize> =
-        links.iter().enumerate().map(|(i, l)| (l.span_id.as_str(), i)).collect();
-    let parent: Vec<Option<usize>> =
-        links.iter().map(|l| l.parent_span_id.as_deref().and_then(|p| index.get(p).copied())).collect();
-    let is_model = |i: usize| links[i].kind == SpanKind::Model;
-    // nearest[i]: the nearest model ancestor of span i (not i itself).
-    let mut nearest: Vec<Option<Option<usize>>> = vec![None; links.len()];
-    for start in 0..links.len() {
-        // Walk up until a span whose answer is known, then fill the path.
-        let mut path = Vec::new();
-        let mut current = start;
-        let mut on_path = HashSet::new();
-        let known = loop {
-            if let Some(answer) = nearest[current] {
-                break answer;
-            }
-            if !on_path.insert(current) {
-                break None; // a cycle
-            }
-            path.push(current);
-            match parent[current] {
-                None => break None,
-                Some(p) if is_model(p) => {
-                    nearest[current] = Some(Some(p));
-                    path.pop();
-                    break Some(p);
-                }
-                Some(p) => current = p,
-            }
-        };
-        for i in path {
-            nearest[i] = Some(known);
-        }
+/// The server a span talked to, lower-cased: `server.address`, else the
+/// host of its URL.
+fn host(span: &Span) -> Option<String> {
+    if let Some(address) = str_attr(span, &["server.address"]) {
+        return Some(address.trim().to_ascii_lowercase());
     }
-    let nearest = |i: usize| nearest[i].flatten();
-    let mut wrappers = vec![false; links.len()];
-    for i in (0..links.len()).filter(|&i| is_model(i)) {
-        // Every model ancestor of a model span is a wrapper; once one is
-        // marked, so are its own model ancestors.
-        let mut up = nearest(i);
-        while let Some(a) = up {
-            if wrappers[a] {
-                break;
-            }
-            wrappers[a] = true;
-            up = nearest(a);
-        }
-    }
-    let mut http: HashMap<usize, Vec<String>> = HashMap::new();
-    for (i, link) in links.iter().enumerate() {
-        if link.kind == SpanKind::Http
-            && let Some(p) = parent[i]
-        {
-            http.entry(p).or_default().push(link.span_id.clone());
-        }
-    }
-    let mut calls = BTreeMap::new();
-    for i in (0..links.len()).filter(|&i| is_model(i) && !wrappers[i]) {
-        let mut around = Vec::new();
-        let mut up = nearest(i);
-        while let Some(a) = up {
-            if around.len() > links.len() {
-                break;
-            }
-            around.push(links[a].span_id.clone());
-            up = nearest(a);
-        }
-        let mut children = http.remove(&i).unwrap_or_default();
-        children.sort_unstable();
-        calls.insert(links[i].span_id.clone(), CallShape { around, http: children });
-    }
-    calls
+    let url = str_attr(span, &["url.full", "http.url"])?;
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.split(':').next()?,
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 /// The attempts of one call, from the stored spans its shape names; none
 /// if a span is missing or no longer maps (logged).
 pub fn derive_call(call_id: &str, shape: &CallShape, spans: &HashMap<&str, &SpanRecord>) -> Vec<Attempt> {
     let decode = |id: &str| spans.get(id).and_then(|r| Span::decode(r.span.as_deref()?).ok());
-    let Some(call) = decode(call_id) else { return Vec::new() };
+    let Some(mut call) = decode(call_id) else { return Vec::new() };
+    // Another instrumentation's span of the same call fills in what this
+    // one lacks (its attributes are looked up after the call's own).
+    for same in shape.same.iter().filter_map(|id| decode(id)) {
+        call.attributes.extend(same.attributes);
+        call.events.extend(same.events);
+    }
     let around: Vec<Span> = shape.around.iter().filter_map(|id| decode(id)).collect();
     let around: Vec<&Span> = around.iter().collect();
     let mut http: Vec<Span> = shape.http.iter().filter_map(|id| decode(id)).collect();
-    let result = if http.is_empty() {
+    let result = if http.is_empty() && shape.resends > 0 {
+        map_resent_call(&call, &around, shape.resends)
+    } else if http.is_empty() {
         map_call(&call, &around).map(|built| vec![built.attempt])
     } else {
         http.sort_by_key(|s| {
@@ -369,10 +349,12 @@ fn is_model_call(span: &Span) -> bool {
         return OPENINFERENCE_MODEL_KINDS.iter().any(|k| kind.eq_ignore_ascii_case(k));
     }
     let operation = str_attr(span, &["gen_ai.operation.name"]);
-    if operation.is_some_and(|op| NON_INFERENCE_OPERATIONS.iter().any(|k| op.eq_ignore_ascii_case(k))) {
-        return false;
+    let is = |names: &[&str], op: &str| names.iter().any(|k| op.eq_ignore_ascii_case(k));
+    match operation {
+        Some(op) if is(&NON_INFERENCE_OPERATIONS, op) => false,
+        Some(op) if is(&INFERENCE_OPERATIONS, op) => true,
+        _ => PROVIDER_KEYS.iter().chain(&MODEL_KEYS).any(|k| has_attr(span, k)),
     }
-    operation.is_some() || PROVIDER_KEYS.iter().any(|k| has_attr(span, k))
 }
 
 fn is_http_client(span: &Span) -> bool {
@@ -453,6 +435,42 @@ fn map_call(span: &Span, around: &[&Span]) -> Result<Built, String> {
     build_attempt(fields)
 }
 
+/// A call whose span says its SDK resent the request `resends` times and
+/// that has no attempt spans: that many failed attempts of unknown class
+/// before its own, all issued by the SDK. They start when the call started
+/// (no span says when each was sent) and carry nothing the span cannot say
+/// of them: no status code, no tokens, no duration.
+fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<Attempt>, String> {
+    let base_index = int_attr(call, &["attempt.index"]);
+    let (trace, span_id) = (hex(&call.trace_id), hex(&call.span_id));
+    let mut attempts = Vec::with_capacity(resends as usize + 1);
+    for k in 1..=resends {
+        let mut fields = call_fields(call, around)?;
+        fields.attempt_id = Some(resent_attempt_id(&trace, &span_id, k));
+        fields.layer = Some(fields.layer.unwrap_or(Layer::Sdk));
+        fields.attempt = base_index.map(|b| b + i64::from(k) - 1);
+        timing(&mut fields, call)?;
+        fields.status = Some(Status::Error);
+        fields.duration_ms = None;
+        fields.warnings.clear();
+        (fields.http_status, fields.error_code, fields.error_class, fields.retry_after_ms) =
+            (None, None, None, None);
+        (fields.ttft_ms, fields.provider_request_id, fields.decision) = (None, None, None);
+        (fields.visible_output, fields.commit_state, fields.served_model) = (None, None, None);
+        fields.cost = None;
+        attempts.push(build_attempt(fields)?.attempt);
+    }
+    let mut last = call_fields(call, around)?;
+    last.attempt_id = Some(format!("{trace}{span_id}"));
+    last.layer = Some(last.layer.unwrap_or(Layer::Sdk));
+    last.attempt = base_index.map(|b| b + i64::from(resends));
+    timing(&mut last, call)?;
+    last.status = Some(span_status(call, last.http_status));
+    last.tokens = tokens(call)?;
+    attempts.push(build_attempt(last)?.attempt);
+    Ok(attempts)
+}
+
 fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<Vec<Attempt>, String> {
     let base_index = int_attr(call, &["attempt.index"]);
     let mut attempts = Vec::with_capacity(http.len());
@@ -526,12 +544,15 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
             any_value::Value::StringValue(s) => s.parse().ok(),
             _ => None,
         }),
-        provider_request_id: str_attr(span, &["attempt.provider_request_id", "gen_ai.response.id"])
-            .map(String::from),
+        provider_request_id: str_attr(
+            span,
+            &["attempt.provider_request_id", "gen_ai.response.id", "ai.response.id", "anthropic.request.id"],
+        )
+        .map(String::from),
         retry_after_ms: float_attr(span, &["attempt.retry_after_ms"]),
         http_status,
         error_code: error_code(span),
-        ttft_ms: float_attr(span, &["gen_ai.response.time_to_first_chunk"]).map(|s| s * 1000.0),
+        ttft_ms: time_to_first_token_ms(span),
         cost: float_attr(
             span,
             &[
@@ -659,6 +680,19 @@ fn exception_type(span: &Span) -> Option<&str> {
     })
 }
 
+/// Time to first token: the conventions' seconds, or the AI SDK's
+/// milliseconds.
+fn time_to_first_token_ms(span: &Span) -> Option<f64> {
+    let seconds = [
+        "gen_ai.response.time_to_first_chunk",
+        "gen_ai.client.operation.time_to_first_chunk",
+        "gen_ai.server.time_to_first_token",
+    ];
+    float_attr(span, &seconds)
+        .map(|s| s * 1000.0)
+        .or_else(|| float_attr(span, &["ai.response.msToFirstChunk", "ai.stream.msToFirstChunk"]))
+}
+
 fn tokens(span: &Span) -> Result<Tokens, String> {
     let count = |keys: &[&str]| -> Result<Option<i64>, String> {
         match int_attr(span, keys) {
@@ -667,16 +701,26 @@ fn tokens(span: &Span) -> Result<Tokens, String> {
         }
     };
     Ok(Tokens {
-        input: count(&["gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"])?,
+        input: count(&[
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.prompt_tokens",
+            "llm.token_count.prompt",
+            "ai.usage.inputTokens",
+            "ai.usage.promptTokens",
+        ])?,
         output: count(&[
             "gen_ai.usage.output_tokens",
             "gen_ai.usage.completion_tokens",
             "llm.token_count.completion",
+            "ai.usage.outputTokens",
+            "ai.usage.completionTokens",
         ])?,
         cached_input: count(&[
             "gen_ai.usage.cache_read.input_tokens",
             "gen_ai.usage.cache_read_input_tokens",
             "llm.token_count.prompt_details.cache_read",
+            "ai.usage.inputTokenDetails.cacheReadTokens",
+            "ai.usage.cachedInputTokens",
         ])?,
         cache_write_input: count(&[
             "gen_ai.usage.cache_creation.input_tokens",
@@ -684,6 +728,7 @@ fn tokens(span: &Span) -> Result<Tokens, String> {
             "gen_ai.usage.cache_creation_input_tokens",
             "llm.token_count.prompt_details.cache_write",
             "llm.token_count.prompt_details.cache_creation",
+            "ai.usage.inputTokenDetails.cacheWriteTokens",
         ])?,
     })
 }

@@ -276,3 +276,242 @@ fn attempt_extra_attributes_become_extra_fields() {
     let extra: serde_json::Value = serde_json::from_str(attempts[0].extra.as_deref().unwrap()).unwrap();
     assert_eq!(extra, serde_json::json!({"team": "search", "priority": 3}));
 }
+
+/// `span` over [from_ms, to_ms] after the tests' epoch, named `name`.
+fn during(mut span: Span, name: &str, from_ms: u64, to_ms: u64) -> Span {
+    let epoch = 1_795_831_200_000_000_000;
+    span.name = name.into();
+    span.start_time_unix_nano = epoch + from_ms * 1_000_000;
+    span.end_time_unix_nano = epoch + to_ms * 1_000_000;
+    span
+}
+
+fn anthropic(extra: Vec<KeyValue>) -> Vec<KeyValue> {
+    let mut attrs = vec![
+        kv("gen_ai.operation.name", s("chat")),
+        kv("gen_ai.provider.name", s("anthropic")),
+        kv("gen_ai.request.model", s("claude-sonnet-4-5")),
+    ];
+    attrs.extend(extra);
+    attrs
+}
+
+fn usage() -> Vec<KeyValue> {
+    vec![
+        kv("gen_ai.usage.input_tokens", Value::IntValue(2000)),
+        kv("gen_ai.usage.output_tokens", Value::IntValue(300)),
+    ]
+}
+
+fn shape(spans: Vec<Span>) -> TraceCalls {
+    let links: Vec<SpanLink> =
+        decode_request(&request(spans)).decoded.spans.iter().map(SpanLink::of).collect();
+    trace_calls(&links)
+}
+
+/// OpenLLMetry's span never made current: the SDK's HTTP spans sit beside
+/// it under the caller's span.
+fn openllmetry_call(call: u8, caller: u8, at_ms: u64, statuses: &[i64]) -> Vec<Span> {
+    let last_ok = statuses.last() == Some(&200);
+    let mut spans = vec![during(
+        span(call, Some(caller), 0, anthropic(if last_ok { usage() } else { vec![] }), !last_ok),
+        "anthropic.chat",
+        at_ms,
+        at_ms + 1000,
+    )];
+    for (n, status) in statuses.iter().enumerate() {
+        let from = at_ms + 10 + n as u64 * 300;
+        spans.push(during(
+            http_child(call + 1 + n as u8, caller, 0, *status, *status >= 400),
+            "POST",
+            from,
+            from + 200,
+        ));
+    }
+    spans
+}
+
+#[test]
+fn http_spans_beside_a_call_that_never_became_current_are_its_attempts() {
+    let caller = span(1, None, 0, vec![], false);
+    let spans =
+        [vec![caller], openllmetry_call(10, 1, 0, &[529, 529, 200]), openllmetry_call(20, 1, 2000, &[200])]
+            .concat();
+    let attempts = derive_after(vec![spans.clone()]);
+    assert_eq!(attempts.len(), 4, "{attempts:#?}");
+    assert!(attempts.iter().all(|a| a.layer == Layer::Sdk));
+    assert_eq!(attempts.iter().filter(|a| a.status == Status::Error).count(), 2);
+    let delivered_tokens: i64 = attempts.iter().filter_map(|a| a.tokens.input).sum();
+    assert_eq!(delivered_tokens, 4000, "each call's tokens once, on the attempt that delivered");
+    assert_eq!(shape(spans.clone()).ambiguous_calls, 0);
+    // Split and reversed: the same attempts.
+    let (a, b) = spans.split_at(3);
+    assert_eq!(derive_after(vec![b.to_vec(), a.to_vec()]), attempts);
+    assert_eq!(derive_after(spans.iter().rev().map(|s| vec![s.clone()]).collect()), attempts);
+}
+
+#[test]
+fn http_spans_two_overlapping_calls_could_own_are_nobody_s() {
+    let caller = span(1, None, 0, vec![], false);
+    // Two concurrent calls: an HTTP span inside both is no call's attempt.
+    let spans =
+        [vec![caller], openllmetry_call(10, 1, 0, &[200]), openllmetry_call(20, 1, 0, &[200])].concat();
+    let calls = shape(spans.clone());
+    assert_eq!(calls.ambiguous_calls, 2);
+    assert!(calls.calls.values().all(|c| c.http.is_empty()));
+    assert_eq!(derive_after(vec![spans]).len(), 2, "one attempt per model span");
+    // A host that differs decides it.
+    let host = |mut s: Span, h: &str| {
+        s.attributes.push(kv("server.address", s_(h)));
+        s
+    };
+    let mut a = openllmetry_call(10, 1, 0, &[200]);
+    let mut b = openllmetry_call(20, 1, 0, &[200]);
+    a[0] = host(a[0].clone(), "api.anthropic.com");
+    a[1] = host(a[1].clone(), "api.anthropic.com");
+    b[0] = host(b[0].clone(), "eu.anthropic.example");
+    b[1] = host(b[1].clone(), "EU.anthropic.example");
+    let calls = shape([a, b].concat());
+    assert_eq!(calls.ambiguous_calls, 0);
+    assert!(calls.calls.values().all(|c| c.http.len() == 1), "{calls:?}");
+}
+
+fn s_(v: &str) -> Value {
+    s(v)
+}
+
+/// The Anthropic SDK's own span (current, with httpx children and a resend
+/// count) beside OpenLLMetry's (not current), for one call.
+fn sdk_and_openllmetry(response_id: Option<&str>, httpx: bool, ok: bool) -> Vec<Span> {
+    let mut sdk_attrs = anthropic(vec![
+        kv("http.request.method", s("POST")),
+        kv("server.address", s("127.0.0.1")),
+        kv("http.request.resend_count", Value::IntValue(2)),
+    ]);
+    let mut llm_attrs = anthropic(vec![]);
+    if ok {
+        sdk_attrs.push(kv("gen_ai.usage.cache_read.input_tokens", Value::IntValue(500)));
+        sdk_attrs.extend(usage());
+        llm_attrs.extend(usage());
+    }
+    if let Some(id) = response_id {
+        sdk_attrs.push(kv("gen_ai.response.id", s(id)));
+        llm_attrs.push(kv("gen_ai.response.id", s(id)));
+    }
+    let mut spans = vec![
+        span(1, None, 0, vec![], false),
+        during(span(2, Some(1), 0, sdk_attrs, !ok), "anthropic.messages.create", 5, 1990),
+        during(span(3, Some(1), 0, llm_attrs, !ok), "anthropic.chat", 0, 2000),
+    ];
+    if httpx {
+        for (n, status) in [529, 529, if ok { 200 } else { 529 }].iter().enumerate() {
+            let from = 10 + n as u64 * 600;
+            spans.push(during(
+                http_child(4 + n as u8, 2, 0, *status, *status >= 400),
+                "POST",
+                from,
+                from + 300,
+            ));
+        }
+    }
+    spans
+}
+
+#[test]
+fn two_instrumentations_of_one_call_are_one_call() {
+    for (id, httpx, ok) in [(Some("msg_1"), true, true), (Some("msg_1"), false, true), (None, false, false)] {
+        let spans = sdk_and_openllmetry(id, httpx, ok);
+        let attempts = derive_after(vec![spans.clone()]);
+        assert_eq!(attempts.len(), 3, "{id:?} {httpx} {ok}: {attempts:#?}");
+        assert_eq!(attempts.iter().filter(|a| a.status == Status::Error).count(), if ok { 2 } else { 3 });
+        assert_eq!(attempts.iter().filter_map(|a| a.tokens.input).sum::<i64>(), if ok { 2000 } else { 0 });
+        assert_eq!(
+            attempts.iter().filter_map(|a| a.tokens.cached_input).sum::<i64>(),
+            if ok { 500 } else { 0 }
+        );
+        assert!(attempts.iter().all(|a| a.layer == Layer::Sdk));
+        let calls = shape(spans.clone());
+        assert_eq!(calls.calls.len(), 1);
+        assert_eq!(calls.calls.values().next().unwrap().same, vec!["03".repeat(8)]);
+        let (a, b) = spans.split_at(2);
+        assert_eq!(derive_after(vec![b.to_vec(), a.to_vec()]), attempts, "split, reversed");
+    }
+    // Two calls of one instrumentation that nest in time stay two calls.
+    let inner = during(span(2, Some(1), 0, anthropic(usage()), false), "anthropic.chat", 100, 200);
+    let outer = during(span(3, Some(1), 0, anthropic(usage()), false), "anthropic.chat", 0, 1000);
+    assert_eq!(derive_after(vec![vec![span(1, None, 0, vec![], false), inner, outer]]).len(), 2);
+}
+
+#[test]
+fn a_resend_count_without_attempt_spans_is_that_many_failed_attempts_first() {
+    let spans = sdk_and_openllmetry(Some("msg_9"), false, true)[..2].to_vec();
+    let mut attempts = derive_after(vec![spans]);
+    assert_eq!(attempts.len(), 3);
+    attempts.sort_by_key(|a| (a.started_at, <&str>::from(a.status), a.attempt_id.clone()));
+    let trace = "ab".repeat(16);
+    let call = "02".repeat(8);
+    assert_eq!(attempts[0].attempt_id, format!("{trace}-{call}-001"));
+    assert_eq!(attempts[1].attempt_id, format!("{trace}-{call}-002"));
+    assert_eq!(attempts[2].attempt_id, format!("{trace}{call}"));
+    assert!(
+        attempts[..2]
+            .iter()
+            .all(|a| a.status == Status::Error && a.http_status.is_none() && a.tokens.input.is_none())
+    );
+    assert_eq!(attempts[2].tokens.input, Some(2000));
+    assert!(attempts[0].attempt_id < attempts[2].attempt_id, "resent attempts sort first at equal start");
+}
+
+#[test]
+fn spans_that_claim_no_model_call_are_neither_calls_nor_rejections() {
+    let step = vec![kv("gen_ai.operation.name", s("agent_step"))];
+    let chat_without_provider =
+        vec![kv("gen_ai.operation.name", s("chat")), kv("gen_ai.request.model", s("gpt-4o"))];
+    let req = request(vec![span(1, None, 0, step, false), span(2, Some(1), 0, genai(vec![]), false)]);
+    let out = decode_request(&req);
+    assert!(out.decoded.rejections.is_empty(), "{:?}", out.decoded.rejections);
+    assert_eq!(out.model_spans, 1);
+    assert_eq!(attempts_of_request(&req).len(), 1);
+    let out = decode_request(&request(vec![span(3, None, 0, chat_without_provider, false)]));
+    assert_eq!(out.decoded.rejections.len(), 1, "a span that claims a model call and lacks the provider");
+}
+
+#[test]
+fn the_ai_sdk_usage_and_first_chunk_spellings_are_read() {
+    let attrs = vec![
+        kv("gen_ai.system", s("openai.chat")),
+        kv("gen_ai.request.model", s("gpt-4o-mini")),
+        kv("ai.usage.inputTokens", Value::IntValue(1000)),
+        kv("ai.usage.outputTokens", Value::IntValue(40)),
+        kv("ai.usage.inputTokenDetails.cacheReadTokens", Value::IntValue(600)),
+        kv("ai.usage.inputTokenDetails.cacheWriteTokens", Value::IntValue(100)),
+        kv("ai.response.msToFirstChunk", Value::DoubleValue(180.0)),
+    ];
+    let a = &attempts_of_request(&request(vec![span(1, None, 0, attrs, false)]))[0];
+    assert_eq!(a.provider, "openai.chat", "the spelling received; the store applies the aliases");
+    assert_eq!(
+        (a.tokens.input, a.tokens.output, a.tokens.cached_input, a.tokens.cache_write_input),
+        (Some(1000), Some(40), Some(600), Some(100))
+    );
+    assert_eq!(a.ttft_ms, Some(180.0));
+    let seconds = vec![
+        kv("gen_ai.provider.name", s("openai")),
+        kv("gen_ai.request.model", s("gpt-4o-mini")),
+        kv("gen_ai.client.operation.time_to_first_chunk", Value::DoubleValue(0.25)),
+    ];
+    assert_eq!(attempts_of_request(&request(vec![span(1, None, 0, seconds, false)]))[0].ttft_ms, Some(250.0));
+}
+
+#[test]
+fn an_http_span_whose_model_span_never_arrives_is_an_orphan() {
+    let spans = vec![
+        span(1, None, 0, vec![], false),
+        during(span(2, Some(1), 0, genai(vec![]), false), "chat", 0, 1000),
+        during(http_child(3, 2, 0, 200, false), "POST", 10, 900),
+        // The failed attempt's own chat span (id 4) was lost.
+        during(http_child(5, 4, 0, 500, true), "POST", 0, 5),
+    ];
+    let calls = shape(spans.clone());
+    assert_eq!(calls.orphan_attempt_spans, 1);
+    assert_eq!(derive_after(vec![spans]).len(), 1);
+}
