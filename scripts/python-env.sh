@@ -1,8 +1,9 @@
 # Sourced by scripts/test.sh and scripts/bench.sh: makes sure the Python
-# virtual environment with the pinned, hash-checked packages of
-# tests/python/requirements.txt exists (in the cargo target directory), and
-# exports ATTEMPT_LEDGER_TEST_PYTHON, its interpreter. The environment is
-# rebuilt when the lock file changes. Debian's python3 lacks venv until
+# virtual environments with the pinned, hash-checked packages of
+# tests/python/requirements.txt and tests/python/openlit/requirements.txt
+# exist (in the cargo target directory), and exports their interpreters,
+# ATTEMPT_LEDGER_TEST_PYTHON and ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT. Each is
+# rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -20,16 +21,26 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
 }
 
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$lock" | cut -d' ' -f1)
-if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  rm -rf "$venv"
-  if ! python3 -m venv "$venv" 2>/dev/null; then
-    rm -rf "$venv"
-    apt_install python3-venv
-    python3 -m venv "$venv"
+# ensure_venv DIR LOCK: DIR holds LOCK's packages, rebuilt when LOCK changed.
+ensure_venv() {
+  local dir="$1" lock_file="$2"
+  local stamp="$dir/.requirements.sha256"
+  local want
+  want=$(sha256sum "$lock_file" | cut -d' ' -f1)
+  if [[ ! -x "$dir/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+    rm -rf "$dir"
+    if ! python3 -m venv "$dir" 2>/dev/null; then
+      rm -rf "$dir"
+      apt_install python3-venv
+      python3 -m venv "$dir"
+    fi
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$lock_file"
+    echo "$want" >"$stamp"
   fi
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$lock"
-  echo "$want" >"$stamp"
-fi
+}
+
+ensure_venv "$venv" "$lock"
 export ATTEMPT_LEDGER_TEST_PYTHON="$venv/bin/python"
+# OpenLIT pins older SDKs than the main environment's: its own one.
+ensure_venv "$venv-openlit" tests/python/openlit/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT="$venv-openlit/bin/python"

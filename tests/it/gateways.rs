@@ -73,7 +73,13 @@ fn provider_failures(log: &Path) -> BTreeMap<String, usize> {
 }
 
 pub(crate) fn run_python(script: &str, args: &[&str]) -> Value {
-    let out = crate::python()
+    run_python_in(crate::python(), script, args)
+}
+
+/// `script` of tests/python run by `python` (an interpreter of one of the
+/// pinned environments); its last line of output, as JSON.
+pub(crate) fn run_python_in(mut python: std::process::Command, script: &str, args: &[&str]) -> Value {
+    let out = python
         .current_dir(PYTHON_DIR)
         .arg(script)
         .args(args)

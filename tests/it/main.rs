@@ -69,6 +69,20 @@ pub fn python() -> std::process::Command {
     std::process::Command::new(path)
 }
 
+/// The interpreter of OpenLIT's own pinned environment
+/// (tests/python/openlit/requirements.txt), which scripts/test.sh names in
+/// ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT.
+pub fn python_openlit() -> std::process::Command {
+    let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT").unwrap_or_else(|| {
+        panic!(
+            "this test drives OpenLIT from its pinned environment that scripts/test.sh creates; run the \
+             suite with scripts/test.sh (or set ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT to a Python with \
+             tests/python/openlit/requirements.txt installed)"
+        )
+    });
+    std::process::Command::new(path)
+}
+
 pub fn report_for(lines: &[String]) -> Report {
     report_of(&store_with(lines), &ReportFilter::default())
 }

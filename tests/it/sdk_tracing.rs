@@ -1,13 +1,14 @@
-//! The anthropic SDK traced the ways its users trace it (tests/python/
-//! anthropic_sdk.py): Traceloop's OpenLLMetry with the httpx
-//! instrumentation, with and without the SDK's own tracing, and the SDK's
-//! own tracing alone, with and without httpx's. Each in front of the
-//! loopback provider on one plan; the report must say what the provider's
-//! own log says.
+//! SDKs traced the ways their users trace them: the anthropic SDK
+//! (tests/python/anthropic_sdk.py) with Traceloop's OpenLLMetry and the
+//! httpx instrumentation, with and without the SDK's own tracing, and the
+//! SDK's own tracing alone, with and without httpx's; the openai SDK under
+//! OpenLIT (tests/python/openlit_openai.py). Each in front of the loopback
+//! provider on one plan; the report must say what the provider's own log
+//! says.
 
 use serde_json::json;
 
-use crate::gateways::{Usage, outcomes, provider_truth, report_with, run_python};
+use crate::gateways::{Usage, outcomes, provider_truth, report_with, run_python, run_python_in};
 use crate::service::Service;
 
 fn traced(mode: &str) {
@@ -61,4 +62,32 @@ fn the_sdk_s_own_tracing_alone_counts_retries_by_resend_count() {
 #[test]
 fn the_sdk_s_own_tracing_with_httpx_spans() {
     traced("sdk-httpx");
+}
+
+#[test]
+fn openlit_spans_of_the_openai_sdk_with_its_zero_cost_priced_from_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(&dir.path().join("ledger.duckdb"), &[]);
+    let log = dir.path().join("provider.jsonl");
+    // OpenLIT's price list, as it has one offline: none.
+    let prices = dir.path().join("openlit-prices.json");
+    std::fs::write(&prices, "{}").unwrap();
+    let plan = json!({"w1": [], "w2": [], "w3": [429], "w4": [500, 503], "w5": [500, 500, 500]});
+    let answered = run_python_in(
+        crate::python_openlit(),
+        "openlit_openai.py",
+        &[&service.http, log.to_str().unwrap(), &plan.to_string(), prices.to_str().unwrap()],
+    );
+    assert_eq!(answered["w5"], "InternalServerError", "{answered}");
+    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
+    assert_eq!(truth["attempts"], 10, "{truth}");
+    let report = report_with(&service, 10);
+    let seen = json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(&report), "tokens": report["tokens"]["total"]});
+    assert_eq!(seen, truth, "{report:#}");
+    // gpt-4o-mini at $0.15/M input and $0.60/M output, from the table.
+    let answered_calls = truth["tokens"]["output"].as_f64().unwrap() / 30.0;
+    let expected = answered_calls * (120.0 * 0.15 + 30.0 * 0.60) / 1e6;
+    assert!((report["cost_usd"]["total"].as_f64().unwrap() - expected).abs() < 1e-12, "{report:#}");
+    assert_eq!(report["cost_usd"]["unknown_cost_attempts"], 0);
+    service.terminate();
 }

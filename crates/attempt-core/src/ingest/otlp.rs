@@ -553,18 +553,7 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         http_status,
         error_code: error_code(span),
         ttft_ms: time_to_first_token_ms(span),
-        cost: float_attr(
-            span,
-            &[
-                "attempt.cost_usd",
-                "llm.cost.total",
-                "gen_ai.cost.total_cost",
-                "litellm.cost.total",
-                "gen_ai.usage.cost",
-            ],
-        )
-        .map(|usd| PicoUsd::from_usd(usd).ok_or(format!("cost {usd} is not a cost in dollars (>= 0)")))
-        .transpose()?,
+        cost: emitter_cost(span)?,
         source_trace: Some(hex(&span.trace_id)),
         extra: extra_attributes(&view, &mut warnings),
         warnings,
@@ -678,6 +667,30 @@ fn exception_type(span: &Span) -> Option<&str> {
             }
         })
     })
+}
+
+/// The cost the emitter states. OpenLIT writes `gen_ai.usage.cost = 0` for
+/// a model its price list lacks (a list it downloads at start, so every
+/// model when it runs offline): a 0 there beside tokens is no price, and the
+/// price table prices the attempt instead.
+fn emitter_cost(span: &Span) -> Result<Option<PicoUsd>, String> {
+    const KEYS: [&str; 5] = [
+        "attempt.cost_usd",
+        "llm.cost.total",
+        "gen_ai.cost.total_cost",
+        "litellm.cost.total",
+        "gen_ai.usage.cost",
+    ];
+    let Some((key, usd)) = KEYS.iter().find_map(|k| float_attr(span, &[*k]).map(|usd| (*k, usd))) else {
+        return Ok(None);
+    };
+    let billed_tokens = ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
+        .iter()
+        .any(|k| int_attr(span, &[*k]).is_some_and(|n| n > 0));
+    if key == "gen_ai.usage.cost" && usd == 0.0 && billed_tokens {
+        return Ok(None);
+    }
+    PicoUsd::from_usd(usd).map(Some).ok_or(format!("cost {usd} is not a cost in dollars (>= 0)"))
 }
 
 /// Time to first token: the conventions' seconds, or the AI SDK's

@@ -515,3 +515,20 @@ fn an_http_span_whose_model_span_never_arrives_is_an_orphan() {
     assert_eq!(calls.orphan_attempt_spans, 1);
     assert_eq!(derive_after(vec![spans]).len(), 1);
 }
+
+#[test]
+fn openlit_s_zero_cost_beside_tokens_is_no_price() {
+    let with_cost = |cost: f64, tokens: i64| {
+        let attrs = vec![
+            kv("gen_ai.operation.name", s("chat")),
+            kv("gen_ai.provider.name", s("openai")),
+            kv("gen_ai.request.model", s("gpt-4o-mini")),
+            kv("gen_ai.usage.input_tokens", Value::IntValue(tokens)),
+            kv("gen_ai.usage.cost", Value::DoubleValue(cost)),
+        ];
+        attempts_of_request(&request(vec![span(1, None, 0, attrs, false)]))[0].cost
+    };
+    assert_eq!(with_cost(0.0, 120), None, "priced from the table instead");
+    assert_eq!(with_cost(0.0, 0), Some(PicoUsd::from_usd(0.0).unwrap()), "no tokens: free");
+    assert_eq!(with_cost(0.5, 120), PicoUsd::from_usd(0.5));
+}

@@ -1,0 +1,59 @@
+"""Drives the openai SDK instrumented by OpenLIT (its own tracer provider and
+OTLP/HTTP exporter, as `openlit.init` sets them up, and its httpx spans for
+the SDK's requests) against the fake provider, exporting to the ledger under
+test. Each call runs under the application's span, one trace per call; the
+SDK's default max_retries=2 retries on its own.
+
+OpenLIT downloads its price list at start; this machine, like an offline
+deployment, has none to give it (an empty list), so OpenLIT states a cost of
+0 for every call: the case the ledger must not take for free calls.
+
+Runs in OpenLIT's own environment (tests/python/openlit/requirements.txt).
+
+Usage: openlit_openai.py OTLP_ENDPOINT PROVIDER_LOG.jsonl PLAN_JSON PRICES_JSON
+"""
+
+import json
+import sys
+
+from fake_provider import FakeProvider
+
+
+def main():
+    otlp_endpoint, provider_log, plan_json, prices = sys.argv[1:5]
+    plan = json.loads(plan_json)
+
+    import openlit
+
+    openlit.init(
+        application_name="openlit-test-app",
+        otlp_endpoint=otlp_endpoint,
+        capture_message_content=False,
+        disable_metrics=True,
+        disable_events=True,
+        pricing_json=prices,
+    )
+    import openai
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("openlit-test-app")
+    outcomes = {}
+    with FakeProvider(plan, provider_log) as fake:
+        client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
+        for name in plan:
+            with tracer.start_as_current_span(f"handle {name}"):
+                try:
+                    client.chat.completions.create(
+                        model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
+                    )
+                    outcomes[name] = "ok"
+                except openai.APIError as err:
+                    outcomes[name] = type(err).__name__
+    provider = trace.get_tracer_provider()
+    provider.force_flush()
+    provider.shutdown()
+    print(json.dumps(outcomes))
+
+
+if __name__ == "__main__":
+    main()
