@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, call_each
 
 MODES = {"openllmetry": (True, False, True), "both": (True, True, True), "sdk": (False, True, False), "sdk-httpx": (False, True, True)}
 
@@ -48,23 +48,18 @@ def main():
 
     import anthropic
 
-    tracer = trace.get_tracer("anthropic-test-app")
-    outcomes = {}
     with FakeProvider(plan, provider_log) as fake:
         client = anthropic.Anthropic(
             base_url=fake.base_url, api_key="sk-ant-test", open_telemetry=None if sdk_tracing else False
         )
-        for name in plan:
-            with tracer.start_as_current_span(f"handle {name}"):
-                try:
-                    client.messages.create(
-                        model="claude-sonnet-4-5",
-                        max_tokens=64,
-                        messages=[{"role": "user", "content": f"classify wf={name}"}],
-                    )
-                    outcomes[name] = "ok"
-                except anthropic.APIError as err:
-                    outcomes[name] = type(err).__name__
+        outcomes = call_each(
+            plan,
+            lambda name: client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": f"classify wf={name}"}]
+            ),
+            anthropic.APIError,
+            tracer=trace.get_tracer("anthropic-test-app"),
+        )
     provider.force_flush()
     provider.shutdown()
     print(json.dumps(outcomes))

@@ -157,6 +157,25 @@ class FakeProvider:
         handler.wfile.write(data)
 
 
+def call_each(plan: dict, call, errors, tracer=None) -> dict:
+    """Calls `call(name)` for each workflow of the plan, one at a time (so
+    the provider's log is each workflow's attempt order), each under an
+    application span when `tracer` is given; returns each workflow's
+    outcome: "ok", or the class name of the `errors` exception it raised."""
+    import contextlib
+
+    outcomes = {}
+    for name in plan:
+        span = tracer.start_as_current_span(f"handle {name}") if tracer else contextlib.nullcontext()
+        with span:
+            try:
+                call(name)
+                outcomes[name] = "ok"
+            except errors as err:
+                outcomes[name] = type(err).__name__
+    return outcomes
+
+
 if __name__ == "__main__":
     # Standalone, for clients in other languages: serves PLAN_JSON, logging
     # to LOG, prints its base URL, and stops when its standard input closes.

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from openinference.instrumentation.openai import OpenAIInstrumentor
 
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, call_each
 
 
 def main():
@@ -32,17 +32,15 @@ def main():
 
     import openai
 
-    outcomes = {}
     with FakeProvider(plan, provider_log) as fake:
         client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
-        for name in plan:
-            try:
-                client.chat.completions.create(
-                    model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
-                )
-                outcomes[name] = "ok"
-            except openai.APIError as err:
-                outcomes[name] = type(err).__name__
+        outcomes = call_each(
+            plan,
+            lambda name: client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
+            ),
+            openai.APIError,
+        )
     provider.force_flush()
     provider.shutdown()
     print(json.dumps(outcomes))

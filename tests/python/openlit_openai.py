@@ -16,7 +16,7 @@ Usage: openlit_openai.py OTLP_ENDPOINT PROVIDER_LOG.jsonl PLAN_JSON PRICES_JSON
 import json
 import sys
 
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, call_each
 
 
 def main():
@@ -36,19 +36,16 @@ def main():
     import openai
     from opentelemetry import trace
 
-    tracer = trace.get_tracer("openlit-test-app")
-    outcomes = {}
     with FakeProvider(plan, provider_log) as fake:
         client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
-        for name in plan:
-            with tracer.start_as_current_span(f"handle {name}"):
-                try:
-                    client.chat.completions.create(
-                        model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
-                    )
-                    outcomes[name] = "ok"
-                except openai.APIError as err:
-                    outcomes[name] = type(err).__name__
+        outcomes = call_each(
+            plan,
+            lambda name: client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
+            ),
+            openai.APIError,
+            tracer=trace.get_tracer("openlit-test-app"),
+        )
     provider = trace.get_tracer_provider()
     provider.force_flush()
     provider.shutdown()

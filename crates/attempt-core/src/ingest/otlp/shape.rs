@@ -274,6 +274,26 @@ struct Owners {
     ambiguous: HashSet<usize>,
 }
 
+/// The calls without HTTP children under one parent, sorted by the start
+/// of their hull (the interval their spans cover, with the slack), with the
+/// running furthest end: the calls an HTTP span can start inside are found
+/// by a binary search and a walk back that stops where no earlier call
+/// reaches, so an agent's thousand sequential calls under one span cost a
+/// few comparisons each, not a thousand.
+#[derive(Default)]
+struct Beside {
+    groups: Vec<usize>,
+    starts: Vec<u64>,
+    reach: Vec<u64>,
+}
+
+impl Beside {
+    fn containing(&self, at: u64) -> impl Iterator<Item = usize> + '_ {
+        let upto = self.starts.partition_point(|&s| s <= at);
+        (0..upto).rev().take_while(move |&j| self.reach[j] >= at).map(|j| self.groups[j])
+    }
+}
+
 impl Owners {
     fn of(
         links: &[SpanLink],
@@ -281,18 +301,40 @@ impl Owners {
         children: &HashMap<usize, Vec<usize>>,
         loose: &[usize],
     ) -> Self {
+        let hull = |g: usize| {
+            let spans = groups[g].iter().map(|&i| &links[i].facts);
+            let from = spans.clone().map(|f| f.start_ns).min().unwrap_or(0);
+            let to = spans.map(end).max().unwrap_or(0);
+            (from.saturating_sub(SLACK_NS), to.saturating_add(SLACK_NS))
+        };
         // The calls without HTTP children, by the parent of any of their spans.
-        let mut beside: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_parent: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
         for (g, group) in groups.iter().enumerate() {
             if children.contains_key(&group[0]) {
                 continue;
             }
             let parents: HashSet<&str> =
                 group.iter().filter_map(|&i| links[i].parent_span_id.as_deref()).collect();
+            let (from, to) = hull(g);
             for p in parents {
-                beside.entry(p).or_default().push(g);
+                by_parent.entry(p).or_default().push((from, to, g));
             }
         }
+        let beside: HashMap<&str, Beside> = by_parent
+            .into_iter()
+            .map(|(p, mut calls)| {
+                calls.sort_unstable();
+                let mut sorted = Beside::default();
+                let mut furthest = 0;
+                for (from, to, g) in calls {
+                    furthest = furthest.max(to);
+                    sorted.groups.push(g);
+                    sorted.starts.push(from);
+                    sorted.reach.push(furthest);
+                }
+                (p, sorted)
+            })
+            .collect();
         let mut owners =
             Owners { by_group: HashMap::new(), owned: HashSet::new(), ambiguous: HashSet::new() };
         let mut claims: Vec<(usize, usize)> = Vec::new();
@@ -304,8 +346,8 @@ impl Owners {
             // A candidate ranks higher when both name the same host, and
             // when the whole HTTP span lies inside the call's.
             let ranked: Vec<(u8, usize)> = candidates
-                .iter()
-                .filter_map(|&g| {
+                .containing(http.start_ns)
+                .filter_map(|g| {
                     let host = groups[g].iter().find_map(|&i| links[i].facts.host.as_deref());
                     if matches!((host, http.host.as_deref()), (Some(a), Some(b)) if a != b) {
                         return None;

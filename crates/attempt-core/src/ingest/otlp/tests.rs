@@ -532,3 +532,25 @@ fn openlit_s_zero_cost_beside_tokens_is_no_price() {
     assert_eq!(with_cost(0.0, 0), Some(PicoUsd::from_usd(0.0).unwrap()), "no tokens: free");
     assert_eq!(with_cost(0.5, 120), PicoUsd::from_usd(0.5));
 }
+
+#[test]
+fn many_sequential_calls_beside_their_http_spans_each_own_theirs() {
+    // An agent's 300 OpenLLMetry calls under one span, one after another,
+    // each with one HTTP span beside it: every call owns exactly its own.
+    let mut spans = vec![span(1, None, 0, vec![], false)];
+    let mut trace = Vec::new();
+    for n in 0..300u64 {
+        let (call, http) = (2 * n + 2, 2 * n + 3);
+        let mut model = span(0, Some(1), 0, anthropic(usage()), false);
+        model.span_id = call.to_be_bytes().to_vec();
+        let mut get = during(http_child(0, 1, 0, 200, false), "POST", n * 100 + 10, n * 100 + 60);
+        get.span_id = http.to_be_bytes().to_vec();
+        trace.push(during(model, "anthropic.chat", n * 100, n * 100 + 80));
+        trace.push(get);
+    }
+    spans.extend(trace);
+    let calls = shape(spans);
+    assert_eq!(calls.calls.len(), 300);
+    assert_eq!(calls.ambiguous_calls, 0);
+    assert!(calls.calls.values().all(|c| c.http.len() == 1));
+}
