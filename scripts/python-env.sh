@@ -1,8 +1,10 @@
 # Sourced by scripts/test.sh and scripts/bench.sh: makes sure the Python
 # virtual environments with the pinned, hash-checked packages of
-# tests/python/requirements.txt and tests/python/openlit/requirements.txt
-# exist (in the cargo target directory), and exports their interpreters,
-# ATTEMPT_LEDGER_TEST_PYTHON and ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT. Each is
+# tests/python/requirements.txt, tests/python/openlit/requirements.txt and
+# tests/python/litellm_proxy/requirements.txt exist (in the cargo target
+# directory), and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
+# ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT and
+# ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -41,6 +43,9 @@ ensure_venv() {
 
 ensure_venv "$venv" "$lock"
 export ATTEMPT_LEDGER_TEST_PYTHON="$venv/bin/python"
-# OpenLIT pins older SDKs than the main environment's: its own one.
+# OpenLIT pins older SDKs than the main environment's, and the LiteLLM
+# proxy an older litellm: each its own environment.
 ensure_venv "$venv-openlit" tests/python/openlit/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT="$venv-openlit/bin/python"
+ensure_venv "$venv-litellm-proxy" tests/python/litellm_proxy/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY="$venv-litellm-proxy/bin/python"

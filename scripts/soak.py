@@ -142,8 +142,15 @@ def main():
     for c in clients:
         c.join(timeout=120)
 
-    with urllib.request.urlopen(f"http://{http}/api/v1/report", timeout=120) as answer:
-        report = json.load(answer)
+    # A report waits 2 s at most for derivation, then states its lag: ask
+    # again until it reflects every acknowledged write (a minute at most),
+    # as a client that needs a complete answer does.
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(f"http://{http}/api/v1/report", timeout=120) as answer:
+            report = json.load(answer)
+        if report.get("derivation", {}).get("complete", True) or time.monotonic() > deadline:
+            break
     child.terminate()
     child.wait(timeout=60)
 
@@ -161,6 +168,7 @@ def main():
         "refused_with_backpressure": answers.get("503 backpressure", 0),
         "errors": errors,
         "records_in_report": report["attempts"]["total"],
+        "report_complete": report.get("derivation", {}).get("complete"),
         "rss_mib_first_sample": round(samples[0][1]),
         "rss_mib_peak_middle_third": round(middle),
         "rss_mib_peak_last_third": round(last),

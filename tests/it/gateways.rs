@@ -35,27 +35,31 @@ pub(crate) struct Usage {
 }
 
 /// The attempts, outcomes and tokens the provider's own log implies: per
-/// workflow, its requests in order, `usage` on each answered one.
+/// workflow, its requests in order (a delivered answer from another model
+/// than the first request's is a fallback), `usage` on each answered one.
 pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
-    let mut by_workflow: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut by_workflow: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
     for line in std::fs::read_to_string(log).unwrap().lines() {
         let entry: Value = serde_json::from_str(line).unwrap();
         let workflow = entry["workflow"].as_str().unwrap().to_string();
-        by_workflow.entry(workflow).or_default().push(entry["status"].as_u64().unwrap());
+        let model = entry["model"].as_str().unwrap_or_default().to_string();
+        by_workflow.entry(workflow).or_default().push((entry["status"].as_u64().unwrap(), model));
     }
-    let (mut primary, mut retried, mut failed, mut ok) = (0, 0, 0, 0);
-    for statuses in by_workflow.values() {
-        ok += statuses.iter().filter(|&&s| s == 200).count() as u64;
-        match (statuses.len(), statuses.last()) {
-            (1, Some(200)) => primary += 1,
-            (_, Some(200)) => retried += 1,
+    let (mut primary, mut retried, mut fell_back, mut failed, mut ok) = (0, 0, 0, 0, 0);
+    for requests in by_workflow.values() {
+        ok += requests.iter().filter(|(s, _)| *s == 200).count() as u64;
+        match (requests.len(), requests.last()) {
+            (1, Some((200, _))) => primary += 1,
+            (_, Some((200, model))) if *model != requests[0].1 => fell_back += 1,
+            (_, Some((200, _))) => retried += 1,
             _ => failed += 1,
         }
     }
     json!({
         "attempts": by_workflow.values().map(Vec::len).sum::<usize>(),
         "outcomes": {"total": by_workflow.len(), "primary_success": primary, "retry_recovery": retried,
-                     "fallback_recovery": 0, "degraded": 0, "fail_closed": failed, "in_flight": 0, "queued": 0},
+                     "fallback_recovery": fell_back, "degraded": 0, "fail_closed": failed, "in_flight": 0,
+                     "queued": 0},
         "tokens": {"input": usage.input * ok, "output": usage.output * ok, "cached_input": usage.cached_input * ok,
                    "cache_write_input": usage.cache_write_input * ok},
     })
@@ -462,4 +466,61 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
     let partial = answer.partial_success.unwrap();
     assert_eq!(partial.rejected_spans, 3);
     assert!(partial.error_message.contains("the most one trace may store"), "{}", partial.error_message);
+}
+
+/// What a LiteLLM proxy can show of a request, by the provider's log: its
+/// first try, and its answer when a later try delivered. The proxy keeps one
+/// Logging object per request, so every callback (the otel one and the
+/// generic API logger alike) hears of the first failure and the final
+/// success only.
+fn proxy_visible_attempts(log: &Path) -> usize {
+    let mut by_workflow: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let workflow = entry["workflow"].as_str().unwrap().to_string();
+        by_workflow.entry(workflow).or_default().push(entry["status"].as_u64().unwrap());
+    }
+    by_workflow.values().map(|s| if s.len() > 1 && s.last() == Some(&200) { 2 } else { 1 }).sum()
+}
+
+#[test]
+fn the_litellm_proxy_by_spans_and_by_its_generic_api_logger() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_spans = Service::start(&dir.path().join("spans.duckdb"), &[]);
+    let by_payloads = Service::start(&dir.path().join("payloads.duckdb"), &[]);
+    let log = dir.path().join("provider.jsonl");
+    // Group `chat`: 2 retries, then `chat-backup`.
+    let plan = json!({
+        "ok": [], "retry": [429], "retry-twice": [500, 503], "fallback": [500, 500, 500],
+        "fail": [500, 500, 500, 500, 500, 500],
+    });
+    let answered = run_python_in(
+        crate::python_litellm_proxy(),
+        "litellm_proxy.py",
+        &[
+            &format!("{}/v1/traces", by_spans.http),
+            &format!("{}/v1/litellm", by_payloads.http),
+            log.to_str().unwrap(),
+            &plan.to_string(),
+        ],
+    );
+    assert_eq!(answered["fallback"], "ok", "{answered}");
+    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
+    assert_eq!(truth["attempts"], 16, "{truth}");
+    let visible = proxy_visible_attempts(&log);
+    assert_eq!(visible, 8);
+    // gpt-4o-mini ($0.15/M in, $0.60/M out) answered three, gpt-4o ($2.50/M, $10/M) the fallback.
+    let cost = 3.0 * (120.0 * 0.15 + 30.0 * 0.60) / 1e6 + (120.0 * 2.50 + 30.0 * 10.0) / 1e6;
+    for (source, service) in [("spans", &by_spans), ("payloads", &by_payloads)] {
+        let report = report_with(service, visible as u64);
+        assert_eq!(report["attempts"]["total"], visible, "{source}: {report:#}");
+        assert_eq!(outcomes(&report), truth["outcomes"], "{source}: {report:#}");
+        assert_eq!(report["tokens"]["total"], truth["tokens"], "{source}");
+        assert!((report["cost_usd"]["total"].as_f64().unwrap() - cost).abs() < 1e-12, "{source}: {report:#}");
+        let served: Vec<&Value> =
+            report["by_served_provider"].as_array().unwrap().iter().map(|p| &p["served_provider"]).collect();
+        assert_eq!(served, [&json!("openai")], "{source}");
+    }
+    by_spans.terminate();
+    by_payloads.terminate();
 }

@@ -55,32 +55,33 @@ pub fn report_of(store: &Store, filter: &ReportFilter) -> Report {
     Report::from_rows(&rows, filter.retry_budget)
 }
 
-/// The interpreter of the tests' Python environment: the pinned, real
-/// clients (OpenTelemetry SDK, Prometheus' parser, LiteLLM, OpenInference)
-/// that `scripts/test.sh` installs and names in ATTEMPT_LEDGER_TEST_PYTHON.
-pub fn python() -> std::process::Command {
-    let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON").unwrap_or_else(|| {
+/// The interpreter of one of the pinned Python environments that
+/// scripts/test.sh creates and names in `var`, with `lock` installed.
+fn pinned_python(var: &str, lock: &str) -> std::process::Command {
+    let path = std::env::var_os(var).unwrap_or_else(|| {
         panic!(
-            "this test drives real Python clients from the pinned environment that scripts/test.sh \
-             creates; run the suite with scripts/test.sh (or set ATTEMPT_LEDGER_TEST_PYTHON to a Python \
-             with tests/python/requirements.txt installed)"
+            "this test drives real clients from the pinned environment of {lock} that scripts/test.sh \
+             creates; run the suite with scripts/test.sh (or set {var} to a Python with {lock} installed)"
         )
     });
     std::process::Command::new(path)
 }
 
-/// The interpreter of OpenLIT's own pinned environment
-/// (tests/python/openlit/requirements.txt), which scripts/test.sh names in
-/// ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT.
+/// The main environment: the real clients (OpenTelemetry SDK, Prometheus'
+/// parser, LiteLLM, OpenInference, the anthropic SDK, ...).
+pub fn python() -> std::process::Command {
+    pinned_python("ATTEMPT_LEDGER_TEST_PYTHON", "tests/python/requirements.txt")
+}
+
+/// OpenLIT's own environment: it pins older SDKs.
 pub fn python_openlit() -> std::process::Command {
-    let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT").unwrap_or_else(|| {
-        panic!(
-            "this test drives OpenLIT from its pinned environment that scripts/test.sh creates; run the \
-             suite with scripts/test.sh (or set ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT to a Python with \
-             tests/python/openlit/requirements.txt installed)"
-        )
-    });
-    std::process::Command::new(path)
+    pinned_python("ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT", "tests/python/openlit/requirements.txt")
+}
+
+/// The LiteLLM proxy's own environment: an older litellm, whose proxy extra
+/// the registry can serve.
+pub fn python_litellm_proxy() -> std::process::Command {
+    pinned_python("ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY", "tests/python/litellm_proxy/requirements.txt")
 }
 
 pub fn report_for(lines: &[String]) -> Report {

@@ -105,7 +105,13 @@ fn decode_value(value: Value) -> Result<Built, String> {
             .or_else(|| p.str("id"))
             .ok_or("missing required field `trace_id`")?
             .to_string(),
-        attempt_id: p.str("litellm_call_id").or_else(|| p.str("id")).map(String::from),
+        // The proxy gives every try of one request one `litellm_call_id`
+        // (its Logging object): with the try's start the id is one try's,
+        // and the same on a redelivered payload.
+        attempt_id: p
+            .str("litellm_call_id")
+            .or_else(|| p.str("id"))
+            .map(|call| format!("{call}@{}", started.timestamp_nanos_opt().unwrap_or_default())),
         started_at: started,
         duration_ms: ended.and_then(|end| millis_between(started, end)),
         ttft_ms: first_chunk.filter(|_| streamed).and_then(|first| millis_between(started, first)),
@@ -191,11 +197,31 @@ fn cached_tokens(usage: &Map<String, Value>) -> Option<i64> {
         .filter(|n| *n > 0)
 }
 
+/// The response headers LiteLLM's Router adds that count the tries a
+/// payload does not show (the proxy logs a request's first failure and its
+/// answer only): kept as `litellm.attempted_retries` and
+/// `litellm.attempted_fallbacks`.
+const COUNTED_TRIES: [(&str, &str); 2] = [
+    ("x-litellm-attempted-retries", "attempted_retries"),
+    ("x-litellm-attempted-fallbacks", "attempted_fallbacks"),
+];
+
 fn extra(map: &Map<String, Value>) -> Option<String> {
-    let kept: Map<String, Value> = KEPT_EXTRA
+    let mut kept: Map<String, Value> = KEPT_EXTRA
         .iter()
         .filter_map(|k| map.get(*k).filter(|v| !v.is_null()).map(|v| (format!("litellm.{k}"), v.clone())))
         .collect();
+    let headers = map.get("hidden_params").and_then(|h| h.get("additional_headers"));
+    for (header, key) in COUNTED_TRIES {
+        let count = headers.and_then(|h| h.get(header)).and_then(|v| match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        });
+        if let Some(count) = count {
+            kept.insert(format!("litellm.{key}"), Value::from(count));
+        }
+    }
     (!kept.is_empty()).then(|| Value::Object(kept).to_string())
 }
 
@@ -217,11 +243,30 @@ mod tests {
     }
 
     #[test]
+    fn the_tries_of_one_proxy_request_sharing_a_call_id_are_two_attempts() {
+        let first = payload("failure", "").replace("1795831200.25", "1795831199.5");
+        let decoded = decode_lines(&format!("{first}\n{}", payload("success", "")), 1);
+        let ids: Vec<&str> = decoded.attempts.iter().map(|a| a.attempt_id.as_str()).collect();
+        assert_eq!(ids, ["c1@1795831199500000000", "c1@1795831200250000000"]);
+    }
+
+    #[test]
+    fn the_router_s_counts_of_tries_are_kept() {
+        let counted = r#","hidden_params":{"additional_headers":{"x-litellm-attempted-retries":2,"x-litellm-attempted-fallbacks":"1"}}"#;
+        let decoded = decode_lines(&payload("success", counted), 1);
+        let extra: Value = serde_json::from_str(decoded.attempts[0].extra.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            (extra["litellm.attempted_retries"].as_u64(), extra["litellm.attempted_fallbacks"].as_u64()),
+            (Some(2), Some(1))
+        );
+    }
+
+    #[test]
     fn a_success_payload_is_one_gateway_attempt() {
         let decoded = decode_lines(&payload("success", ""), 1);
         assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
         let a = &decoded.attempts[0];
-        assert_eq!((a.workflow_id.as_str(), a.attempt_id.as_str()), ("t1", "c1"));
+        assert_eq!((a.workflow_id.as_str(), a.attempt_id.as_str()), ("t1", "c1@1795831200250000000"));
         assert_eq!((a.provider.as_str(), a.route_group.as_deref()), ("azure", Some("gpt-4o-pool")));
         assert_eq!(a.served_model, "gpt-4o-2024-08-06");
         assert_eq!(a.duration_ms, Some(750.0));
