@@ -443,33 +443,24 @@ pub(super) fn derive_traces(
         .flat_map(|(trace, call, shape)| shape.spans(call).map(move |span| vec![trace.as_str(), span]))
         .collect();
     temp::fill(conn, "trace_span_ids", &["trace_id", "span_id"], needed)?;
-    let contents = conn
+    let records: Vec<SpanRecord> = conn
         .prepare(
             "SELECT s.trace_id, s.span_id, s.parent_span_id, s.kind, s.span FROM spans s
              SEMI JOIN temp.trace_span_ids n ON s.trace_id = n.trace_id AND s.span_id = n.span_id
              WHERE s.ingest_seq >= ? AND s.ingest_seq <= ?",
         )?
         .query_map([first, upper], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Option<Vec<u8>>>(4)?,
-            ))
+            Ok(SpanRecord {
+                trace_id: row.get(0)?,
+                span_id: row.get(1)?,
+                parent_span_id: row.get(2)?,
+                kind: row.get::<_, String>(3)?.parse().unwrap_or(SpanKind::Link),
+                span: row.get(4)?,
+                // The calls are already grouped: only the contents are read.
+                facts: SpanFacts::default(),
+            })
         })?
-        .collect::<Result<Vec<_>, _>>()?;
-    let records: Vec<SpanRecord> = contents
-        .into_iter()
-        .map(|(trace_id, span_id, parent_span_id, kind, span)| SpanRecord {
-            trace_id,
-            span_id,
-            parent_span_id,
-            kind: kind.parse().unwrap_or(SpanKind::Link),
-            span,
-            facts: SpanFacts::default(),
-        })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let mut by_trace: HashMap<&str, HashMap<&str, &SpanRecord>> = HashMap::new();
     for record in &records {
         by_trace.entry(record.trace_id.as_str()).or_default().insert(record.span_id.as_str(), record);

@@ -18,12 +18,20 @@ pub(crate) const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/
 
 /// Requests the fake provider saw, per workflow name, from its own log.
 pub(crate) fn provider_requests(log: &Path) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
+    requests_by_workflow(log).into_iter().map(|(workflow, requests)| (workflow, requests.len())).collect()
+}
+
+/// The fake provider's own log: per workflow, its requests in order, each
+/// with the status answered and the model asked for.
+fn requests_by_workflow(log: &Path) -> BTreeMap<String, Vec<(u64, String)>> {
+    let mut by_workflow: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
     for line in std::fs::read_to_string(log).unwrap().lines() {
         let entry: Value = serde_json::from_str(line).unwrap();
-        *counts.entry(entry["workflow"].as_str().unwrap().to_string()).or_default() += 1;
+        let workflow = entry["workflow"].as_str().unwrap().to_string();
+        let model = entry["model"].as_str().unwrap_or_default().to_string();
+        by_workflow.entry(workflow).or_default().push((entry["status"].as_u64().unwrap(), model));
     }
-    counts
+    by_workflow
 }
 
 /// The tokens the fake provider reports on each answered request.
@@ -38,13 +46,7 @@ pub(crate) struct Usage {
 /// workflow, its requests in order (a delivered answer from another model
 /// than the first request's is a fallback), `usage` on each answered one.
 pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
-    let mut by_workflow: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap().lines() {
-        let entry: Value = serde_json::from_str(line).unwrap();
-        let workflow = entry["workflow"].as_str().unwrap().to_string();
-        let model = entry["model"].as_str().unwrap_or_default().to_string();
-        by_workflow.entry(workflow).or_default().push((entry["status"].as_u64().unwrap(), model));
-    }
+    let by_workflow = requests_by_workflow(log);
     let (mut primary, mut retried, mut fell_back, mut failed, mut ok) = (0, 0, 0, 0, 0);
     for requests in by_workflow.values() {
         ok += requests.iter().filter(|(s, _)| *s == 200).count() as u64;
@@ -67,13 +69,10 @@ pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
 
 /// Requests the fake provider failed, per workflow name.
 fn provider_failures(log: &Path) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap().lines() {
-        let entry: Value = serde_json::from_str(line).unwrap();
-        let failed = entry["status"].as_u64() != Some(200);
-        *counts.entry(entry["workflow"].as_str().unwrap().to_string()).or_default() += usize::from(failed);
-    }
-    counts
+    requests_by_workflow(log)
+        .into_iter()
+        .map(|(workflow, requests)| (workflow, requests.iter().filter(|(status, _)| *status != 200).count()))
+        .collect()
 }
 
 pub(crate) fn run_python(script: &str, args: &[&str]) -> Value {
@@ -474,13 +473,9 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
 /// generic API logger alike) hears of the first failure and the final
 /// success only.
 fn proxy_visible_attempts(log: &Path) -> usize {
-    let mut by_workflow: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap().lines() {
-        let entry: Value = serde_json::from_str(line).unwrap();
-        let workflow = entry["workflow"].as_str().unwrap().to_string();
-        by_workflow.entry(workflow).or_default().push(entry["status"].as_u64().unwrap());
-    }
-    by_workflow.values().map(|s| if s.len() > 1 && s.last() == Some(&200) { 2 } else { 1 }).sum()
+    let answered_late =
+        |r: &[(u64, String)]| r.len() > 1 && r.last().is_some_and(|(status, _)| *status == 200);
+    requests_by_workflow(log).values().map(|r| if answered_late(r) { 2 } else { 1 }).sum()
 }
 
 #[test]
