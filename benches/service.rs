@@ -29,7 +29,7 @@ fn otlp_request(n: usize) -> Vec<u8> {
     let spans = (0..PER_REQUEST)
         .map(|i| Span {
             trace_id: format!("{n:016x}{i:016x}").into_bytes()[..16].to_vec(),
-            span_id: ((n * PER_REQUEST + i) as u64).to_be_bytes().to_vec(),
+            span_id: ((n * PER_REQUEST + i + 1) as u64).to_be_bytes().to_vec(),
             name: "chat gpt-4o-mini".into(),
             start_time_unix_nano: 1_795_831_200_000_000_000 + (i as u64) * 1_000_000,
             end_time_unix_nano: 1_795_831_200_500_000_000 + (i as u64) * 1_000_000,

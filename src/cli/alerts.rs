@@ -47,11 +47,11 @@ pub struct Args {
     #[arg(long)]
     until: Option<String>,
     /// --check: time between evaluations ("1m", "30s").
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = super::flags::period)]
     step: Duration,
     /// History: how many events, newest first.
-    #[arg(long, default_value_t = 50)]
-    limit: usize,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    limit: u64,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// A price file that overrides or extends the built-in table.
@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db.db)?;
+    let store = Store::open_for_reading(&args.db.db)?;
     match (&args.rules, args.check) {
         (Some(path), true) => check(&args, &store, RuleSet::load(path)?),
         _ => history(&args, &store),
@@ -99,7 +99,7 @@ fn events_table(events: &[AlertEvent]) -> Table {
 }
 
 fn history(args: &Args, store: &Store) -> anyhow::Result<ExitCode> {
-    let events = store.alert_history(args.limit)?;
+    let events = store.alert_history(args.limit as usize)?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&events)?),
         Format::Table if events.is_empty() => {

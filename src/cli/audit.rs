@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (since, until) = args.window.range()?;
     let filter = policy.filter(since, until, args.window.workflow);
     let prices = PriceTable::load(args.prices.as_deref())?;
-    let store = Store::open(&args.db.db)?;
+    let store = Store::open_for_reading(&args.db.db)?;
     let audit = policy.audit(&store.audit(&filter, &prices)?);
     print!("{}", audit.render(args.format));
     Ok(ExitCode::SUCCESS)

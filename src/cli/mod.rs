@@ -4,6 +4,7 @@ mod alerts;
 mod audit;
 mod demo;
 mod dimensions;
+mod flags;
 mod ingest;
 mod prune;
 mod quarantine;

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let prices = PriceTable::load(args.prices.as_deref())?;
     let policy = LoadedPolicy::load(args.policy.as_deref())?;
-    let store = Store::open(&args.db.db)?;
+    let store = Store::open_for_reading(&args.db.db)?;
     let report = if args.no_audit {
         Report::from_rows(&store.report_rows(&filter, &prices)?, filter.retry_budget)
     } else {

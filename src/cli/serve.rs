@@ -25,17 +25,17 @@ pub struct Args {
     #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
     prices: Option<PathBuf>,
     /// Largest request body or gRPC message in MiB, after decompression.
-    #[arg(long, default_value_t = 20)]
-    max_body_mib: usize,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    max_body_mib: u64,
     /// Write requests in flight at most (bodies being read or waiting for
     /// the writer); more get 503 before their body is read.
-    #[arg(long, default_value_t = 64)]
-    queue: usize,
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    queue: u64,
     /// MiB of write bodies held at once, HTTP and gRPC together (raw while
     /// they arrive, inflated until answered); a body that does not fit now
     /// gets 503 with Retry-After. At least --max-body-mib.
-    #[arg(long, default_value_t = 256)]
-    queue_mib: usize,
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    queue_mib: u64,
     /// Alert rule file (TOML; see examples/alerts.toml).
     #[arg(long, env = "ATTEMPT_LEDGER_RULES")]
     rules: Option<PathBuf>,
@@ -45,14 +45,15 @@ pub struct Args {
     policy: Option<PathBuf>,
     /// How often /metrics' stored-data families are recomputed, when new
     /// data was committed ("15s", "1m").
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = super::flags::period)]
     metrics_refresh: std::time::Duration,
-    /// Open HTTP connections at most; more wait to be accepted.
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
+    /// Open connections at most on each port (HTTP, gRPC); more wait to be
+    /// accepted. Default 1024, or what the open-files limit allows.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_connections: Option<u64>,
     /// How long a request's headers may take to arrive, from the
     /// connection's first byte or the previous response ("10s").
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = super::flags::deadline)]
     header_timeout: std::time::Duration,
     /// Access tokens: a file of lines `ingest TOKEN` (may write) and `read
     /// TOKEN` (may read reports, alerts, /metrics). With tokens, every route
@@ -64,7 +65,7 @@ pub struct Args {
     #[arg(long)]
     open_beyond_loopback: bool,
     /// How long a write request's body may take to arrive ("30s"); 408 after.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = super::flags::deadline)]
     body_timeout: std::time::Duration,
     /// PEM certificate chain: serve HTTPS and gRPC over TLS with it (and
     /// --tls-key). Clients need the chain's CA; plain-text requests fail.
@@ -91,6 +92,48 @@ const TOKENS_ENV: &str = "ATTEMPT_LEDGER_TOKENS";
 
 use crate::service::tls::TlsFiles;
 
+/// File descriptors `serve` needs besides its connections: the database
+/// and its log, the listeners, the runtime's own, DuckDB's spill files.
+const RESERVED_DESCRIPTORS: u64 = 64;
+
+/// The default of `--max-connections`.
+const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+
+/// Both ports may hold the cap each: the soft limit on open files is raised
+/// to cover them (up to the hard limit). Past what the hard limit allows,
+/// a cap the user asked for is refused at start, rather than met as EMFILE
+/// under load with both ports stalled; the default is lowered to fit.
+fn connection_cap(asked: Option<u64>) -> anyhow::Result<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let max_connections = asked.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    let need = 2 * max_connections + RESERVED_DESCRIPTORS;
+    let limit = getrlimit(Resource::Nofile);
+    let soft = limit.current.unwrap_or(u64::MAX);
+    if soft >= need {
+        return Ok(max_connections);
+    }
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    let raised = Rlimit { current: Some(need.min(hard)), maximum: limit.maximum };
+    if setrlimit(Resource::Nofile, raised).is_ok() && need <= hard {
+        return Ok(max_connections);
+    }
+    let fits = (need.min(hard).max(soft).saturating_sub(RESERVED_DESCRIPTORS) / 2).max(1);
+    if asked.is_none() {
+        tracing::warn!(
+            max_connections = fits,
+            open_files = need.min(hard).max(soft),
+            "the open-files limit allows {fits} connections per port, not {DEFAULT_MAX_CONNECTIONS}"
+        );
+        return Ok(fits);
+    }
+    anyhow::bail!(
+        "--max-connections {max_connections} needs {need} open files (that many connections on each of \
+         the HTTP and gRPC ports, plus {RESERVED_DESCRIPTORS}), but this process may open {soft} (hard \
+         limit {hard}): lower --max-connections, or raise the limit (systemd: LimitNOFILE=; a shell: \
+         ulimit -n)"
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.queue_mib < args.max_body_mib {
         anyhow::bail!(
@@ -99,6 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.max_body_mib
         );
     }
+    let max_connections = connection_cap(args.max_connections)?;
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
     let config = ServeConfig {
         db: args.db.db,
@@ -106,9 +150,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         grpc: args.otlp_grpc,
         prices: args.prices,
         providers: args.providers.load()?,
-        body_limit: args.max_body_mib << 20,
-        queue: args.queue.max(1),
-        queue_bytes: args.queue_mib << 20,
+        // In range (checked by clap), so these neither wrap nor are 0.
+        body_limit: (args.max_body_mib as usize) << 20,
+        queue: args.queue as usize,
+        queue_bytes: (args.queue_mib as usize) << 20,
         max_batch: 131_072,
         rules,
         policy: crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?,
@@ -121,7 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => None,
         },
         http_limits: crate::service::listen::HttpLimits {
-            max_connections: args.max_connections,
+            max_connections: max_connections as usize,
             header_timeout: args.header_timeout,
         },
     };

@@ -12,7 +12,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     scenario: Scenario,
     /// Workflows to simulate (default: the scenario's own).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     workflows: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
-    let std = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    let std = super::flags::period(text)?;
     chrono::Duration::from_std(std).map_err(|e| e.to_string())
 }
 

@@ -1,16 +1,27 @@
-//! OTLP/gRPC `TraceService`: the same mapping and writer as OTLP/HTTP.
+//! OTLP/gRPC `TraceService`: the same mapping and writer as OTLP/HTTP,
+//! bounded like it.
+//!
+//! The service is written out here rather than taken from the generated
+//! `TraceServiceServer` for two things the generated one cannot do: admit a
+//! message against the byte budget from its 5-byte length prefix, before a
+//! byte of it is buffered (`Admitted`), and answer a message that does not
+//! decode with `INVALID_ARGUMENT`, as OTLP/HTTP answers 400, not with the
+//! `INTERNAL` that exporters take for a server bug (`OtlpCodec`).
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
+use http_body::{Body, Frame};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
-use tonic::codec::CompressionEncoding;
+use tonic::body::Body as TonicBody;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings};
+use tonic::codegen::{BoxFuture, Bytes, Service, StdError, http};
 use tonic::{Request, Response, Status};
+use tonic_prost::ProstCodec;
 
 use super::ServiceStats;
 use super::auth::{Denied, Scope, Tokens};
@@ -20,33 +31,102 @@ use super::http::export_response;
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::otlp;
 
-pub struct OtlpGrpc {
+const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// The gRPC service, gzip in both directions, messages up to `body_limit`.
+#[derive(Clone)]
+pub struct TraceServer {
+    inner: Arc<Export>,
+    body_limit: usize,
+}
+
+struct Export {
     writer: WriterHandle,
     byte_budget: ByteBudget,
     stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
 }
 
-/// The gRPC service, gzip in both directions, messages up to `body_limit`.
 pub fn service(
     writer: WriterHandle,
     stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
     body_limit: usize,
     byte_budget: ByteBudget,
-) -> TraceServiceServer<OtlpGrpc> {
-    TraceServiceServer::new(OtlpGrpc { writer, byte_budget, stats, tokens })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(body_limit)
+) -> TraceServer {
+    TraceServer { inner: Arc::new(Export { writer, byte_budget, stats, tokens }), body_limit }
 }
 
-#[tonic::async_trait]
-impl TraceService for OtlpGrpc {
+impl tonic::server::NamedService for TraceServer {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+}
+
+impl<B> Service<http::Request<B>> for TraceServer
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<TonicBody>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() != EXPORT_PATH {
+            return Box::pin(async {
+                Ok(Status::unimplemented("only TraceService/Export is served").into_http())
+            });
+        }
+        let (inner, limit) = (self.inner.clone(), self.body_limit);
+        Box::pin(async move {
+            // What the message holds of the budget while it arrives; the
+            // handler keeps it until the answer.
+            let held = Arc::new(Mutex::new(Held::default()));
+            let (mut parts, body) = request.into_parts();
+            parts.extensions.insert(HeldBytes(held.clone()));
+            let body = Admitted {
+                inner: body,
+                budget: inner.byte_budget.clone(),
+                held,
+                limit,
+                prefix: Prefix::default(),
+            };
+            let request = http::Request::from_parts(parts, body);
+            let mut encodings = EnabledCompressionEncodings::default();
+            encodings.enable(CompressionEncoding::Gzip);
+            let mut grpc = tonic::server::Grpc::new(OtlpCodec::default())
+                .apply_compression_config(encodings, encodings)
+                .apply_max_message_size_config(Some(limit), None);
+            Ok(grpc.unary(ExportMethod(inner), request).await)
+        })
+    }
+}
+
+/// The budget a request's message took as it arrived.
+#[derive(Clone)]
+struct HeldBytes(Arc<Mutex<Held>>);
+
+struct ExportMethod(Arc<Export>);
+
+impl tonic::server::UnaryService<ExportTraceServiceRequest> for ExportMethod {
+    type Response = ExportTraceServiceResponse;
+    type Future = BoxFuture<Response<Self::Response>, Status>;
+
+    fn call(&mut self, request: Request<ExportTraceServiceRequest>) -> Self::Future {
+        let inner = self.0.clone();
+        Box::pin(async move { inner.export(request).await })
+    }
+}
+
+impl Export {
     async fn export(
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let arrived = request.extensions().get::<HeldBytes>().cloned();
         ServiceStats::count(&self.stats.otlp_grpc_requests, 1);
         let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
         match self.tokens.check(authorization, Scope::Ingest) {
@@ -54,28 +134,203 @@ impl TraceService for OtlpGrpc {
             Err(Denied::Unauthenticated) => return Err(ServiceError::Unauthenticated.into()),
             Err(Denied::WrongScope) => return Err(ServiceError::WrongScope(Scope::Ingest).into()),
         }
-        // tonic has decoded the message already (at most the body limit);
-        // what is held from here to the answer counts against the budget.
-        let mut held = Held::default();
-        if !self.byte_budget.take(&mut held, request.get_ref().encoded_len()) {
+        // The decoded message, held from here to the answer, counts too.
+        let mut held = arrived.map(|h| std::mem::take(&mut *h.0.lock().unwrap_or_else(|p| p.into_inner())));
+        let held = held.get_or_insert_with(Held::default);
+        if !self.byte_budget.take(held, request.get_ref().encoded_len()) {
             self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(ServiceError::Write(WriteError::Saturated).into());
         }
         let request = request.into_inner();
-        let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
+        let mut spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
             .await
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejected);
+        let notes = spans.decoded.take_notes();
         let stats = self
             .writer
             .write(spans.decoded.attempts, spans.decoded.spans)
             .await
             .map_err(ServiceError::from)?;
-        drop(held);
-        Ok(Response::new(export_response(
-            &spans.decoded.rejections,
-            spans.decoded.rejected,
-            stats.spans_refused,
-        )))
+        Ok(Response::new(export_response(&notes, stats.spans_refused)))
+    }
+}
+
+/// prost's codec, but a message that does not decode is the client's
+/// fault: `INVALID_ARGUMENT`.
+#[derive(Default)]
+struct OtlpCodec(ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest>);
+
+impl Codec for OtlpCodec {
+    type Encode = ExportTraceServiceResponse;
+    type Decode = ExportTraceServiceRequest;
+    type Encoder = <ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest> as Codec>::Encoder;
+    type Decoder = InvalidArgumentOnError;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        self.0.encoder()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        InvalidArgumentOnError(self.0.decoder())
+    }
+}
+
+struct InvalidArgumentOnError(
+    <ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest> as Codec>::Decoder,
+);
+
+impl Decoder for InvalidArgumentOnError {
+    type Item = ExportTraceServiceRequest;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
+        self.0.decode(buf).map_err(|status| {
+            Status::invalid_argument(format!(
+                "undecodable protobuf ExportTraceServiceRequest: {}",
+                status.message()
+            ))
+        })
+    }
+}
+
+/// Where a body is in the gRPC framing: reading a 5-byte prefix (`got`
+/// bytes of it so far), or skipping `left` bytes of a message.
+#[derive(Default)]
+struct Prefix {
+    bytes: [u8; 5],
+    got: usize,
+    left: usize,
+}
+
+/// A request body that takes each message's declared length from the byte
+/// budget when its prefix arrives, before the message is buffered; past the
+/// budget the stream ends with `UNAVAILABLE` and a retry delay. A length
+/// over the body limit takes nothing: tonic refuses it from the prefix.
+struct Admitted<B> {
+    inner: B,
+    budget: ByteBudget,
+    held: Arc<Mutex<Held>>,
+    limit: usize,
+    prefix: Prefix,
+}
+
+impl<B> Admitted<B> {
+    /// Walks `data` through the framing; false when a message does not fit
+    /// in the budget now.
+    fn admit(&mut self, mut data: &[u8]) -> bool {
+        while !data.is_empty() {
+            if self.prefix.left > 0 {
+                let skip = self.prefix.left.min(data.len());
+                (self.prefix.left, data) = (self.prefix.left - skip, &data[skip..]);
+                continue;
+            }
+            let take = (5 - self.prefix.got).min(data.len());
+            self.prefix.bytes[self.prefix.got..self.prefix.got + take].copy_from_slice(&data[..take]);
+            (self.prefix.got, data) = (self.prefix.got + take, &data[take..]);
+            if self.prefix.got < 5 {
+                break;
+            }
+            let declared = u32::from_be_bytes([
+                self.prefix.bytes[1],
+                self.prefix.bytes[2],
+                self.prefix.bytes[3],
+                self.prefix.bytes[4],
+            ]) as usize;
+            self.prefix = Prefix { left: declared, ..Prefix::default() };
+            if declared <= self.limit {
+                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                if !self.budget.take(&mut held, declared) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+impl<B> Body for Admitted<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<StdError>,
+{
+    type Data = Bytes;
+    type Error = StdError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, StdError>>> {
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        if let Some(data) = frame.data_ref()
+            && !self.admit(data)
+        {
+            let status: Status = ServiceError::Write(WriteError::Saturated).into();
+            return Poll::Ready(Some(Err(Box::new(status))));
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted(budget: &ByteBudget, limit: usize) -> Admitted<http_body_util::Empty<Bytes>> {
+        Admitted {
+            inner: http_body_util::Empty::new(),
+            budget: budget.clone(),
+            held: Arc::new(Mutex::new(Held::default())),
+            limit,
+            prefix: Prefix::default(),
+        }
+    }
+
+    fn message(len: u32) -> Vec<u8> {
+        let mut framed = vec![0];
+        framed.extend(len.to_be_bytes());
+        framed.extend(std::iter::repeat_n(7u8, len as usize));
+        framed
+    }
+
+    #[test]
+    fn a_message_takes_its_declared_length_from_its_prefix_however_the_bytes_are_split() {
+        let budget = ByteBudget::new(1000);
+        let mut body = admitted(&budget, 500);
+        let framed = [message(300), message(200)].concat();
+        for chunk in framed.chunks(3) {
+            assert!(body.admit(chunk));
+        }
+        assert_eq!(body.held.lock().unwrap().bytes(), 500);
+        assert_eq!(budget.available(), 500);
+        // Only the prefix has arrived: the whole declared length is taken.
+        let mut stalled = admitted(&budget, 500);
+        assert!(stalled.admit(&message(400)[..5]));
+        assert_eq!(budget.available(), 100);
+        let mut refused = admitted(&budget, 500);
+        assert!(!refused.admit(&message(200)[..5]), "200 bytes do not fit in the 100 left");
+        drop((body, stalled, refused));
+        assert_eq!(budget.available(), 1000);
+    }
+
+    #[test]
+    fn a_message_over_the_limit_takes_nothing_tonic_refuses_it() {
+        let budget = ByteBudget::new(1000);
+        let mut body = admitted(&budget, 100);
+        assert!(body.admit(&message(900)[..5]));
+        assert_eq!(budget.available(), 1000);
     }
 }

@@ -530,19 +530,21 @@ async fn export_traces(
             ServiceError::BadRequest(format!("undecodable JSON ExportTraceServiceRequest: {e}"))
         })?,
     };
-    let spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
+    let mut spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))?;
-    super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejections.len() as u64);
+    super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejected);
+    let notes = spans.decoded.take_notes();
     let stats = state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
-    Ok(export_response(&spans.decoded.rejections, spans.decoded.rejected, stats.spans_refused))
+    Ok(export_response(&notes, stats.spans_refused))
 }
 
 /// OTLP partial success: how many spans were rejected and why, `refused`
 /// of them for a trace that already held the most spans one may store.
 /// `rejections`: the reasons kept of `rejected` spans refused as invalid.
-pub fn export_response(rejections: &[Rejection], rejected: u64, refused: u64) -> ExportTraceServiceResponse {
-    if rejected == 0 && refused == 0 {
+pub fn export_response(decoded: &Decoded, refused: u64) -> ExportTraceServiceResponse {
+    let (rejected, warned) = (decoded.rejected, decoded.warned);
+    if rejected == 0 && refused == 0 && warned == 0 {
         return ExportTraceServiceResponse { partial_success: None };
     }
     let mut reasons: Vec<String> = Vec::new();
@@ -551,16 +553,22 @@ pub fn export_response(rejections: &[Rejection], rejected: u64, refused: u64) ->
             "{refused} spans not stored: their trace already holds {MAX_SPANS_PER_TRACE} spans, the most one trace may store"
         ));
     }
-    reasons.extend(rejections.iter().take(5).map(|r| r.reason.clone()));
-    let more = rejected.saturating_sub(rejections.len().min(5) as u64);
-    let mut message = reasons.join("; ");
+    reasons.extend(decoded.rejections.iter().take(5).map(|r| r.reason.clone()));
+    let more = rejected.saturating_sub(decoded.rejections.len().min(5) as u64);
     if more > 0 {
-        message.push_str(&format!("; and {more} more"));
+        reasons.push(format!("and {more} more"));
+    }
+    // OTLP reads a partial success with no rejected spans and a message as
+    // warnings: the spans were stored, with these values corrected.
+    if warned > 0 {
+        let shown: Vec<&str> = decoded.warnings.iter().take(5).map(|w| w.reason.as_str()).collect();
+        reasons
+            .push(format!("{warned} warnings (values stored as absent or corrected): {}", shown.join("; ")));
     }
     ExportTraceServiceResponse {
         partial_success: Some(ExportTracePartialSuccess {
             rejected_spans: i64::try_from(rejected + refused).unwrap_or(i64::MAX),
-            error_message: message,
+            error_message: reasons.join("; "),
         }),
     }
 }

@@ -23,6 +23,7 @@ pub mod budget;
 pub mod deriver;
 pub mod error;
 pub mod grpc;
+pub mod grpc_listen;
 pub mod health;
 pub mod http;
 pub mod listen;
@@ -102,6 +103,19 @@ pub struct ServeConfig {
 
 /// The longest a gRPC call may take, from its headers to its answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Concurrent streams (calls) on one gRPC connection; more wait for one to
+/// end (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+pub const GRPC_MAX_STREAMS: u32 = 100;
+
+/// The headers of one gRPC call, in bytes (HTTP/2
+/// `SETTINGS_MAX_HEADER_LIST_SIZE`).
+pub const GRPC_MAX_HEADER_BYTES: u32 = 64 << 10;
+
+/// A gRPC connection silent this long (no call, no byte either way) is
+/// closed: longer than any call may take, so only idle ones go, and an
+/// exporter reconnects at its next export.
+pub const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long shutdown waits for requests in flight before it closes their
 /// connections.
@@ -203,11 +217,19 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     if let Some(files) = &config.tls {
         grpc_builder = grpc_builder.tls_config(files.grpc_config()).context("gRPC TLS")?;
     }
+    let grpc_limits = grpc_listen::GrpcLimits {
+        max_connections: config.http_limits.max_connections,
+        first_byte_timeout: config.http_limits.header_timeout,
+        idle_timeout: GRPC_IDLE_TIMEOUT,
+    };
     let grpc_server = grpc_builder
         .timeout(REQUEST_TIMEOUT)
+        // hyper's own default, which tonic replaces with "no limit".
+        .max_concurrent_streams(GRPC_MAX_STREAMS)
+        .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
         .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit, byte_budget))
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc_listener),
+            grpc_listen::incoming(grpc_listener, grpc_limits),
             until_stopped(stopped.clone()),
         );
     let servers = async { tokio::join!(http_server, grpc_server).1 };

@@ -10,6 +10,9 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
 
+/// The longest a TLS handshake on the gRPC port may take.
+pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("--tls-cert {path}: {detail}")]
@@ -68,8 +71,11 @@ impl TlsFiles {
     }
 
     /// The gRPC listener's configuration (tonic builds its own, with h2).
+    /// With the handshake under a deadline, so a client that starts one and
+    /// stalls gives its connection back.
     pub fn grpc_config(&self) -> tonic::transport::ServerTlsConfig {
         tonic::transport::ServerTlsConfig::new()
             .identity(tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem))
+            .timeout(TLS_HANDSHAKE_TIMEOUT)
     }
 }

@@ -678,6 +678,21 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
     Ok(derived as u64)
 }
 
+/// The label values of what is kept, admitted again as if only it had
+/// ever been written: the first K of each label in time order. Values of
+/// pruned workflows give their room back, and values that arrived once a
+/// label was full get rows of their own if there is room for them now.
+fn readmit_labels(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "DELETE FROM label_values;
+         CREATE OR REPLACE TEMP VIEW new_facts AS SELECT * FROM workflow_facts;
+         CREATE OR REPLACE TEMP VIEW new_spend AS SELECT * FROM workflow_spend;",
+    )?;
+    conn.execute_batch(ADMIT_SQL)?;
+    conn.execute_batch("DROP VIEW temp.new_facts; DROP VIEW temp.new_spend;")?;
+    define_kept_label(conn)
+}
+
 /// Sums every rollup and total again from the facts.
 pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
@@ -719,6 +734,15 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
     let workflows: i64 = conn.query_row("SELECT count(*) FROM temp.pruned", [], |r| r.get(0))?;
     let (_, last) = time_range(conn, "SELECT min(earliest_at), max(last_at) FROM temp.pruned")?;
     set_time_variable(conn, "prune_last", last)?;
+    // The traces of pruned workflows go with them, whenever their spans
+    // arrived: a span kept because it came late would derive the pruned
+    // attempts again beside it.
+    conn.execute_batch(
+        "CREATE OR REPLACE TEMP TABLE pruned_traces AS
+         SELECT DISTINCT source_trace AS trace_id FROM attempts
+         WHERE started_at <= getvariable('prune_last') AND source_trace IS NOT NULL
+           AND workflow_id IN (SELECT workflow_id FROM temp.pruned);",
+    )?;
     let attempts = conn.execute(
         "DELETE FROM attempts
          WHERE started_at <= getvariable('prune_last')
@@ -728,18 +752,20 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
     for table in PER_WORKFLOW {
         conn.execute(&format!("DELETE FROM {table} WHERE first_at < ?"), [micros(before)])?;
     }
-    // A span still waiting for the rest of its trace is kept.
+    // Besides those, a span still waiting for the rest of its trace is kept.
     conn.execute(
         "DELETE FROM spans
-         WHERE received_at < ?
-           AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL)",
+         WHERE trace_id IN (SELECT trace_id FROM temp.pruned_traces)
+            OR (received_at < ?
+                AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL))",
         [micros(before)],
     )?;
     conn.execute_batch(
         "DELETE FROM trace_spans WHERE trace_id NOT IN (SELECT trace_id FROM spans);
          DELETE FROM trace_gaps WHERE trace_id NOT IN (SELECT trace_id FROM spans);",
     )?;
-    conn.execute_batch("DROP TABLE temp.pruned;")?;
+    conn.execute_batch("DROP TABLE temp.pruned; DROP TABLE temp.pruned_traces;")?;
+    readmit_labels(conn)?;
     rebuild_rollups(conn)?;
     Ok((workflows as u64, attempts as u64))
 }

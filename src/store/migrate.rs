@@ -57,6 +57,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0011_recovery_histogram.sql"),
     },
     Migration { version: 12, name: "call_facts", sql: include_str!("../../migrations/0012_call_facts.sql") },
+    Migration {
+        version: 13,
+        name: "span_id_lengths",
+        sql: include_str!("../../migrations/0013_span_id_lengths.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -34,8 +34,23 @@ use crate::providers::ProviderAliases;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open database {path}: {source}")]
+    #[error("cannot open database {path}: {}", first_sentence(source))]
     Open { path: String, source: duckdb::Error },
+    #[error(
+        "the database {path} is in use by {holder}: one process at a time may open a database file \
+         for writing, and `serve` keeps its file open. While it runs, ask it for the same answers \
+         (GET /api/v1/report, /api/v1/audit, /api/v1/alerts), or stop it and run this again."
+    )]
+    Locked { path: String, holder: String },
+    #[error(
+        "{path} is not an attempt-ledger database: it is {what}. Pass --db with a DuckDB file (or a new path)"
+    )]
+    NotDuckDb { path: String, what: &'static str },
+    #[error(
+        "{path} is read-only and {why}: open it once with write access (any command) so it is brought \
+         up to date, then it can be read from a read-only copy"
+    )]
+    ReadOnlyStale { path: String, why: String },
     #[error(
         "database schema version {found} is newer than this attempt-ledger supports ({supported}); \
          upgrade attempt-ledger"
@@ -98,7 +113,49 @@ fn open_error(path: &Path, source: duckdb::Error) -> StoreError {
             detail,
         };
     }
+    if let Some(at) = text.find("Conflicting lock is held in ") {
+        let rest = &text[at + "Conflicting lock is held in ".len()..];
+        let holder = rest.find(')').map_or(rest, |end| &rest[..=end]).to_string();
+        return StoreError::Locked { path: path.display().to_string(), holder };
+    }
     StoreError::Open { path: path.display().to_string(), source }
+}
+
+/// DuckDB's messages repeat themselves (`msg: msg: Error code 1`): the
+/// first statement of it is the whole of it.
+fn first_sentence(error: &duckdb::Error) -> String {
+    let text = error.to_string();
+    let half = text.len() / 2;
+    match text.get(..half).and_then(|head| head.rfind(": ").map(|cut| &text[..cut])) {
+        Some(head) if text[head.len() + 2..].starts_with(head) => head.to_string(),
+        _ => text.trim_end_matches(": Error code 1: Unknown error code").to_string(),
+    }
+}
+
+/// What a file that exists is, by its first bytes: DuckDB files carry
+/// `DUCK` at offset 8. Anything else is refused before DuckDB reads it
+/// (DuckDB would take an SQLite file for an attachment and reach for an
+/// extension over the network).
+fn check_is_duckdb(path: &Path) -> Result<(), StoreError> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+    let mut head = [0u8; 16];
+    let read = file.read(&mut head).unwrap_or(0);
+    if read == 0 || (read >= 12 && &head[8..12] == b"DUCK") {
+        return Ok(());
+    }
+    let what = if head.starts_with(b"SQLite format 3") { "an SQLite database" } else { "not a DuckDB file" };
+    Err(StoreError::NotDuckDb { path: path.display().to_string(), what })
+}
+
+/// DuckDB's settings for every database this program opens: extensions
+/// are never installed or loaded behind the user's back (no network, no
+/// code that was not built in).
+fn config(mode: duckdb::AccessMode) -> Result<duckdb::Config, duckdb::Error> {
+    duckdb::Config::default()
+        .access_mode(mode)?
+        .enable_autoload_extension(false)?
+        .with("autoinstall_known_extensions", "false")
 }
 
 /// The environment variable that sets DuckDB's memory limit for a database
@@ -218,7 +275,28 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and brings its
     /// schema up to date.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(|source| open_error(path, source))?;
+        Self::open_with(path, duckdb::AccessMode::ReadWrite)
+    }
+
+    /// `open`, for commands that only read (report, audit, alerts): a
+    /// database file this process may not write is opened read-only, as
+    /// long as it needs no migration (a read-only file cannot be upgraded).
+    pub fn open_for_reading(path: &Path) -> Result<Self, StoreError> {
+        // Mode bits first: root may write a 0444 file, but its owner said not to.
+        let marked = std::fs::metadata(path).is_ok_and(|m| m.permissions().readonly());
+        let denied = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
+        if marked || denied { Self::open_with(path, duckdb::AccessMode::ReadOnly) } else { Self::open(path) }
+    }
+
+    fn open_with(path: &Path, mode: duckdb::AccessMode) -> Result<Self, StoreError> {
+        check_is_duckdb(path)?;
+        let read_only = matches!(mode, duckdb::AccessMode::ReadOnly);
+        let conn = config(mode)
+            .and_then(|config| Connection::open_with_flags(path, config))
+            .map_err(|source| open_error(path, source))?;
         // A file database can spill to disk, so DuckDB's memory is bounded:
         // a rebuild over millions of attempts sorts on disk rather than
         // taking the machine's memory.
@@ -230,8 +308,34 @@ impl Store {
         // for seconds on a large database: the derivation loop checkpoints
         // when it is idle instead (`checkpoint_if_idle`), and this is the
         // bound under sustained load.
+        if read_only {
+            return Self::init_read_only(conn, path);
+        }
         conn.execute_batch(&format!("SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}';"))?;
         Self::init(conn)
+    }
+
+    /// A store over a read-only file: nothing is migrated or derived, so
+    /// the schema must be current; writes still pending derivation are
+    /// left out of what is read (the report's `derivation` section says so).
+    fn init_read_only(conn: Connection, path: &Path) -> Result<Self, StoreError> {
+        let label_limit = label_limit()?;
+        let found = migrate::schema_version(&conn)?;
+        let latest = MIGRATIONS.last().map_or(0, |m| m.version);
+        if found != latest {
+            return Err(StoreError::ReadOnlyStale {
+                path: path.display().to_string(),
+                why: format!("its schema is version {found}, this attempt-ledger reads version {latest}"),
+            });
+        }
+        functions::register(&conn)?;
+        Ok(Self {
+            conn,
+            aliases: Arc::new(ProviderAliases::builtin()),
+            write_state: Arc::new(Mutex::new(None)),
+            workflow_ids: Arc::new(Mutex::new(None)),
+            label_limit,
+        })
     }
 
     pub fn open_in_memory() -> Result<Self, StoreError> {
@@ -884,6 +988,14 @@ impl Store {
         alerts::attempt_span(&self.conn)
     }
 
+    /// The label values that keep rows of their own, by label then value
+    /// (tests; `queries/admit.sql` fills them).
+    pub fn admitted_labels(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self.conn.prepare("SELECT label, value FROM label_values ORDER BY 1, 2")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     pub fn attempt_count(&self) -> Result<u64, StoreError> {
         Ok(self.conn.query_row("SELECT count(*) FROM attempts", [], |row| row.get::<_, i64>(0))? as u64)
     }
@@ -935,5 +1047,79 @@ mod tests {
             .unwrap();
         assert_eq!(facts, ("w".into(), "primary_success".into()));
         assert!(!store.derived_stale().unwrap());
+    }
+
+    /// Spans stored before ids were checked, with ids of other lengths, had
+    /// attempt ids that two pairs could share: opening the database names
+    /// each pair's attempt apart and derives both.
+    #[test]
+    fn opening_a_database_with_odd_span_ids_derives_their_attempts_under_ids_apart() {
+        use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+        use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
+        use prost::Message;
+
+        let attr = |key: &str, value: Value| KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        };
+        let record = |trace: &[u8], span: &[u8]| {
+            let otlp = OtlpSpan {
+                trace_id: trace.to_vec(),
+                span_id: span.to_vec(),
+                name: "chat".into(),
+                start_time_unix_nano: 1_795_831_200_000_000_000,
+                end_time_unix_nano: 1_795_831_200_250_000_000,
+                attributes: vec![
+                    attr("gen_ai.operation.name", Value::StringValue("chat".into())),
+                    attr("gen_ai.provider.name", Value::StringValue("openai".into())),
+                    attr("gen_ai.request.model", Value::StringValue("gpt-4o-mini".into())),
+                    attr("gen_ai.usage.input_tokens", Value::IntValue(10)),
+                ],
+                ..OtlpSpan::default()
+            };
+            let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+            crate::model::SpanRecord {
+                trace_id: hex(trace),
+                span_id: hex(span),
+                parent_span_id: None,
+                kind: crate::model::SpanKind::Model,
+                facts: crate::ingest::otlp::facts_of(&otlp),
+                span: Some(otlp.encode_to_vec()),
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd.duckdb");
+        {
+            let store = Store::open(&path).unwrap();
+            let spans = [
+                record(&[0xaa, 0xbb, 0xcc], &[0xdd, 0xee, 0xff, 0x00, 0x11]),
+                record(&[0xaa, 0xbb, 0xcc, 0xdd], &[0xee, 0xff, 0x00, 0x11]),
+            ];
+            store.write_batches(&[Batch { attempts: &[], spans: &spans }]).unwrap();
+            // As an earlier build left them: one id for both pairs, the
+            // second taken for a redelivery of the first.
+            store
+                .conn
+                .execute_batch(
+                    "DELETE FROM attempts WHERE workflow_id = 'aabbccdd';
+                     UPDATE attempts SET attempt_id = replace(attempt_id, ':', '');
+                     DELETE FROM schema_migrations WHERE version = 13;",
+                )
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let ids: Vec<String> = store
+            .conn
+            .prepare("SELECT attempt_id FROM attempts ORDER BY 1")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, ["aabbcc:ddeeff0011", "aabbccdd:eeff0011"]);
+        let workflows: i64 =
+            store.conn.query_row("SELECT count(*) FROM workflow_facts", [], |r| r.get(0)).unwrap();
+        assert_eq!(workflows, 2);
     }
 }

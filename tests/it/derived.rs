@@ -338,3 +338,95 @@ fn workflows_that_cannot_be_derived_are_quarantined_and_the_rest_derived() {
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["quarantined"].as_array().unwrap().len(), 2, "{listed}");
 }
+
+/// Four workflow names, K = 2: the first two have rows of their own, the
+/// last two are folded. Pruning the first two gives their room back, so
+/// what is kept reports as a fresh ingest of it alone would, label rows
+/// included; a span that arrives late for a pruned trace derives only
+/// what it says itself, never the pruned attempts again.
+#[test]
+fn pruning_gives_label_room_back_and_a_late_span_of_a_pruned_trace_revives_nothing() {
+    use attempt_ledger::ingest::otlp;
+    let trace = "5b8efff798038103d269b633813fc60c";
+    let span = |id: &str, parent: Option<&str>, status: u16, at_s: u64| {
+        let mut span = json!({"traceId": trace, "spanId": id, "name": "POST",
+            "startTimeUnixNano": format!("{}", 1_795_831_200_000_000_000u64 + at_s * 1_000_000_000),
+            "endTimeUnixNano": format!("{}", 1_795_831_200_500_000_000u64 + at_s * 1_000_000_000),
+            "attributes": [{"key": "http.request.method", "value": {"stringValue": "POST"}},
+                           {"key": "http.response.status_code", "value": {"intValue": status}}]});
+        match parent {
+            Some(parent) => span["parentSpanId"] = json!(parent),
+            None => {
+                span["name"] = json!("chat");
+                span["attributes"] = json!([
+                    {"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+                    {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}},
+                    {"key": "attempt.workflow", "value": {"stringValue": "traced"}}]);
+            }
+        }
+        span
+    };
+    let spans_of = |spans: Vec<serde_json::Value>| {
+        let export = json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]});
+        otlp::decode_json(&export.to_string()).unwrap().decoded.spans
+    };
+    // The trace starts at 02:00, before the cut, like w0 and w1.
+    let traced = spans_of(vec![
+        span("a000000000000001", None, 200, 0),
+        span("a000000000000002", Some("a000000000000001"), 500, 0),
+        span("a000000000000003", Some("a000000000000001"), 200, 0),
+    ]);
+    let late = spans_of(vec![span("a000000000000004", Some("a000000000000001"), 503, 0)]);
+    let lines: Vec<String> = (0..4)
+        .map(|i| {
+            rec(json!({"workflow_id": format!("w{i}"), "workflow": format!("name-{i}"),
+                       "started_at": format!("2026-11-28T02:0{i}:00Z"), "input_tokens": 100}))
+        })
+        .collect();
+    let store = Store::open_in_memory().unwrap().with_label_limit(2).unwrap();
+    store.write_batch(&jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    store.write_batches(&[Batch { attempts: &[], spans: &traced }]).unwrap();
+    assert_eq!(store.attempt_count().unwrap(), 6);
+
+    let cut = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:02:00Z").unwrap().to_utc();
+    assert_eq!(store.prune(cut).unwrap(), (3, 4));
+    store.write_batches(&[Batch { attempts: &[], spans: &late }]).unwrap();
+
+    let fresh = Store::open_in_memory().unwrap().with_label_limit(2).unwrap();
+    fresh.write_batch(&jsonl::decode_lines(&lines[2..].join("\n"), 1).attempts).unwrap();
+    fresh.write_batches(&[Batch { attempts: &[], spans: &late }]).unwrap();
+    assert_eq!(store.attempt_count().unwrap(), 2, "the late span brought pruned attempts back");
+    assert_eq!(store.admitted_labels().unwrap(), fresh.admitted_labels().unwrap());
+    let names: Vec<Option<String>> =
+        report_of(&store, &ReportFilter::default()).by_workflow.iter().map(|b| b.workflow.clone()).collect();
+    assert_eq!(names, [Some("name-2".to_string()), Some("name-3".to_string())]);
+    assert_eq!(report_of(&store, &ReportFilter::default()), report_of(&fresh, &ReportFilter::default()));
+    assert_eq!(store.derived_digest().unwrap(), fresh.derived_digest().unwrap());
+}
+
+/// Served providers and models are client strings: however many there
+/// are, the cost ledger lists the 50 providers that cost the most and 200
+/// of their models, folding the rest under `other` with exact totals.
+#[test]
+fn the_cost_ledger_is_bounded_whatever_names_clients_send() {
+    let lines: Vec<String> = (0..400)
+        .map(|i| {
+            rec(json!({"workflow_id": format!("w{i}"), "attempt_id": format!("a{i}"),
+                       "served_provider": format!("provider-{i:03}"), "served_model": format!("model-{i:03}"),
+                       "input_tokens": 1000 + i, "output_tokens": 10, "cost_usd": 0.001 * (i as f64 + 1.0)}))
+        })
+        .collect();
+    let report = report_of(&store_with(&lines), &ReportFilter::default());
+    assert_eq!(report.by_served_provider.len(), 51);
+    assert!(report.by_served_model.len() <= 251, "{} models", report.by_served_model.len());
+    // The dearest are listed by name; everything else is in `other`.
+    assert_eq!(report.by_served_provider.iter().filter(|p| p.served_provider == "provider-399").count(), 1);
+    let other = report.by_served_provider.iter().find(|p| p.served_provider == "other").unwrap();
+    assert_eq!(other.attempts, 350);
+    let attempts: i64 = report.by_served_provider.iter().map(|p| p.attempts).sum();
+    assert_eq!(attempts, 400);
+    let cost: f64 = report.by_served_provider.iter().map(|p| p.cost_usd).sum();
+    assert!((cost - report.cost_usd.total).abs() < 1e-9, "{cost} vs {}", report.cost_usd.total);
+    let model_attempts: i64 = report.by_served_model.iter().map(|m| m.attempts).sum();
+    assert_eq!(model_attempts, 400);
+}

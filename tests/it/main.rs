@@ -7,6 +7,7 @@ mod cli;
 mod dashboard;
 mod derived;
 mod gateways;
+mod grpc_bounds;
 mod prometheus;
 mod properties;
 mod readme;

@@ -542,7 +542,8 @@ fn a_saturated_writer_answers_grpc_unavailable_with_retry_info() {
         let spans: Vec<Value> = (0..20_000)
             .map(|i| {
                 // 20 traces of 1,000 spans: under the per-trace limit.
-                json!({"traceId": format!("{n:016x}{:016x}", i / 1000), "spanId": format!("{i:016x}"), "name": "chat",
+                // Ids are never all zeros (OTLP's "no id").
+                json!({"traceId": format!("{:016x}{:016x}", n + 1, i / 1000), "spanId": format!("{:016x}", i + 1), "name": "chat",
                        "startTimeUnixNano": "1795831200000000000", "endTimeUnixNano": "1795831201000000000",
                        "attributes": [{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
                                       {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]})

@@ -175,6 +175,11 @@ fn decode_as(format: Format, data: &[u8]) {
 
 fn check_spans(decoded: &Decoded) {
     check_notes(decoded);
+    // Ids of OTLP's lengths only, so no two pairs share an attempt id.
+    for span in &decoded.spans {
+        assert_eq!((span.trace_id.len(), span.span_id.len()), (32, 16), "a span kept with odd ids");
+        assert!(span.parent_span_id.as_ref().is_none_or(|p| p.len() == 16));
+    }
     for attempt in &decoded.attempts {
         assert!(!attempt.attempt_id.is_empty() && !attempt.workflow_id.is_empty());
     }

@@ -9,6 +9,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use super::numbers;
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Layer, PicoUsd, Status, Tokens};
 
@@ -130,13 +131,18 @@ fn decode_value(value: Value) -> Result<Built, String> {
         tokens: Tokens {
             input: p.count("prompt_tokens")?,
             output: p.count("completion_tokens")?,
-            cached_input: usage.and_then(cached_tokens),
+            cached_input: usage.and_then(|u| cached_tokens(u, &mut warnings)),
             cache_write_input: usage
-                .and_then(|u| u.get("cache_creation_input_tokens"))
-                .and_then(Value::as_i64)
+                .and_then(|u| {
+                    numbers::count(
+                        u.get("cache_creation_input_tokens"),
+                        "cache_creation_input_tokens",
+                        &mut warnings,
+                    )
+                })
                 .filter(|n| *n > 0),
         },
-        cost: match map.get("response_cost").and_then(Value::as_f64) {
+        cost: match numbers::amount(map.get("response_cost"), "response_cost", &mut warnings) {
             Some(usd) => {
                 Some(PicoUsd::from_usd(usd).ok_or(format!("field `response_cost`: {usd} is not a cost"))?)
             }
@@ -188,13 +194,13 @@ fn millis_between(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<f64> {
 
 /// OpenAI-style `prompt_tokens_details.cached_tokens`, or Anthropic-style
 /// `cache_read_input_tokens`.
-fn cached_tokens(usage: &Map<String, Value>) -> Option<i64> {
-    usage
-        .get("prompt_tokens_details")
-        .and_then(|d| d.get("cached_tokens"))
-        .or_else(|| usage.get("cache_read_input_tokens"))
-        .and_then(Value::as_i64)
-        .filter(|n| *n > 0)
+fn cached_tokens(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Option<i64> {
+    let openai = usage.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens"));
+    match openai.filter(|v| !v.is_null()) {
+        Some(v) => numbers::count(Some(v), "prompt_tokens_details.cached_tokens", warnings),
+        None => numbers::count(usage.get("cache_read_input_tokens"), "cache_read_input_tokens", warnings),
+    }
+    .filter(|n| *n > 0)
 }
 
 /// The response headers LiteLLM's Router adds that count the tries a

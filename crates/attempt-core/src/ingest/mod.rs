@@ -9,6 +9,7 @@
 pub mod format;
 pub mod jsonl;
 pub mod litellm;
+mod numbers;
 pub mod openrouter;
 pub mod otlp;
 pub mod source;
@@ -61,6 +62,18 @@ pub struct Decoded {
 }
 
 impl Decoded {
+    /// The rejections and warnings alone, leaving the rows: what an answer
+    /// reports once the rows went to the writer.
+    pub fn take_notes(&mut self) -> Decoded {
+        Decoded {
+            rejections: std::mem::take(&mut self.rejections),
+            rejected: self.rejected,
+            warnings: std::mem::take(&mut self.warnings),
+            warned: self.warned,
+            ..Decoded::default()
+        }
+    }
+
     /// Counts a rejected record, keeping its reason while there is room.
     pub fn reject(&mut self, line: u64, reason: String) {
         self.rejected += 1;

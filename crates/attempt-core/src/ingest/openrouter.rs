@@ -11,6 +11,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
+use super::numbers;
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Layer, PicoUsd, Status, Tokens};
 
@@ -45,13 +46,16 @@ fn decode_value(value: Value) -> Result<Vec<Built>, String> {
         .map(|list| list.iter().filter_map(Value::as_object).collect())
         .unwrap_or_default();
     let cancelled = map.get("cancelled").and_then(Value::as_bool).unwrap_or(false);
+    let mut warnings = Vec::new();
     let tokens = Tokens {
-        input: g.count("native_tokens_prompt").or(g.count("tokens_prompt")),
-        output: g.count("native_tokens_completion").or(g.count("tokens_completion")),
-        cached_input: g.count("native_tokens_cached").filter(|n| *n > 0),
+        input: g.count("native_tokens_prompt", &mut warnings).or(g.count("tokens_prompt", &mut warnings)),
+        output: g
+            .count("native_tokens_completion", &mut warnings)
+            .or(g.count("tokens_completion", &mut warnings)),
+        cached_input: g.count("native_tokens_cached", &mut warnings).filter(|n| *n > 0),
         cache_write_input: None,
     };
-    let cost = match map.get("total_cost").and_then(Value::as_f64) {
+    let cost = match numbers::amount(map.get("total_cost"), "total_cost", &mut warnings) {
         Some(usd) => Some(PicoUsd::from_usd(usd).ok_or(format!("field `total_cost`: {usd} is not a cost"))?),
         None => None,
     };
@@ -62,7 +66,7 @@ fn decode_value(value: Value) -> Result<Vec<Built>, String> {
             provider: provider.into(),
             permaslug: None,
             status: (!cancelled).then_some(200),
-            latency_ms: g.float("latency"),
+            latency_ms: g.float("latency", &mut warnings),
             upstream_id: g.str("upstream_id").map(String::from),
         }]
     } else {
@@ -74,11 +78,12 @@ fn decode_value(value: Value) -> Result<Vec<Built>, String> {
                 let provider = r
                     .str("provider_name")
                     .ok_or(format!("provider_responses[{i}]: missing `provider_name`"))?;
+                let field = |key: &str| format!("provider_responses[{i}].{key}");
                 Ok(Upstream {
                     provider: provider.to_string(),
                     permaslug: r.str("model_permaslug").map(String::from),
-                    status: r.0.get("status").and_then(Value::as_i64),
-                    latency_ms: r.float("latency"),
+                    status: numbers::count(r.0.get("status"), &field("status"), &mut warnings),
+                    latency_ms: numbers::amount(r.0.get("latency"), &field("latency"), &mut warnings),
                     upstream_id: r.str("id").map(String::from),
                 })
             })
@@ -91,7 +96,8 @@ fn decode_value(value: Value) -> Result<Vec<Built>, String> {
         attempts.into_iter().enumerate()
     {
         let ok = Some(i) == served_index;
-        let mut warnings = Vec::new();
+        // The generation's own warnings go with its first attempt.
+        let mut warnings = if i == 0 { std::mem::take(&mut warnings) } else { Vec::new() };
         let http_status = match status {
             Some(code @ 100..=599) => Some(code as i32),
             Some(code) => {
@@ -146,11 +152,11 @@ impl Generation<'_> {
     fn str(&self, key: &str) -> Option<&str> {
         self.0.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
     }
-    fn count(&self, key: &str) -> Option<i64> {
-        self.0.get(key).and_then(Value::as_i64).filter(|n| *n >= 0)
+    fn count(&self, key: &str, warnings: &mut Vec<String>) -> Option<i64> {
+        numbers::count(self.0.get(key), key, warnings)
     }
-    fn float(&self, key: &str) -> Option<f64> {
-        self.0.get(key).and_then(Value::as_f64).filter(|f| f.is_finite() && *f >= 0.0)
+    fn float(&self, key: &str, warnings: &mut Vec<String>) -> Option<f64> {
+        numbers::amount(self.0.get(key), key, warnings)
     }
 }
 

@@ -33,7 +33,7 @@ use prost::Message;
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
-pub use shape::{CallShape, SpanLink, TraceCalls, resent_attempt_id, trace_calls};
+pub use shape::{CallShape, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls};
 
 /// Spans of a request, and how many of them were model calls.
 #[derive(Debug, Default)]
@@ -176,7 +176,14 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
     let mut out = DecodedSpans::default();
     let mut traces_with_calls: HashSet<&[u8]> = HashSet::new();
     let mut kinds: Vec<Option<SpanKind>> = Vec::with_capacity(spans.len());
+    let mut malformed: HashSet<usize> = HashSet::new();
     for (index, span) in spans.iter().enumerate() {
+        if let Err(reason) = check_ids(span) {
+            out.decoded.reject(index as u64 + 1, reason);
+            malformed.insert(index);
+            kinds.push(None);
+            continue;
+        }
         let kind = if is_model_call(span) {
             out.model_spans += 1;
             // Validated alone, so a bad span is rejected now, by position;
@@ -185,7 +192,10 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
                 Ok(built) => {
                     let line = index as u64 + 1;
                     built.warnings.into_iter().for_each(|reason| out.decoded.warn(line, reason));
-                    if let Some(n) = resend_count(span).filter(|&n| n > i64::from(MAX_RESENDS)) {
+                    let mut unread = Vec::new();
+                    let resends = checked_int(span, &["http.request.resend_count"], &mut unread);
+                    unread.into_iter().for_each(|reason| out.decoded.warn(line, reason));
+                    if let Some(n) = resends.filter(|&n| n > i64::from(MAX_RESENDS)) {
                         out.decoded.warn(
                             line,
                             format!("http.request.resend_count: {n} is over {MAX_RESENDS}, counted as {MAX_RESENDS}"),
@@ -208,8 +218,8 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
         }
         kinds.push(kind);
     }
-    for (span, kind) in spans.iter().zip(kinds) {
-        if !traces_with_calls.contains(span.trace_id.as_slice()) || span.span_id.is_empty() {
+    for (index, (span, kind)) in spans.iter().zip(kinds).enumerate() {
+        if !traces_with_calls.contains(span.trace_id.as_slice()) || malformed.contains(&index) {
             continue;
         }
         let kind = kind.unwrap_or(SpanKind::Link);
@@ -223,6 +233,24 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
         });
     }
     out
+}
+
+/// OTLP ids have fixed lengths and are never all zeros: anything else would
+/// name no span, or let two different pairs of ids name one attempt.
+fn check_ids(span: &Span) -> Result<(), String> {
+    let name = if span.span_id.is_empty() { "(no span_id)".to_string() } else { hex(&span.span_id) };
+    let check = |field: &str, id: &[u8], len: usize| -> Result<(), String> {
+        if id.len() != len {
+            Err(format!("span {name}: {field} is {} bytes, OTLP requires {len}", id.len()))
+        } else if id.iter().all(|&b| b == 0) {
+            Err(format!("span {name}: {field} is all zeros, which OTLP reserves for \"no id\""))
+        } else {
+            Ok(())
+        }
+    };
+    check("trace_id", &span.trace_id, 16)?;
+    check("span_id", &span.span_id, 8)?;
+    if span.parent_span_id.is_empty() { Ok(()) } else { check("parent_span_id", &span.parent_span_id, 8) }
 }
 
 /// One OTLP/JSON `ExportTraceServiceRequest`.
@@ -428,10 +456,10 @@ impl<'a> CallView<'a> {
 
 fn map_call(span: &Span, around: &[&Span]) -> Result<Built, String> {
     let mut fields = call_fields(span, around)?;
-    fields.attempt_id = Some(format!("{}{}", hex(&span.trace_id), hex(&span.span_id)));
+    fields.attempt_id = Some(span_attempt_id(&hex(&span.trace_id), &hex(&span.span_id)));
     timing(&mut fields, span)?;
     fields.status = Some(span_status(span, fields.http_status));
-    fields.tokens = tokens(span)?;
+    fields.tokens = tokens(span, &mut fields.warnings)?;
     build_attempt(fields)
 }
 
@@ -461,12 +489,12 @@ fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<At
         attempts.push(build_attempt(fields)?.attempt);
     }
     let mut last = call_fields(call, around)?;
-    last.attempt_id = Some(format!("{trace}{span_id}"));
+    last.attempt_id = Some(span_attempt_id(&trace, &span_id));
     last.layer = Some(last.layer.unwrap_or(Layer::Sdk));
     last.attempt = base_index.map(|b| b + i64::from(resends));
     timing(&mut last, call)?;
     last.status = Some(span_status(call, last.http_status));
-    last.tokens = tokens(call)?;
+    last.tokens = tokens(call, &mut last.warnings)?;
     attempts.push(build_attempt(last)?.attempt);
     Ok(attempts)
 }
@@ -477,7 +505,7 @@ fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<V
     let mut delivered = false;
     for (i, child) in http.iter().enumerate() {
         let mut fields = call_fields(call, around)?;
-        fields.attempt_id = Some(format!("{}{}", hex(&child.trace_id), hex(&child.span_id)));
+        fields.attempt_id = Some(span_attempt_id(&hex(&child.trace_id), &hex(&child.span_id)));
         fields.layer = Some(Layer::Sdk);
         fields.attempt = base_index.map(|b| b + i as i64);
         fields.warnings.clear();
@@ -492,7 +520,7 @@ fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<V
             fields.decision = None;
         }
         if status == Status::Ok && !delivered {
-            fields.tokens = tokens(call)?;
+            fields.tokens = tokens(call, &mut fields.warnings)?;
             delivered = true;
         } else {
             fields.tokens = Tokens::default();
@@ -530,7 +558,7 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         served_model: str_attr(span, &["gen_ai.response.model", "llm.model_name", "embedding.model_name"])
             .map(String::from),
         served_provider: str_attr(span, &["attempt.served_provider"]).map(String::from),
-        attempt: int_attr(span, &["attempt.index"]),
+        attempt: checked_int(span, &["attempt.index"], &mut warnings),
         workflow: view.str(&["attempt.workflow"]).map(String::from),
         route_group: view.str(&["attempt.route_group", "litellm.model_group"]).map(String::from),
         layer: enum_attr(span, "attempt.layer")?,
@@ -549,11 +577,11 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
             &["attempt.provider_request_id", "gen_ai.response.id", "ai.response.id", "anthropic.request.id"],
         )
         .map(String::from),
-        retry_after_ms: float_attr(span, &["attempt.retry_after_ms"]),
+        retry_after_ms: checked_float(span, &["attempt.retry_after_ms"], &mut warnings),
         http_status,
         error_code: error_code(span),
-        ttft_ms: time_to_first_token_ms(span),
-        cost: emitter_cost(span)?,
+        ttft_ms: time_to_first_token_ms(span, &mut warnings),
+        cost: emitter_cost(span, &mut warnings)?,
         source_trace: Some(hex(&span.trace_id)),
         extra: extra_attributes(&view, &mut warnings),
         warnings,
@@ -635,8 +663,13 @@ fn span_status(span: &Span, http_status: Option<i32>) -> Status {
 /// `error.type` (gateways put the status there). Out of range is dropped
 /// with a warning: clients log 0 for "no response".
 fn status_code(span: &Span, warnings: &mut Vec<String>) -> Option<i32> {
-    let keys = ["http.response.status_code", "http.status_code", "error.code", "error.type"];
-    let (key, code) = keys.iter().find_map(|k| int_attr(span, &[*k]).map(|n| (*k, n)))?;
+    // `error.code` and `error.type` also hold names (`rate_limit_exceeded`):
+    // only the HTTP keys must be numbers.
+    let http = ["http.response.status_code", "http.status_code"];
+    let (key, code) =
+        http.iter().find_map(|k| checked_int(span, &[*k], warnings).map(|n| (*k, n))).or_else(|| {
+            ["error.code", "error.type"].iter().find_map(|k| int_attr(span, &[*k]).map(|n| (*k, n)))
+        })?;
     if (100..=599).contains(&code) {
         Some(code as i32)
     } else {
@@ -673,7 +706,7 @@ fn exception_type(span: &Span) -> Option<&str> {
 /// a model its price list lacks (a list it downloads at start, so every
 /// model when it runs offline): a 0 there beside tokens is no price, and the
 /// price table prices the attempt instead.
-fn emitter_cost(span: &Span) -> Result<Option<PicoUsd>, String> {
+fn emitter_cost(span: &Span, warnings: &mut Vec<String>) -> Result<Option<PicoUsd>, String> {
     const KEYS: [&str; 5] = [
         "attempt.cost_usd",
         "llm.cost.total",
@@ -681,7 +714,9 @@ fn emitter_cost(span: &Span) -> Result<Option<PicoUsd>, String> {
         "litellm.cost.total",
         "gen_ai.usage.cost",
     ];
-    let Some((key, usd)) = KEYS.iter().find_map(|k| float_attr(span, &[*k]).map(|usd| (*k, usd))) else {
+    let Some((key, usd)) =
+        KEYS.iter().find_map(|k| checked_float(span, &[*k], warnings).map(|usd| (*k, usd)))
+    else {
         return Ok(None);
     };
     let billed_tokens = ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
@@ -695,20 +730,20 @@ fn emitter_cost(span: &Span) -> Result<Option<PicoUsd>, String> {
 
 /// Time to first token: the conventions' seconds, or the AI SDK's
 /// milliseconds.
-fn time_to_first_token_ms(span: &Span) -> Option<f64> {
+fn time_to_first_token_ms(span: &Span, warnings: &mut Vec<String>) -> Option<f64> {
     let seconds = [
         "gen_ai.response.time_to_first_chunk",
         "gen_ai.client.operation.time_to_first_chunk",
         "gen_ai.server.time_to_first_token",
     ];
-    float_attr(span, &seconds)
-        .map(|s| s * 1000.0)
-        .or_else(|| float_attr(span, &["ai.response.msToFirstChunk", "ai.stream.msToFirstChunk"]))
+    checked_float(span, &seconds, warnings).map(|s| s * 1000.0).or_else(|| {
+        checked_float(span, &["ai.response.msToFirstChunk", "ai.stream.msToFirstChunk"], warnings)
+    })
 }
 
-fn tokens(span: &Span) -> Result<Tokens, String> {
-    let count = |keys: &[&str]| -> Result<Option<i64>, String> {
-        match int_attr(span, keys) {
+fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
+    let mut count = |keys: &[&str]| -> Result<Option<i64>, String> {
+        match checked_int(span, keys, warnings) {
             Some(n) if n < 0 => Err(format!("{} must be >= 0, got {n}", keys[0])),
             other => Ok(other),
         }
@@ -767,23 +802,68 @@ fn str_attr<'a>(span: &'a Span, keys: &[&str]) -> Option<&'a str> {
 }
 
 /// The first of `keys` holding an integer: an int, a whole double, or a
-/// string of digits (LiteLLM sends counts and statuses as strings).
+/// string of digits (LiteLLM sends counts and statuses as strings). For
+/// lookups whose value is also checked where it is read (`checked_int`).
 fn int_attr(span: &Span, keys: &[&str]) -> Option<i64> {
-    keys.iter().find_map(|k| match attr(span, k) {
-        Some(any_value::Value::IntValue(n)) => Some(*n),
-        Some(any_value::Value::DoubleValue(d)) if d.fract() == 0.0 && d.abs() < 9.0e15 => Some(*d as i64),
-        Some(any_value::Value::StringValue(s)) => s.trim().parse().ok(),
-        _ => None,
+    checked_int(span, keys, &mut Vec::new())
+}
+
+/// Like `int_attr`, and a value that cannot be read as the integer it must
+/// be (`"abc"`, `"1e3"`, 12.5, a number past 64 bits, a list) is ignored
+/// with a warning that names the key, never read as 0 or silently dropped.
+/// An empty string is an absent value, as everywhere.
+fn checked_int(span: &Span, keys: &[&str], warnings: &mut Vec<String>) -> Option<i64> {
+    keys.iter().find_map(|k| {
+        let value = attr(span, k)?;
+        let read = match value {
+            any_value::Value::IntValue(n) => Some(*n),
+            any_value::Value::DoubleValue(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => Some(*d as i64),
+            any_value::Value::StringValue(s) if s.trim().is_empty() => return None,
+            any_value::Value::StringValue(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        if read.is_none() {
+            warnings.push(format!("{k}: {} is not an integer, ignored", shown(value)));
+        }
+        read
     })
 }
 
-fn float_attr(span: &Span, keys: &[&str]) -> Option<f64> {
-    keys.iter().find_map(|k| match attr(span, k) {
-        Some(any_value::Value::DoubleValue(d)) if d.is_finite() => Some(*d),
-        Some(any_value::Value::IntValue(n)) => Some(*n as f64),
-        Some(any_value::Value::StringValue(s)) => s.trim().parse().ok().filter(|f: &f64| f.is_finite()),
-        _ => None,
+/// A finite number (an int, a double, or a string of one), checked like
+/// `checked_int`.
+fn checked_float(span: &Span, keys: &[&str], warnings: &mut Vec<String>) -> Option<f64> {
+    keys.iter().find_map(|k| {
+        let value = attr(span, k)?;
+        let read = match value {
+            any_value::Value::DoubleValue(d) => Some(*d),
+            any_value::Value::IntValue(n) => Some(*n as f64),
+            any_value::Value::StringValue(s) if s.trim().is_empty() => return None,
+            any_value::Value::StringValue(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+        .filter(|f: &f64| f.is_finite());
+        if read.is_none() {
+            warnings.push(format!("{k}: {} is not a finite number, ignored", shown(value)));
+        }
+        read
     })
+}
+
+/// A value as a warning shows it: strings quoted and cut to 40 characters.
+fn shown(value: &any_value::Value) -> String {
+    match value {
+        any_value::Value::StringValue(s) => {
+            let cut: String = s.chars().take(40).collect();
+            if cut.len() < s.len() { format!("`{cut}...`") } else { format!("`{cut}`") }
+        }
+        any_value::Value::IntValue(n) => n.to_string(),
+        any_value::Value::DoubleValue(d) => d.to_string(),
+        any_value::Value::BoolValue(b) => b.to_string(),
+        any_value::Value::BytesValue(_) => "a byte string".into(),
+        any_value::Value::ArrayValue(_) => "a list".into(),
+        any_value::Value::KvlistValue(_) => "a map".into(),
+        any_value::Value::StringValueStrindex(_) => "a string table index".into(),
+    }
 }
 
 fn enum_attr<T: FromStr + strum::VariantNames>(span: &Span, key: &str) -> Result<Option<T>, String> {

@@ -62,10 +62,10 @@ impl CallShape {
         if self.http.is_empty() {
             (1..=self.resends)
                 .map(|k| resent_attempt_id(trace_id, call_id, k))
-                .chain(std::iter::once(format!("{trace_id}{call_id}")))
+                .chain(std::iter::once(span_attempt_id(trace_id, call_id)))
                 .collect()
         } else {
-            self.http.iter().map(|child| format!("{trace_id}{child}")).collect()
+            self.http.iter().map(|child| span_attempt_id(trace_id, child)).collect()
         }
     }
 
@@ -78,10 +78,22 @@ impl CallShape {
     }
 }
 
+/// The id of the attempt a span stands for: its trace and span ids in hex.
+/// OTLP ids have fixed lengths (16 and 8 bytes, checked when received), so
+/// their concatenation names one pair; spans stored before that check may
+/// have other lengths, and are told apart by a `:` between the two.
+pub fn span_attempt_id(trace_id: &str, span_id: &str) -> String {
+    if trace_id.len() == 32 && span_id.len() == 16 {
+        format!("{trace_id}{span_id}")
+    } else {
+        format!("{trace_id}:{span_id}")
+    }
+}
+
 /// The id of the `k`-th (1-based) attempt a call is known to have made only
 /// by its resend count. It sorts before the call's own id
-/// (`<trace><span>`: `-` sorts before every hex digit), so at equal start
-/// and status the resent attempts come first, in order.
+/// (`span_attempt_id`: `-` sorts before every hex digit and before `:`), so
+/// at equal start and status the resent attempts come first, in order.
 pub fn resent_attempt_id(trace_id: &str, call_id: &str, k: u32) -> String {
     format!("{trace_id}-{call_id}-{k:03}")
 }

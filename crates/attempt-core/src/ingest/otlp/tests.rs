@@ -554,3 +554,116 @@ fn many_sequential_calls_beside_their_http_spans_each_own_theirs() {
     assert_eq!(calls.ambiguous_calls, 0);
     assert!(calls.calls.values().all(|c| c.http.len() == 1));
 }
+
+#[test]
+fn spans_with_ids_of_the_wrong_length_are_refused_with_the_reason_never_dropped() {
+    let mut empty = span(1, None, 0, genai(vec![]), false);
+    empty.span_id.clear();
+    let mut short_trace = span(2, None, 0, genai(vec![]), false);
+    short_trace.trace_id = vec![0xaa, 0xbb, 0xcc];
+    let mut zeros = span(3, None, 0, genai(vec![]), false);
+    zeros.trace_id = vec![0; 16];
+    let mut long_parent = http_child(5, 4, 0, 200, false);
+    long_parent.parent_span_id = vec![4; 9];
+    let decoded = decode_request(&request(vec![empty, short_trace, zeros, long_parent])).decoded;
+    assert_eq!(decoded.rejected, 4);
+    assert!(decoded.spans.is_empty());
+    let reasons: Vec<&str> = decoded.rejections.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "span (no span_id): span_id is 0 bytes, OTLP requires 8",
+            "span 0202020202020202: trace_id is 3 bytes, OTLP requires 16",
+            "span 0303030303030303: trace_id is all zeros, which OTLP reserves for \"no id\"",
+            "span 0505050505050505: parent_span_id is 9 bytes, OTLP requires 8",
+        ]
+    );
+}
+
+#[test]
+fn attempt_ids_name_one_pair_of_ids_whatever_their_lengths() {
+    // Spans stored before ids were checked may have any length: a pair
+    // never shares its attempt id with another pair.
+    assert_eq!(
+        span_attempt_id(&"ab".repeat(16), &"01".repeat(8)),
+        format!("{}{}", "ab".repeat(16), "01".repeat(8))
+    );
+    assert_ne!(span_attempt_id("aabbcc", "ddeeff0011"), span_attempt_id("aabbccdd", "eeff0011"));
+    assert!(resent_attempt_id("aabbcc", "dd", 1) < span_attempt_id("aabbcc", "dd"));
+}
+
+fn warned_or_refused(decoded: &Decoded, key: &str) -> bool {
+    decoded.rejected > 0 || decoded.warnings.iter().any(|w| w.reason.starts_with(key))
+}
+
+/// What an attribute value must read as, as an integer count: `None` when
+/// it is not one.
+fn exact_integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::IntValue(n) => Some(*n),
+        Value::DoubleValue(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => Some(*d as i64),
+        Value::StringValue(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn any_attribute_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    prop_oneof![
+        any::<i64>().prop_map(Value::IntValue),
+        (-1e20f64..1e20).prop_map(Value::DoubleValue),
+        prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(12.5), Just(12.0), Just(-0.0)]
+            .prop_map(Value::DoubleValue),
+        "[ 0-9a-z.e+-]{0,24}".prop_map(Value::StringValue),
+        any::<i64>().prop_map(|n| Value::StringValue(n.to_string())),
+        any::<bool>().prop_map(Value::BoolValue),
+        Just(Value::BytesValue(vec![1, 2])),
+    ]
+}
+
+proptest::proptest! {
+    /// Every value of a token count, a status or a duration is stored as
+    /// read, ignored with a warning that names its key, or the span is
+    /// refused with a reason: none silently becomes something else.
+    #[test]
+    fn numbers_are_read_exactly_warned_about_or_refused(value in any_attribute_value(), key in 0usize..4) {
+        let key = ["gen_ai.usage.input_tokens", "gen_ai.usage.cache_read.input_tokens",
+                   "http.response.status_code", "attempt.retry_after_ms"][key];
+        let mut attrs: Vec<KeyValue> = genai(vec![]).into_iter().filter(|a| a.key != key).collect();
+        attrs.push(kv(key, value.clone()));
+        let req = request(vec![span(1, None, 0, attrs, false)]);
+        let decoded = decode_request(&req).decoded;
+        let attempts = attempts_of_request(&req);
+        let blank = matches!(&value, Value::StringValue(s) if s.trim().is_empty());
+        if decoded.rejected > 0 {
+            proptest::prop_assert!(attempts.is_empty());
+            proptest::prop_assert!(!decoded.rejections[0].reason.is_empty());
+        } else {
+            let a = &attempts[0];
+            let stored: Option<f64> = match key {
+                "gen_ai.usage.input_tokens" => a.tokens.input.map(|n| n as f64),
+                "gen_ai.usage.cache_read.input_tokens" => a.tokens.cached_input.map(|n| n as f64),
+                "http.response.status_code" => a.http_status.map(f64::from),
+                _ => a.retry_after_ms,
+            };
+            let expected: Option<f64> = if key == "attempt.retry_after_ms" {
+                match &value {
+                    Value::IntValue(n) => Some(*n as f64),
+                    Value::DoubleValue(d) => Some(*d).filter(|d| d.is_finite()),
+                    Value::StringValue(s) => s.trim().parse::<f64>().ok().filter(|d| d.is_finite()),
+                    _ => None,
+                }
+            } else {
+                exact_integer(&value).map(|n| n as f64)
+            };
+            match (stored, expected) {
+                (Some(got), Some(want)) if got == want => {}
+                // Cached tokens above the input raise the input (a counted
+                // warning); a status outside 100-599 is dropped with one.
+                (_, _) if warned_or_refused(&decoded, key) || blank
+                    || (key == "gen_ai.usage.cache_read.input_tokens" && decoded.warned > 0) => {}
+                (got, want) => proptest::prop_assert!(false, "{key} = {value:?}: stored {got:?}, read {want:?}, no warning"),
+            }
+        }
+    }
+}
