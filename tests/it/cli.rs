@@ -440,3 +440,77 @@ fn token_sums_beyond_64_bits_do_not_break_reports_or_alerts() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("wasted-tokens"), "{}", text(&out.stdout));
 }
+
+/// Values that would start a broken service are refused at start, with
+/// the range they broke: a body limit of 0 (or one that wraps to 0), a
+/// refresh loop with no pause.
+#[test]
+fn serve_refuses_flags_out_of_range_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, says) in [
+        ("--max-body-mib", "0", "0 is not in 1..=1024"),
+        ("--max-body-mib", "17592186044416", "is not in 1..=1024"),
+        ("--metrics-refresh", "0s", "must be between 100ms and 1day, got 0s"),
+        ("--header-timeout", "0s", "must be between 100ms and 1h"),
+        ("--queue", "0", "0 is not in 1..=4096"),
+        ("--max-connections", "0", "0 is not in 1..=65536"),
+    ] {
+        let out = run(&["serve", "--db", "x.duckdb", flag, value], dir.path());
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        assert!(text(&out.stderr).contains(says), "{flag} {value}: {}", text(&out.stderr));
+    }
+    assert!(!dir.path().join("x.duckdb").exists(), "nothing was opened");
+}
+
+/// A file that is not a DuckDB database is refused before DuckDB reads it
+/// (an SQLite file would make DuckDB fetch an extension over the network).
+#[test]
+fn a_file_that_is_not_a_duckdb_database_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = b"SQLite format 3\0".to_vec();
+    sqlite.resize(4096, 0);
+    std::fs::write(dir.path().join("s.duckdb"), &sqlite).unwrap();
+    std::fs::write(dir.path().join("t.duckdb"), b"attempts, one per line\n").unwrap();
+    for (file, what) in [("s.duckdb", "it is an SQLite database"), ("t.duckdb", "it is not a DuckDB file")] {
+        let out = run(&["report", "--db", file], dir.path());
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(what) && !stderr.contains("extension"), "{stderr}");
+    }
+}
+
+/// A database the user may only read is reported on, read-only, with the
+/// same answers; the lock `serve` holds is explained once, with what to
+/// do instead.
+#[test]
+fn read_only_databases_are_read_and_a_held_lock_is_explained_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture_file(dir.path());
+    assert!(run(&["ingest", "--no-progress", input.to_str().unwrap()], dir.path()).status.success());
+    let db = dir.path().join("attempt-ledger.duckdb");
+    let answers = |dir: &Path| -> Vec<String> {
+        [&["report", "--format", "csv"][..], &["audit", "--format", "json"], &["alerts", "--format", "json"]]
+            .iter()
+            .map(|args| {
+                let out = run(args, dir);
+                assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+                text(&out.stdout)
+            })
+            .collect()
+    };
+    let writable = answers(dir.path());
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    assert_eq!(answers(dir.path()), writable);
+    assert!(!dir.path().join("attempt-ledger.duckdb.wal").exists(), "a read-only open wrote a log");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let service = crate::service::Service::start(&db, &[]);
+    let out = run(&["report"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("(PID {})", service.child.id())), "{stderr}");
+    assert!(stderr.contains("GET /api/v1/report"), "{stderr}");
+    assert_eq!(stderr.matches("in use by").count(), 1, "{stderr}");
+    assert!(!stderr.contains("Error code 1"), "{stderr}");
+}
