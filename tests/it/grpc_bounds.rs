@@ -2,7 +2,6 @@
 //! that stall, garbage messages and idle connections.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -138,30 +137,9 @@ fn a_connection_offers_at_most_100_concurrent_streams() {
 #[test]
 fn idle_grpc_connections_past_the_open_files_limit_stall_nobody() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("g.duckdb");
-    let child = Command::new("sh")
-        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_attempt-ledger"))
-        .args([
-            "serve",
-            "--db",
-            db.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--otlp-grpc",
-            "127.0.0.1:0",
-        ])
-        .args(["--header-timeout", "2s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.0.stdout.take().unwrap()), &mut line)
-        .unwrap();
-    let addr = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap().to_string();
-    let (http, grpc) = (addr("http="), addr("grpc="));
+    let service =
+        Service::start_with_open_files(&dir.path().join("g.duckdb"), &["--header-timeout", "2s"], 256);
+    let (http, grpc) = (authority(&service.http), authority(&service.grpc));
     let idle: Vec<std::net::TcpStream> =
         (0..400).filter_map(|_| std::net::TcpStream::connect(&grpc).ok()).collect();
     assert!(idle.len() >= 300, "{} connections opened", idle.len());
@@ -193,13 +171,4 @@ fn idle_grpc_connections_past_the_open_files_limit_stall_nobody() {
     let waited = closed_at.elapsed();
     let timed_out = matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
     assert!(!timed_out && waited < Duration::from_secs(6), "{read:?} after {waited:?}");
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

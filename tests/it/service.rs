@@ -20,7 +20,21 @@ pub struct Service {
 
 impl Service {
     pub fn start(db: &Path, extra: &[&str]) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        Self::spawn(Command::new(env!("CARGO_BIN_EXE_attempt-ledger")), db, extra)
+    }
+
+    /// `start`, in a process that may open at most `open_files` files
+    /// (`ulimit -n`, then exec: the child is `serve` itself).
+    pub fn start_with_open_files(db: &Path, extra: &[&str], open_files: u32) -> Service {
+        let mut shell = Command::new("sh");
+        shell
+            .args(["-c", &format!("ulimit -n {open_files} && exec \"$0\" \"$@\"")])
+            .arg(env!("CARGO_BIN_EXE_attempt-ledger"));
+        Self::spawn(shell, db, extra)
+    }
+
+    fn spawn(mut command: Command, db: &Path, extra: &[&str]) -> Service {
+        let mut child = command
             .args([
                 "serve",
                 "--db",

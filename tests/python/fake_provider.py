@@ -176,6 +176,23 @@ def call_each(plan: dict, call, errors, tracer=None) -> dict:
     return outcomes
 
 
+def openai_chat_each(plan: dict, provider_log: str, tracer=None) -> dict:
+    """`call_each` with the openai SDK's chat completions against a fake
+    provider serving `plan`: what every openai instrumentation test drives."""
+    import openai
+
+    with FakeProvider(plan, provider_log) as fake:
+        client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
+        return call_each(
+            plan,
+            lambda name: client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
+            ),
+            openai.APIError,
+            tracer=tracer,
+        )
+
+
 if __name__ == "__main__":
     # Standalone, for clients in other languages: serves PLAN_JSON, logging
     # to LOG, prints its base URL, and stops when its standard input closes.

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from openinference.instrumentation.openai import OpenAIInstrumentor
 
-from fake_provider import FakeProvider, call_each
+from fake_provider import openai_chat_each
 
 
 def main():
@@ -30,17 +30,7 @@ def main():
     HTTPX2ClientInstrumentor().instrument(tracer_provider=provider)
     OpenAIInstrumentor().instrument(tracer_provider=provider)
 
-    import openai
-
-    with FakeProvider(plan, provider_log) as fake:
-        client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
-        outcomes = call_each(
-            plan,
-            lambda name: client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
-            ),
-            openai.APIError,
-        )
+    outcomes = openai_chat_each(plan, provider_log)
     provider.force_flush()
     provider.shutdown()
     print(json.dumps(outcomes))

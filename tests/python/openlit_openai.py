@@ -16,7 +16,7 @@ Usage: openlit_openai.py OTLP_ENDPOINT PROVIDER_LOG.jsonl PLAN_JSON PRICES_JSON
 import json
 import sys
 
-from fake_provider import FakeProvider, call_each
+from fake_provider import openai_chat_each
 
 
 def main():
@@ -33,19 +33,9 @@ def main():
         disable_events=True,
         pricing_json=prices,
     )
-    import openai
     from opentelemetry import trace
 
-    with FakeProvider(plan, provider_log) as fake:
-        client = openai.OpenAI(base_url=f"{fake.base_url}/v1", api_key="sk-test")
-        outcomes = call_each(
-            plan,
-            lambda name: client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": f"classify wf={name}"}]
-            ),
-            openai.APIError,
-            tracer=trace.get_tracer("openlit-test-app"),
-        )
+    outcomes = openai_chat_each(plan, provider_log, tracer=trace.get_tracer("openlit-test-app"))
     provider = trace.get_tracer_provider()
     provider.force_flush()
     provider.shutdown()
