@@ -1,16 +1,18 @@
 //! The bytes of write requests held at once, across HTTP and gRPC: raw
-//! bodies while they arrive, inflated bodies until their answer. A request
-//! that would take the budget past its size is answered 503 / UNAVAILABLE
-//! with a retry delay, so memory stays bounded however many clients send,
-//! and however large their bodies (each at most the body limit).
+//! bodies while they arrive, inflated bodies until they are decoded, and
+//! what is kept of them once decoded, until their answer. A request that
+//! would take the budget past its size is answered 503 / UNAVAILABLE with a
+//! retry delay, so memory stays bounded however many clients send, and
+//! however large their bodies (each at most the body limit).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Clone, Debug)]
 pub struct ByteBudget {
     bytes: Arc<Semaphore>,
+    capacity: usize,
 }
 
 /// Bytes one request holds; returned to the budget when dropped.
@@ -19,7 +21,8 @@ pub struct Held(Option<OwnedSemaphorePermit>);
 
 impl ByteBudget {
     pub fn new(bytes: usize) -> Self {
-        ByteBudget { bytes: Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS))) }
+        let capacity = bytes.min(Semaphore::MAX_PERMITS);
+        ByteBudget { bytes: Arc::new(Semaphore::new(capacity)), capacity }
     }
 
     /// Adds `n` bytes to `held`; false, holding nothing more, when the
@@ -39,6 +42,11 @@ impl ByteBudget {
             }
             Err(_) => false,
         }
+    }
+
+    /// The budget's size: no request may ever hold more.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Bytes free now (for /metrics and tests).
@@ -61,6 +69,32 @@ impl Held {
 
     pub fn bytes(&self) -> usize {
         self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+}
+
+/// What one request holds, shared by the layer that reads its body and
+/// the handler that decodes it (the one reaches the other through the
+/// request's extensions).
+#[derive(Clone, Debug, Default)]
+pub struct SharedHeld(Arc<Mutex<Held>>);
+
+impl SharedHeld {
+    /// `ByteBudget::take` for this request.
+    pub fn take(&self, budget: &ByteBudget, n: usize) -> bool {
+        budget.take(&mut self.lock(), n)
+    }
+
+    pub fn release(&self, n: usize) {
+        self.lock().release(n);
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        // A panic elsewhere while holding it leaves a count still worth reading.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

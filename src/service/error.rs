@@ -13,6 +13,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::auth::Scope;
 use super::body::BodyError;
+use super::budget::ByteBudget;
 use super::writer::WriteError;
 
 /// How long a client should wait before retrying an `Unavailable` answer.
@@ -97,6 +98,11 @@ pub enum ServiceError {
     BodyTimeout(f64),
     #[error("the request body is over {limit} bytes, or was cut off: {detail}")]
     BodyUnread { limit: usize, detail: String },
+    #[error(
+        "once decoded, this request needs more than {budget_mib} MiB, the whole budget of bytes held \
+         (--queue-mib): send fewer spans a request"
+    )]
+    DecodedTooLarge { budget_mib: usize },
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("no workflow with id `{0}` is stored")]
@@ -106,11 +112,22 @@ pub enum ServiceError {
 }
 
 impl ServiceError {
+    /// A request that needs `needed` bytes of the byte budget, which has no
+    /// room for them: busy now (retry later), or too large for the whole
+    /// budget (waiting cannot help).
+    pub fn no_room(needed: usize, budget: &ByteBudget) -> Self {
+        if needed > budget.capacity() {
+            ServiceError::DecodedTooLarge { budget_mib: budget.capacity() >> 20 }
+        } else {
+            ServiceError::Write(WriteError::Saturated)
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
-            ServiceError::Body(BodyError::TooLarge { .. }) | ServiceError::BodyUnread { .. } => {
-                Kind::TooLarge
-            }
+            ServiceError::Body(BodyError::TooLarge { .. })
+            | ServiceError::BodyUnread { .. }
+            | ServiceError::DecodedTooLarge { .. } => Kind::TooLarge,
             ServiceError::Body(BodyError::UnsupportedEncoding(_)) | ServiceError::NotJson(_) => {
                 Kind::Unsupported
             }

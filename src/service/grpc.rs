@@ -4,19 +4,20 @@
 //! The service is written out here rather than taken from the generated
 //! `TraceServiceServer` for two things the generated one cannot do: admit a
 //! message against the byte budget from its 5-byte length prefix, before a
-//! byte of it is buffered (`Admitted`), and answer a message that does not
-//! decode with `INVALID_ARGUMENT`, as OTLP/HTTP answers 400, not with the
-//! `INTERNAL` that exporters take for a server bug (`OtlpCodec`).
+//! byte of it is buffered (`Admitted`), and hand the message over as bytes
+//! (`OtlpCodec`), to be decoded a span at a time within the budget like an
+//! OTLP/HTTP body (`export.rs`), a message that does not decode answered
+//! `INVALID_ARGUMENT` as OTLP/HTTP answers 400, not with the `INTERNAL`
+//! that exporters take for a server bug.
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body::{Body, Frame};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use prost::Message;
 use tonic::body::Body as TonicBody;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings};
 use tonic::codegen::{BoxFuture, Bytes, Service, StdError, http};
@@ -25,11 +26,10 @@ use tonic_prost::ProstCodec;
 
 use super::ServiceStats;
 use super::auth::{Denied, Scope, Tokens};
-use super::budget::{ByteBudget, Held};
+use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
-use super::http::export_response;
+use super::export::{Encoding, Exporter};
 use super::writer::{WriteError, WriterHandle};
-use crate::ingest::otlp;
 
 const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
@@ -84,9 +84,9 @@ where
         Box::pin(async move {
             // What the message holds of the budget while it arrives; the
             // handler keeps it until the answer.
-            let held = Arc::new(Mutex::new(Held::default()));
+            let held = SharedHeld::default();
             let (mut parts, body) = request.into_parts();
-            parts.extensions.insert(HeldBytes(held.clone()));
+            parts.extensions.insert(held.clone());
             let body = Admitted {
                 inner: body,
                 budget: inner.byte_budget.clone(),
@@ -97,7 +97,7 @@ where
             let request = http::Request::from_parts(parts, body);
             let mut encodings = EnabledCompressionEncodings::default();
             encodings.enable(CompressionEncoding::Gzip);
-            let mut grpc = tonic::server::Grpc::new(OtlpCodec::default())
+            let mut grpc = tonic::server::Grpc::new(OtlpCodec)
                 .apply_compression_config(encodings, encodings)
                 .apply_max_message_size_config(Some(limit), None);
             Ok(grpc.unary(ExportMethod(inner), request).await)
@@ -105,28 +105,23 @@ where
     }
 }
 
-/// The budget a request's message took as it arrived.
-#[derive(Clone)]
-struct HeldBytes(Arc<Mutex<Held>>);
-
 struct ExportMethod(Arc<Export>);
 
-impl tonic::server::UnaryService<ExportTraceServiceRequest> for ExportMethod {
+impl tonic::server::UnaryService<Bytes> for ExportMethod {
     type Response = ExportTraceServiceResponse;
     type Future = BoxFuture<Response<Self::Response>, Status>;
 
-    fn call(&mut self, request: Request<ExportTraceServiceRequest>) -> Self::Future {
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let inner = self.0.clone();
         Box::pin(async move { inner.export(request).await })
     }
 }
 
 impl Export {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let arrived = request.extensions().get::<HeldBytes>().cloned();
+    async fn export(&self, request: Request<Bytes>) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        // What the message took of the budget as it arrived (its declared,
+        // maybe compressed, length), held from here to the answer.
+        let held = request.extensions().get::<SharedHeld>().cloned().unwrap_or_default();
         ServiceStats::count(&self.stats.otlp_grpc_requests, 1);
         let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
         match self.tokens.check(authorization, Scope::Ingest) {
@@ -134,63 +129,48 @@ impl Export {
             Err(Denied::Unauthenticated) => return Err(ServiceError::Unauthenticated.into()),
             Err(Denied::WrongScope) => return Err(ServiceError::WrongScope(Scope::Ingest).into()),
         }
-        // The decoded message, held from here to the answer, counts too.
-        let mut held = arrived.map(|h| std::mem::take(&mut *h.0.lock().unwrap_or_else(|p| p.into_inner())));
-        let held = held.get_or_insert_with(Held::default);
-        if !self.byte_budget.take(held, request.get_ref().encoded_len()) {
+        let message = request.into_inner();
+        // The message as tonic handed it over, inflated if it was sent
+        // compressed, in place of what arrived.
+        let arrived = held.bytes();
+        if !held.take(&self.byte_budget, message.len()) {
             self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(ServiceError::Write(WriteError::Saturated).into());
         }
-        let request = request.into_inner();
-        let mut spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
-            .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejected);
-        let notes = spans.decoded.take_notes();
-        let stats = self
-            .writer
-            .write(spans.decoded.attempts, spans.decoded.spans)
-            .await
-            .map_err(ServiceError::from)?;
-        Ok(Response::new(export_response(&notes, stats.spans_refused)))
+        held.release(arrived);
+        let exporter = Exporter { writer: &self.writer, budget: &self.byte_budget, stats: &self.stats };
+        let answer = exporter.export(&held, message, Encoding::Protobuf).await?;
+        Ok(Response::new(answer))
     }
 }
 
-/// prost's codec, but a message that does not decode is the client's
-/// fault: `INVALID_ARGUMENT`.
-#[derive(Default)]
-struct OtlpCodec(ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest>);
+/// The message's bytes as they came, to be decoded a span at a time
+/// (`export.rs`); prost's encoder for the answer.
+struct OtlpCodec;
 
 impl Codec for OtlpCodec {
     type Encode = ExportTraceServiceResponse;
-    type Decode = ExportTraceServiceRequest;
+    type Decode = Bytes;
     type Encoder = <ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest> as Codec>::Encoder;
-    type Decoder = InvalidArgumentOnError;
+    type Decoder = MessageBytes;
 
     fn encoder(&mut self) -> Self::Encoder {
-        self.0.encoder()
+        ProstCodec::<ExportTraceServiceResponse, ExportTraceServiceRequest>::default().encoder()
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        InvalidArgumentOnError(self.0.decoder())
+        MessageBytes
     }
 }
 
-struct InvalidArgumentOnError(
-    <ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest> as Codec>::Decoder,
-);
+struct MessageBytes;
 
-impl Decoder for InvalidArgumentOnError {
-    type Item = ExportTraceServiceRequest;
+impl Decoder for MessageBytes {
+    type Item = Bytes;
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        self.0.decode(buf).map_err(|status| {
-            Status::invalid_argument(format!(
-                "undecodable protobuf ExportTraceServiceRequest: {}",
-                status.message()
-            ))
-        })
+        Ok(Some(prost::bytes::Buf::copy_to_bytes(buf, prost::bytes::Buf::remaining(buf))))
     }
 }
 
@@ -210,7 +190,7 @@ struct Prefix {
 struct Admitted<B> {
     inner: B,
     budget: ByteBudget,
-    held: Arc<Mutex<Held>>,
+    held: SharedHeld,
     limit: usize,
     prefix: Prefix,
 }
@@ -238,11 +218,8 @@ impl<B> Admitted<B> {
                 self.prefix.bytes[4],
             ]) as usize;
             self.prefix = Prefix { left: declared, ..Prefix::default() };
-            if declared <= self.limit {
-                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-                if !self.budget.take(&mut held, declared) {
-                    return false;
-                }
+            if declared <= self.limit && !self.held.take(&self.budget, declared) {
+                return false;
             }
         }
         true
@@ -293,7 +270,7 @@ mod tests {
         Admitted {
             inner: http_body_util::Empty::new(),
             budget: budget.clone(),
-            held: Arc::new(Mutex::new(Held::default())),
+            held: SharedHeld::default(),
             limit,
             prefix: Prefix::default(),
         }
@@ -314,7 +291,7 @@ mod tests {
         for chunk in framed.chunks(3) {
             assert!(body.admit(chunk));
         }
-        assert_eq!(body.held.lock().unwrap().bytes(), 500);
+        assert_eq!(body.held.bytes(), 500);
         assert_eq!(budget.available(), 500);
         // Only the prefix has arrived: the whole declared length is taken.
         let mut stalled = admitted(&budget, 500);

@@ -7,31 +7,29 @@ use std::sync::Arc;
 use axum::Form;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
 use prost::Message;
 use serde_json::json;
 
 use super::auth::{self, Denied, Scope, Tokens};
 use super::body::{BodyError, inflate};
-use super::budget::{ByteBudget, Held};
+use super::budget::{ByteBudget, SharedHeld};
 use super::error::{self, Kind, ServiceError};
+use super::export::{Encoding, Exporter};
 use super::session::{self, Sessions};
 use super::writer::{WriteError, WriterHandle};
 use crate::ingest::format::Format;
-use crate::ingest::{Decoded, Rejection, jsonl, litellm, otlp};
+use crate::ingest::{Decoded, Rejection, jsonl, litellm};
 use crate::pricing::PriceTable;
 use crate::report::timeseries;
 use crate::report::workflow::WorkflowDetail;
 use crate::report::{Report, parse_time};
-use crate::store::{MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE};
+use crate::store::MAX_LISTED_CONFLICTS;
 use crate::store::{ReportFilter, Store};
 
 /// What the handlers share.
@@ -102,7 +100,9 @@ pub fn app(state: AppState) -> Router {
 /// body within `body_timeout` (else 408) and the size limit (else 413),
 /// each arriving byte taken from the byte budget (else 503); then the body
 /// inflated here, its inflated bytes taken in place of the raw ones. The
-/// handler gets the inflated body; slot and bytes are held until the answer.
+/// handler gets the inflated body and, in the request's extensions, what it
+/// holds of the budget (`SharedHeld`), to hold what it decodes in place of
+/// the body; slot and bytes are held until the answer.
 async fn admit_write(
     State(state): State<AppState>,
     request: Request,
@@ -120,8 +120,8 @@ async fn admit_write(
         return Err(refuse(&state));
     };
     let (mut parts, body) = request.into_parts();
-    let mut held = Held::default();
-    let raw = match tokio::time::timeout(state.body_timeout, read_body(body, &state, &mut held)).await {
+    let held = SharedHeld::default();
+    let raw = match tokio::time::timeout(state.body_timeout, read_body(body, &state, &held)).await {
         Err(_) => return Err(ServiceError::BodyTimeout(state.body_timeout.as_secs_f64())),
         Ok(Err(BodyRead::TooLarge)) => return Err(BodyError::TooLarge { limit: state.body_limit }.into()),
         Ok(Err(BodyRead::Broken(detail))) => {
@@ -139,12 +139,13 @@ async fn admit_write(
             let inflated = inflate(&raw, encoding.to_str().ok(), state.body_limit)?;
             held.release(raw.len());
             drop(raw);
-            if !state.byte_budget.take(&mut held, inflated.len()) {
+            if !held.take(&state.byte_budget, inflated.len()) {
                 return Err(refuse(&state));
             }
             inflated
         }
     };
+    parts.extensions.insert(held.clone());
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
     drop(held);
     Ok(response)
@@ -158,7 +159,7 @@ enum BodyRead {
 }
 
 /// The whole body, each frame's bytes taken from the budget as it arrives.
-async fn read_body(body: Body, state: &AppState, held: &mut Held) -> Result<Vec<u8>, BodyRead> {
+async fn read_body(body: Body, state: &AppState, held: &SharedHeld) -> Result<Vec<u8>, BodyRead> {
     use axum::body::HttpBody;
     let mut body = body;
     let mut out = Vec::new();
@@ -170,7 +171,7 @@ async fn read_body(body: Body, state: &AppState, held: &mut Held) -> Result<Vec<
         if out.len() + data.len() > state.body_limit {
             return Err(BodyRead::TooLarge);
         }
-        if !state.byte_budget.take(held, data.len()) {
+        if !held.take(&state.byte_budget, data.len()) {
             return Err(BodyRead::OverBudget(body));
         }
         out.extend_from_slice(data);
@@ -361,11 +362,6 @@ fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
     }
 }
 
-fn request_body(headers: &HeaderMap, body: &[u8], limit: usize) -> Result<Vec<u8>, BodyError> {
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
-    inflate(body, encoding, limit)
-}
-
 /// Rejections and warnings listed per answer; `rejected_total` and
 /// `warnings` count them all.
 const MAX_LISTED_NOTES: usize = 100;
@@ -376,6 +372,7 @@ const MAX_LISTED_NOTES: usize = 100;
 async fn post_attempts(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
+    held: Option<Extension<SharedHeld>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
@@ -387,9 +384,7 @@ async fn post_attempts(
         })?),
         None => None,
     };
-    let bytes = request_body(&headers, &body, state.body_limit)?;
-    let decoded = tokio::task::spawn_blocking(move || {
-        let text = std::str::from_utf8(&bytes).map_err(|e| format!("body is not UTF-8: {e}"))?;
+    let decoded = decode_records(&state, held, body, move |text| {
         if text.trim_start().starts_with('[') && matches!(format, None | Some(Format::Attempts)) {
             return Ok(jsonl::decode_body(text));
         }
@@ -404,9 +399,7 @@ async fn post_attempts(
         };
         Ok(format.decode_lines(text, 1))
     })
-    .await
-    .map_err(|e| ServiceError::Internal(e.to_string()))?
-    .map_err(ServiceError::BadRequest)?;
+    .await?;
     store_and_answer(&state, decoded).await
 }
 
@@ -414,19 +407,54 @@ async fn post_attempts(
 /// StandardLoggingPayloads (its default), NDJSON, or one payload.
 async fn post_litellm(
     State(state): State<AppState>,
+    held: Option<Extension<SharedHeld>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
     super::ServiceStats::count(&state.stats.attempts_requests, 1);
     require_json(&headers)?;
-    let bytes = request_body(&headers, &body, state.body_limit)?;
+    let decoded = decode_records(&state, held, body, |text| Ok(litellm::decode_body(text))).await?;
+    store_and_answer(&state, decoded).await
+}
+
+/// Decodes a record body with `decode` on the blocking pool. What its
+/// records can hold at most (`ingest::held_at_most`) is taken from the
+/// budget at once before decoding, so requests that do not fit together
+/// are refused before any is decoded; the body's own bytes are given back
+/// once it is decoded; spans it held (OTLP lines) are taken on top.
+async fn decode_records(
+    state: &AppState,
+    held: Option<Extension<SharedHeld>>,
+    body: Bytes,
+    decode: impl FnOnce(&str) -> Result<Decoded, String> + Send + 'static,
+) -> Result<Decoded, ServiceError> {
+    let held = held.map(|Extension(held)| held).unwrap_or_default();
+    let (budget, decoding) = (state.byte_budget.clone(), held.clone());
+    let body_bytes = body.len();
     let decoded = tokio::task::spawn_blocking(move || {
-        std::str::from_utf8(&bytes).map(litellm::decode_body).map_err(|e| format!("body is not UTF-8: {e}"))
+        let text = std::str::from_utf8(&body)
+            .map_err(|e| ServiceError::BadRequest(format!("body is not UTF-8: {e}")))?;
+        let at_most = crate::ingest::held_at_most(text);
+        if !decoding.take(&budget, at_most) {
+            return Err(ServiceError::no_room(decoding.bytes() + at_most, &budget));
+        }
+        let decoded = decode(text).map_err(ServiceError::BadRequest)?;
+        let spans = decoded.spans.iter().map(crate::model::SpanRecord::held_bytes).sum();
+        if !decoding.take(&budget, spans) {
+            return Err(ServiceError::no_room(decoding.bytes() + spans, &budget));
+        }
+        Ok(decoded)
     })
     .await
-    .map_err(|e| ServiceError::Internal(e.to_string()))?
-    .map_err(ServiceError::BadRequest)?;
-    store_and_answer(&state, decoded).await
+    .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    held.release(body_bytes);
+    if matches!(
+        decoded,
+        Err(ServiceError::Write(WriteError::Saturated) | ServiceError::DecodedTooLarge { .. })
+    ) {
+        state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    decoded
 }
 
 /// Stores what was decoded and answers with the ingest keys
@@ -474,24 +502,14 @@ struct RpcStatus {
     message: String,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Encoding {
-    Protobuf,
-    Json,
-}
-
-impl Encoding {
-    fn content_type(self) -> &'static str {
-        match self {
-            Encoding::Protobuf => "application/x-protobuf",
-            Encoding::Json => "application/json",
-        }
-    }
-}
-
 /// OTLP/HTTP: the answer is encoded like the request; errors carry a
 /// google.rpc.Status; retryable refusals say when to retry.
-async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post_traces(
+    State(state): State<AppState>,
+    held: Option<Extension<SharedHeld>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     super::ServiceStats::count(&state.stats.otlp_http_requests, 1);
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let encoding = match content_type.split(';').next().unwrap_or("").trim() {
@@ -503,7 +521,9 @@ async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: By
             return otlp_error(Encoding::Json, Kind::Unsupported, message);
         }
     };
-    match export_traces(&state, &headers, &body, encoding).await {
+    let held = held.map(|Extension(held)| held).unwrap_or_default();
+    let exporter = Exporter { writer: &state.writer, budget: &state.byte_budget, stats: &state.stats };
+    match exporter.export(&held, body, encoding).await {
         Ok(response) => {
             let bytes = match encoding {
                 Encoding::Protobuf => response.encode_to_vec(),
@@ -512,64 +532,6 @@ async fn post_traces(State(state): State<AppState>, headers: HeaderMap, body: By
             ([(header::CONTENT_TYPE, encoding.content_type())], bytes).into_response()
         }
         Err(err) => otlp_error(encoding, err.kind(), err.message()),
-    }
-}
-
-async fn export_traces(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: &[u8],
-    encoding: Encoding,
-) -> Result<ExportTraceServiceResponse, ServiceError> {
-    let bytes = request_body(headers, body, state.body_limit)?;
-    let request = match encoding {
-        Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|e| {
-            ServiceError::BadRequest(format!("undecodable protobuf ExportTraceServiceRequest: {e}"))
-        })?,
-        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&bytes).map_err(|e| {
-            ServiceError::BadRequest(format!("undecodable JSON ExportTraceServiceRequest: {e}"))
-        })?,
-    };
-    let mut spans = tokio::task::spawn_blocking(move || otlp::decode_request(&request))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
-    super::ServiceStats::count(&state.stats.rejected_records, spans.decoded.rejected);
-    let notes = spans.decoded.take_notes();
-    let stats = state.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
-    Ok(export_response(&notes, stats.spans_refused))
-}
-
-/// OTLP partial success: how many spans were rejected and why, `refused`
-/// of them for a trace that already held the most spans one may store.
-/// `rejections`: the reasons kept of `rejected` spans refused as invalid.
-pub fn export_response(decoded: &Decoded, refused: u64) -> ExportTraceServiceResponse {
-    let (rejected, warned) = (decoded.rejected, decoded.warned);
-    if rejected == 0 && refused == 0 && warned == 0 {
-        return ExportTraceServiceResponse { partial_success: None };
-    }
-    let mut reasons: Vec<String> = Vec::new();
-    if refused > 0 {
-        reasons.push(format!(
-            "{refused} spans not stored: their trace already holds {MAX_SPANS_PER_TRACE} spans, the most one trace may store"
-        ));
-    }
-    reasons.extend(decoded.rejections.iter().take(5).map(|r| r.reason.clone()));
-    let more = rejected.saturating_sub(decoded.rejections.len().min(5) as u64);
-    if more > 0 {
-        reasons.push(format!("and {more} more"));
-    }
-    // OTLP reads a partial success with no rejected spans and a message as
-    // warnings: the spans were stored, with these values corrected.
-    if warned > 0 {
-        let shown: Vec<&str> = decoded.warnings.iter().take(5).map(|w| w.reason.as_str()).collect();
-        reasons
-            .push(format!("{warned} warnings (values stored as absent or corrected): {}", shown.join("; ")));
-    }
-    ExportTraceServiceResponse {
-        partial_success: Some(ExportTracePartialSuccess {
-            rejected_spans: i64::try_from(rejected + refused).unwrap_or(i64::MAX),
-            error_message: reasons.join("; "),
-        }),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod body;
 pub mod budget;
 pub mod deriver;
 pub mod error;
+pub mod export;
 pub mod grpc;
 pub mod grpc_listen;
 pub mod health;

@@ -438,7 +438,69 @@ pub(super) fn derive_traces(
             }
         }
     }
-    let needed: Vec<Vec<&str>> = changed
+    temp::fill_column(conn, "trace_attempt_ids", "attempt_id", replaced.iter().map(String::as_str))?;
+    let replaced_where = "ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)
+                          AND attempt_id IN (SELECT attempt_id FROM temp.trace_attempt_ids)";
+    let emptied: Vec<String> = conn
+        .prepare(&format!("SELECT DISTINCT workflow_id FROM attempts WHERE {replaced_where}"))?
+        .query_map([first], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    conn.execute(&format!("DELETE FROM attempts WHERE {replaced_where}"), [first])?;
+    // What each trace's shape could not account for, as of its spans now.
+    conn.execute_batch(
+        "DELETE FROM trace_gaps WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
+         DELETE FROM temp.batch_traces; DELETE FROM temp.trace_attempt_ids;",
+    )?;
+    let mut appender = conn.appender("trace_gaps")?;
+    for (trace, orphans, ambiguous) in &gaps {
+        appender.append_row(params![trace, *orphans as i64, *ambiguous as i64])?;
+    }
+    appender.flush()?;
+    drop(appender);
+    let mut derived = 0;
+    for calls in by_span_count(&changed, DERIVE_CHUNK_SPANS) {
+        derived += derive_calls(conn, calls, aliases, first, upper)?;
+    }
+    tracing::debug!(traces = traces.len(), calls = changed.len(), attempts = derived, "traces derived");
+    Ok((traces.len() as u64, emptied))
+}
+
+/// Spans whose calls a derivation round derives at a time: what is read
+/// of them, the attempts they become and their rows stay in the tens of
+/// megabytes however many spans a round holds.
+const DERIVE_CHUNK_SPANS: usize = 20_000;
+
+/// `calls` in consecutive runs of about `spans` spans (at least one call a run).
+fn by_span_count(
+    calls: &[(String, String, CallShape)],
+    spans: usize,
+) -> impl Iterator<Item = &[(String, String, CallShape)]> {
+    let mut rest = calls;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (mut end, mut held) = (0, 0);
+        while end < rest.len() && (end == 0 || held + rest[end].2.spans(&rest[end].1).count() <= spans) {
+            held += rest[end].2.spans(&rest[end].1).count();
+            end += 1;
+        }
+        let (run, after) = rest.split_at(end);
+        rest = after;
+        Some(run)
+    })
+}
+
+/// Derives `calls` from their stored spans (numbered `first` to `upper`)
+/// and stores their attempts; returns how many.
+fn derive_calls(
+    conn: &Connection,
+    calls: &[(String, String, CallShape)],
+    aliases: &ProviderAliases,
+    first: i64,
+    upper: i64,
+) -> Result<usize, StoreError> {
+    let needed: Vec<Vec<&str>> = calls
         .iter()
         .flat_map(|(trace, call, shape)| shape.spans(call).map(move |span| vec![trace.as_str(), span]))
         .collect();
@@ -461,40 +523,21 @@ pub(super) fn derive_traces(
             })
         })?
         .collect::<Result<_, _>>()?;
+    conn.execute_batch("DELETE FROM temp.trace_span_ids;")?;
     let mut by_trace: HashMap<&str, HashMap<&str, &SpanRecord>> = HashMap::new();
     for record in &records {
         by_trace.entry(record.trace_id.as_str()).or_default().insert(record.span_id.as_str(), record);
     }
     let no_spans = HashMap::new();
-    let derived: Vec<Attempt> = changed
+    let derived: Vec<Attempt> = calls
         .iter()
         .flat_map(|(trace, call, shape)| {
             derive_call(call, shape, by_trace.get(trace.as_str()).unwrap_or(&no_spans))
         })
         .collect();
-    temp::fill_column(conn, "trace_attempt_ids", "attempt_id", replaced.iter().map(String::as_str))?;
-    let replaced_where = "ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)
-                          AND attempt_id IN (SELECT attempt_id FROM temp.trace_attempt_ids)";
-    let emptied: Vec<String> = conn
-        .prepare(&format!("SELECT DISTINCT workflow_id FROM attempts WHERE {replaced_where}"))?
-        .query_map([first], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    conn.execute(&format!("DELETE FROM attempts WHERE {replaced_where}"), [first])?;
-    // What each trace's shape could not account for, as of its spans now.
-    conn.execute_batch(
-        "DELETE FROM trace_gaps WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
-         DELETE FROM temp.batch_traces; DELETE FROM temp.trace_span_ids; DELETE FROM temp.trace_attempt_ids;",
-    )?;
-    let mut appender = conn.appender("trace_gaps")?;
-    for (trace, orphans, ambiguous) in &gaps {
-        appender.append_row(params![trace, *orphans as i64, *ambiguous as i64])?;
-    }
-    appender.flush()?;
-    drop(appender);
     let refs: Vec<&Attempt> = derived.iter().collect();
     append_attempts(conn, &refs, aliases, upper)?;
-    tracing::debug!(traces = traces.len(), calls = changed.len(), attempts = derived.len(), "traces derived");
-    Ok((traces.len() as u64, emptied))
+    Ok(derived.len())
 }
 
 /// The quarantined workflows: id, error, attempts, when.

@@ -462,7 +462,7 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (0, 1), "a stored span is no refusal");
 
     let answer =
-        attempt_ledger::service::http::export_response(&attempt_ledger::ingest::Decoded::default(), 3);
+        attempt_ledger::service::export::export_response(&attempt_ledger::ingest::Decoded::default(), 3);
     let partial = answer.partial_success.unwrap();
     assert_eq!(partial.rejected_spans, 3);
     assert!(partial.error_message.contains("the most one trace may store"), "{}", partial.error_message);

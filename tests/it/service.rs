@@ -828,16 +828,17 @@ fn write_bodies_share_a_byte_budget() {
     let dir = tempfile::tempdir().unwrap();
     let service =
         Service::start(&dir.path().join("budget.duckdb"), &["--queue-mib", "1", "--max-body-mib", "1"]);
+    // A few records padded with blank lines: the bytes of the body count
+    // while it arrives, its few records little once decoded.
     let records = |name: &str, bytes: usize| {
         let mut out = String::new();
-        let mut i = 0;
-        while out.len() < bytes {
+        for i in 0..10 {
             out.push_str(&format!(
                 "{{\"workflow_id\":\"{name}-{i}\",\"workflow\":\"{name}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"gpt-4o-mini\",\"status\":\"ok\"}}\n"
             ));
-            i += 1;
         }
-        (out, i)
+        out.push_str(&" \n".repeat(bytes.saturating_sub(out.len()) / 2));
+        (out, 10)
     };
     let (slow_body, slow_count) = records("slow", 900 << 10);
     let addr = service.http.trim_start_matches("http://").to_string();
@@ -866,6 +867,36 @@ fn write_bodies_share_a_byte_budget() {
     let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, fast_body.as_bytes());
     assert_eq!(status, 200, "the budget is free again");
     assert_eq!(service.report("")["attempts"]["total"], (slow_count + fast_count) as u64);
+}
+
+/// What a request holds once decoded counts in the budget before it is
+/// decoded: a 1 MiB body of small records needs several times its bytes,
+/// more than a 2 MiB budget, so it is refused as too large (413, which a
+/// retry cannot fix) and nothing of it is stored; a body of the same
+/// records that fits is stored whole.
+#[test]
+fn a_body_is_charged_for_what_it_decodes_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let service =
+        Service::start(&dir.path().join("decoded.duckdb"), &["--queue-mib", "2", "--max-body-mib", "1"]);
+    let records = |count: usize| {
+        (0..count)
+            .map(|i| format!("{{\"workflow_id\":\"w-{i}\",\"started_at\":1795831200000,\"provider\":\"openai\",\"model\":\"m\",\"status\":\"ok\"}}\n"))
+            .collect::<String>()
+    };
+    let big = records(9_000);
+    assert!(big.len() < 1 << 20, "{} bytes: under the body limit", big.len());
+    let (status, answer, _) = service.post("/v1/attempts", "application/x-ndjson", None, big.as_bytes());
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        String::from_utf8_lossy(&answer).contains("once decoded"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let (status, _, _) =
+        service.post("/v1/attempts", "application/x-ndjson", None, records(1_000).as_bytes());
+    assert_eq!(status, 200);
+    assert_eq!(service.report("")["attempts"]["total"], 1_000);
 }
 
 /// `GET /api/v1/workflows/{id}`: a stored workflow's attempts in order with

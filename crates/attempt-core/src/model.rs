@@ -249,6 +249,24 @@ pub struct SpanRecord {
     pub facts: SpanFacts,
 }
 
+impl SpanRecord {
+    /// The bytes this record takes in memory, its heap allocations at their
+    /// capacity included (not the allocator's own overhead).
+    pub fn held_bytes(&self) -> usize {
+        let text = |s: &String| s.capacity();
+        let maybe = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        std::mem::size_of::<Self>()
+            + text(&self.trace_id)
+            + text(&self.span_id)
+            + maybe(&self.parent_span_id)
+            + self.span.as_ref().map_or(0, Vec::capacity)
+            + text(&self.facts.name)
+            + maybe(&self.facts.host)
+            + maybe(&self.facts.call_id)
+            + maybe(&self.facts.model)
+    }
+}
+
 /// What grouping a trace's spans into calls reads of a model or HTTP span
 /// besides its parent link (docs/record-format.md, "Attempts found by the
 /// call"): its interval, host, call id, requested model and resend count.

@@ -49,10 +49,10 @@ pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
 /// A JSON array body: "line" in a rejection is the 1-based element index.
 fn decode_array(body: &str) -> Decoded {
     let mut decoded = Decoded::default();
-    match serde_json::from_str::<Vec<Value>>(body) {
+    match super::array_elements(body) {
         Ok(elements) => {
             for (index, element) in elements.into_iter().enumerate() {
-                decoded.push_built(index as u64 + 1, decode_value(element));
+                decoded.push_built(index as u64 + 1, decode_line_built(element.get()));
             }
         }
         Err(err) => decoded.reject(err.line() as u64, format!("not a JSON array of records: {err}")),

@@ -29,10 +29,11 @@ pub fn decode_body(body: &str) -> Decoded {
     let trimmed = body.trim();
     if trimmed.starts_with('[') {
         let mut decoded = Decoded::default();
-        match serde_json::from_str::<Vec<Value>>(trimmed) {
+        match super::array_elements(trimmed) {
             Ok(items) => {
                 for (index, item) in items.into_iter().enumerate() {
-                    decoded.push_built(index as u64 + 1, decode_value(item));
+                    let item = serde_json::from_str::<Value>(item.get()).map_err(|e| e.to_string());
+                    decoded.push_built(index as u64 + 1, item.and_then(decode_value));
                 }
             }
             Err(e) => decoded.reject(e.line() as u64, format!("not a JSON array of payloads: {e}")),

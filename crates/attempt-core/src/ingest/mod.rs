@@ -128,6 +128,39 @@ impl Decoded {
     }
 }
 
+/// The elements of a JSON array body, each left unparsed, so that a body's
+/// records are decoded one at a time rather than held as one tree of values
+/// (several times the body for small records).
+pub fn array_elements(text: &str) -> Result<Vec<&serde_json::value::RawValue>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// What a decoded record holds besides its strings: the attempt, its
+/// derived id, and its row in the writer's Arrow batch.
+pub const RECORD_HELD_BYTES: usize = std::mem::size_of::<Attempt>() + 256;
+
+/// At most what the records of a JSON body hold once decoded, read without
+/// decoding one: for each line or array element that is an object (nothing
+/// else becomes a record), `RECORD_HELD_BYTES` and twice its bytes (its
+/// strings are parts of it, in the attempt and in its row).
+pub fn held_at_most(text: &str) -> usize {
+    let held = |record: &str| {
+        let record = record.trim();
+        if record.starts_with('{') {
+            RECORD_HELD_BYTES.saturating_add(record.len().saturating_mul(2))
+        } else {
+            0
+        }
+    };
+    let trimmed = text.trim();
+    if trimmed.starts_with('[')
+        && let Ok(elements) = array_elements(trimmed)
+    {
+        return elements.iter().map(|e| held(e.get())).fold(0, usize::saturating_add);
+    }
+    text.lines().map(held).fold(0, usize::saturating_add)
+}
+
 /// Decodes JSON lines with `decode`, which maps one parsed record to its
 /// attempts (several for a record that lists upstream tries). Blank lines
 /// are skipped; `first_line` numbers a chunk that started mid-input; a line

@@ -20,6 +20,7 @@
 //! count gets that many failed attempts before its own.
 
 mod shape;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -34,6 +35,7 @@ use prost::Message;
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
 pub use shape::{CallShape, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls};
+pub use wire::{ProtobufError, decode_protobuf, kept_bytes_at_most};
 
 /// Spans of a request, and how many of them were model calls.
 #[derive(Debug, Default)]
@@ -171,32 +173,67 @@ const MAX_KEPT_VALUE_BYTES: usize = 4096;
 /// Sorts the spans of `request` into what is kept. A rejection's `line` is
 /// the span's 1-based position in the request.
 pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
-    let spans: Vec<&Span> =
-        request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
-    let mut out = DecodedSpans::default();
-    let mut traces_with_calls: HashSet<&[u8]> = HashSet::new();
-    let mut kinds: Vec<Option<SpanKind>> = Vec::with_capacity(spans.len());
-    let mut malformed: HashSet<usize> = HashSet::new();
-    for (index, span) in spans.iter().enumerate() {
-        if let Err(reason) = check_ids(span) {
-            out.decoded.reject(index as u64 + 1, reason);
-            malformed.insert(index);
-            kinds.push(None);
-            continue;
-        }
+    let mut sorter = SpanSorter::default();
+    request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).for_each(|span| {
+        sorter.push(span);
+    });
+    sorter.finish()
+}
+
+/// Sorts spans one at a time, as they are decoded, so a request's spans
+/// never need to be in memory at once (`wire::decode_protobuf`): what is
+/// kept of a model or HTTP span is built at once, other spans keep their
+/// ids only until the end tells whether their trace had a call.
+#[derive(Default)]
+pub struct SpanSorter {
+    out: DecodedSpans,
+    sorted: Vec<Sorted>,
+    traces_with_calls: HashSet<[u8; 16]>,
+    /// What `sorted` holds, by `SpanRecord::held_bytes`.
+    held_bytes: usize,
+    pushed: u64,
+}
+
+/// What a span's record holds besides its content and facts (parts of the
+/// span): the record and its ids in hex. All a link span's record holds.
+const LINK_RECORD_BYTES: usize = std::mem::size_of::<SpanRecord>() + 32 + 16 + 16;
+
+enum Sorted {
+    Kept(Box<SpanRecord>),
+    /// A span that is neither, kept for its parent link if its trace has a
+    /// call.
+    Link(SpanIds),
+}
+
+/// A span's ids, of the lengths OTLP requires.
+struct SpanIds {
+    trace: [u8; 16],
+    span: [u8; 8],
+    parent: Option<[u8; 8]>,
+}
+
+impl SpanSorter {
+    /// What a span's record holds beside parts of the span's bytes (see
+    /// `wire::kept_bytes_at_most`).
+    pub const MOST_HELD_PER_SPAN: usize = std::mem::size_of::<Sorted>() + LINK_RECORD_BYTES;
+
+    /// Sorts the next span of the request.
+    pub fn push(&mut self, span: &Span) {
+        self.pushed += 1;
+        let line = self.pushed;
+        let Some(ids) = self.checked_ids(span, line) else { return };
         let kind = if is_model_call(span) {
-            out.model_spans += 1;
+            self.out.model_spans += 1;
             // Validated alone, so a bad span is rejected now, by position;
             // the trace's derivation later only sees spans that map.
             match map_call(span, &[]) {
                 Ok(built) => {
-                    let line = index as u64 + 1;
-                    built.warnings.into_iter().for_each(|reason| out.decoded.warn(line, reason));
+                    built.warnings.into_iter().for_each(|reason| self.out.decoded.warn(line, reason));
                     let mut unread = Vec::new();
                     let resends = checked_int(span, &["http.request.resend_count"], &mut unread);
-                    unread.into_iter().for_each(|reason| out.decoded.warn(line, reason));
+                    unread.into_iter().for_each(|reason| self.out.decoded.warn(line, reason));
                     if let Some(n) = resends.filter(|&n| n > i64::from(MAX_RESENDS)) {
-                        out.decoded.warn(
+                        self.out.decoded.warn(
                             line,
                             format!("http.request.resend_count: {n} is over {MAX_RESENDS}, counted as {MAX_RESENDS}"),
                         );
@@ -204,7 +241,7 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
                     Some(SpanKind::Model)
                 }
                 Err(reason) => {
-                    out.decoded.reject(index as u64 + 1, format!("span {}: {reason}", hex(&span.span_id)));
+                    self.out.decoded.reject(line, format!("span {}: {reason}", hex(&span.span_id)));
                     None
                 }
             }
@@ -213,26 +250,69 @@ pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
         } else {
             None
         };
-        if kind.is_some() {
-            traces_with_calls.insert(&span.trace_id);
-        }
-        kinds.push(kind);
+        let sorted = match kind {
+            Some(kind) => {
+                self.traces_with_calls.insert(ids.trace);
+                let record = SpanRecord {
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
+                    kind,
+                    span: Some(kept(span).encode_to_vec()),
+                    facts: facts_of(span),
+                };
+                self.held_bytes += std::mem::size_of::<Sorted>() + record.held_bytes();
+                Sorted::Kept(Box::new(record))
+            }
+            None => {
+                // Charged as the record it becomes if its trace has a call,
+                // which only the end of the request tells.
+                self.held_bytes += std::mem::size_of::<Sorted>() + LINK_RECORD_BYTES;
+                Sorted::Link(ids)
+            }
+        };
+        self.sorted.push(sorted);
     }
-    for (index, (span, kind)) in spans.iter().zip(kinds).enumerate() {
-        if !traces_with_calls.contains(span.trace_id.as_slice()) || malformed.contains(&index) {
-            continue;
-        }
-        let kind = kind.unwrap_or(SpanKind::Link);
-        out.decoded.spans.push(SpanRecord {
-            trace_id: hex(&span.trace_id),
-            span_id: hex(&span.span_id),
-            parent_span_id: (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
-            kind,
-            span: (kind != SpanKind::Link).then(|| kept(span).encode_to_vec()),
-            facts: if kind == SpanKind::Link { SpanFacts::default() } else { facts_of(span) },
+
+    /// The span's ids, or None with the span rejected.
+    fn checked_ids(&mut self, span: &Span, line: u64) -> Option<SpanIds> {
+        let checked = check_ids(span).and_then(|()| {
+            let trace = span.trace_id.as_slice().try_into().map_err(|_| String::new())?;
+            let id = span.span_id.as_slice().try_into().map_err(|_| String::new())?;
+            let parent = match span.parent_span_id.as_slice() {
+                [] => None,
+                parent => Some(parent.try_into().map_err(|_| String::new())?),
+            };
+            Ok(SpanIds { trace, span: id, parent })
         });
+        checked.map_err(|reason| self.out.decoded.reject(line, reason)).ok()
     }
-    out
+
+    /// Bytes what is kept so far takes in memory, about: what the request
+    /// costs once decoded, for the service's byte budget. A span kept for
+    /// its parent link counts as kept until `finish` knows it is not.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    pub fn finish(self) -> DecodedSpans {
+        let SpanSorter { mut out, sorted, traces_with_calls, .. } = self;
+        out.decoded.spans = sorted
+            .into_iter()
+            .filter_map(|sorted| match sorted {
+                Sorted::Kept(record) => Some(*record),
+                Sorted::Link(ids) => traces_with_calls.contains(&ids.trace).then(|| SpanRecord {
+                    trace_id: hex(&ids.trace),
+                    span_id: hex(&ids.span),
+                    parent_span_id: ids.parent.map(|p| hex(&p)),
+                    kind: SpanKind::Link,
+                    span: None,
+                    facts: SpanFacts::default(),
+                }),
+            })
+            .collect();
+        out
+    }
 }
 
 /// OTLP ids have fixed lengths and are never all zeros: anything else would
@@ -876,7 +956,13 @@ fn enum_attr<T: FromStr + strum::VariantNames>(span: &Span, key: &str) -> Result
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]

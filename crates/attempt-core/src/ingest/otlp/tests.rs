@@ -667,3 +667,100 @@ proptest::proptest! {
         }
     }
 }
+
+/// A request of several resources and scopes: model spans with HTTP
+/// children, a span with bad ids, and traces without any call.
+fn mixed_request() -> ExportTraceServiceRequest {
+    let mut other_trace = span(9, None, 0, vec![], false);
+    other_trace.trace_id = vec![0xcd; 16];
+    let mut bad_ids = span(7, None, 0, genai(vec![]), false);
+    bad_ids.span_id = vec![7; 5];
+    let call = span(1, Some(8), 0, genai(vec![kv("gen_ai.usage.cache_read.input_tokens", s("abc"))]), false);
+    let scope = |spans| ScopeSpans {
+        spans,
+        schema_url: "https://opentelemetry.io/schemas/1.26.0".into(),
+        ..ScopeSpans::default()
+    };
+    ExportTraceServiceRequest {
+        resource_spans: vec![
+            ResourceSpans {
+                scope_spans: vec![scope(vec![call, bad_ids]), scope(vec![other_trace])],
+                ..ResourceSpans::default()
+            },
+            ResourceSpans {
+                scope_spans: vec![scope(vec![
+                    http_child(2, 1, 0, 529, true),
+                    span(8, None, 0, vec![], false),
+                ])],
+                ..ResourceSpans::default()
+            },
+        ],
+    }
+}
+
+fn same_decoding(one: &DecodedSpans, other: &DecodedSpans) -> bool {
+    one.model_spans == other.model_spans
+        && one.decoded.spans == other.decoded.spans
+        && one.decoded.rejections == other.decoded.rejections
+        && one.decoded.warnings == other.decoded.warnings
+}
+
+#[test]
+fn a_protobuf_body_decoded_span_by_span_sorts_as_the_whole_request() {
+    let req = mixed_request();
+    let whole = decode_request(&req);
+    let mut offered = 0;
+    let by_span = decode_protobuf(&req.encode_to_vec(), &mut |n| {
+        offered += n;
+        true
+    })
+    .unwrap();
+    assert!(same_decoding(&by_span, &whole), "{by_span:?}\n{whole:?}");
+    assert_eq!(by_span.decoded.spans.len(), 3, "the call, its HTTP child and the root above it");
+    assert_eq!((by_span.decoded.rejected, by_span.decoded.warned), (1, 1));
+    let kept: usize =
+        by_span.decoded.spans.iter().filter(|s| s.kind != SpanKind::Link).map(SpanRecord::held_bytes).sum();
+    assert!(offered >= kept, "offered {offered} bytes for {kept} kept");
+    assert!(offered <= kept_bytes_at_most(&req.encode_to_vec()).unwrap());
+}
+
+#[test]
+fn a_request_that_outgrows_what_it_is_admitted_is_refused() {
+    let spans: Vec<Span> = (1..=200u8).map(|i| span(i, None, 0, genai(vec![]), false)).collect();
+    let body = request(spans).encode_to_vec();
+    let mut granted = 0;
+    let refused = decode_protobuf(&body, &mut |n| {
+        granted += n;
+        granted <= 8 * 1024
+    });
+    assert_eq!(refused.unwrap_err(), ProtobufError::OverBudget);
+    assert!(decode_protobuf(&body, &mut |_| true).is_ok());
+}
+
+proptest::proptest! {
+    /// A body is refused span by span exactly when prost refuses the whole
+    /// request: cut anywhere, or with any byte changed.
+    #[test]
+    fn protobuf_bodies_are_refused_exactly_when_prost_refuses_them(cut in 0usize..2000, at in 0usize..2000, byte: u8) {
+        let mut body = mixed_request().encode_to_vec();
+        if at < body.len() {
+            body[at] = byte;
+        }
+        body.truncate(cut.min(body.len()));
+        let whole = ExportTraceServiceRequest::decode(body.as_slice());
+        let mut offered = 0;
+        let by_span = decode_protobuf(&body, &mut |n| {
+            offered += n;
+            true
+        });
+        match (&whole, &by_span) {
+            (Ok(req), Ok(got)) => {
+                proptest::prop_assert!(same_decoding(got, &decode_request(req)));
+                let bound = kept_bytes_at_most(&body).unwrap();
+                proptest::prop_assert!(offered <= bound, "offered {offered}, bound {bound}");
+            }
+            (Err(_), Err(ProtobufError::Undecodable(_))) => {}
+            _ => proptest::prop_assert!(false, "prost: {whole:?}, span by span: {by_span:?}"),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! An OTLP export request, from either protocol: decoded within the byte
+//! budget, written, answered with OTLP's partial success.
+//!
+//! What a request costs once decoded is held in the budget in place of its
+//! body: a protobuf body is decoded a span at a time (`otlp::decode_protobuf`),
+//! what it can keep at most taken from the budget before it is decoded (read
+//! off the envelopes), the rest given back once it is decoded, with the
+//! body's bytes; a JSON body is parsed whole first, so its parsed tree is
+//! taken too, before parsing (`JSON_PER_BODY_BYTE`). Past the budget the
+//! request is refused as saturated (503 / `UNAVAILABLE` with a retry
+//! delay), or as too large (413 / `RESOURCE_EXHAUSTED`) when it needs more
+//! than the whole budget.
+
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use prost::bytes::Bytes;
+
+use super::ServiceStats;
+use super::budget::{ByteBudget, SharedHeld};
+use super::error::ServiceError;
+use super::writer::WriterHandle;
+use crate::ingest::Decoded;
+use crate::ingest::otlp::{self, DecodedSpans, ProtobufError};
+use crate::store::MAX_SPANS_PER_TRACE;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Encoding {
+    Protobuf,
+    Json,
+}
+
+impl Encoding {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Encoding::Protobuf => "application/x-protobuf",
+            Encoding::Json => "application/json",
+        }
+    }
+}
+
+/// Bytes an OTLP/JSON request takes while decoded, per byte of its body:
+/// its parsed tree (40,000 small spans took 1.5 times their 20 MiB of JSON)
+/// and what is kept of it (about once the body).
+pub const JSON_PER_BODY_BYTE: usize = 3;
+
+/// What an export needs of the service.
+pub struct Exporter<'a> {
+    pub writer: &'a WriterHandle,
+    pub budget: &'a ByteBudget,
+    pub stats: &'a ServiceStats,
+}
+
+impl Exporter<'_> {
+    /// Decodes `body`, whose bytes `held` holds, stores its spans and
+    /// answers. `held` then holds what is kept of the body instead, until
+    /// the caller drops it with the answer.
+    pub async fn export(
+        &self,
+        held: &SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> Result<ExportTraceServiceResponse, ServiceError> {
+        let (budget, decoding) = (self.budget.clone(), held.clone());
+        let body_bytes = body.len();
+        let decoded = tokio::task::spawn_blocking(move || decode(&body, encoding, &budget, &decoding))
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        // The body is gone: what was kept of it stands in its place.
+        held.release(body_bytes);
+        let mut spans = match decoded {
+            Ok(spans) => spans,
+            Err(Refused::OverBudget { needed }) => {
+                self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(ServiceError::no_room(needed, self.budget));
+            }
+            Err(Refused::Undecodable(reason)) => return Err(ServiceError::BadRequest(reason)),
+        };
+        ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejected);
+        let notes = spans.decoded.take_notes();
+        let stats = self.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
+        Ok(export_response(&notes, stats.spans_refused))
+    }
+}
+
+enum Refused {
+    Undecodable(String),
+    /// The request would have held `needed` bytes.
+    OverBudget {
+        needed: usize,
+    },
+}
+
+/// Decodes `body`. What it will keep of it is taken from the budget at
+/// once before decoding (at most what a protobuf request's envelopes say it
+/// can keep, `JSON_PER_BODY_BYTE` times a JSON body), so requests that do
+/// not fit together are refused before any is decoded, rather than each
+/// decoding part of itself and failing the others; what was taken for
+/// nothing (spans of traces without a call) is given back once decoded.
+fn decode(
+    body: &[u8],
+    encoding: Encoding,
+    budget: &ByteBudget,
+    held: &SharedHeld,
+) -> Result<DecodedSpans, Refused> {
+    let mut taken = Taken { budget, held, bytes: 0, needed: 0 };
+    let decoded = match encoding {
+        Encoding::Protobuf => {
+            let bound = otlp::kept_bytes_at_most(body).map_err(|e| Refused::Undecodable(e.to_string()))?;
+            if !taken.cover(bound) {
+                return Err(Refused::OverBudget { needed: taken.needed });
+            }
+            let mut offered = 0;
+            otlp::decode_protobuf(body, &mut |n| {
+                offered += n;
+                taken.cover(offered)
+            })
+        }
+        Encoding::Json => {
+            if !taken.cover(body.len().saturating_mul(JSON_PER_BODY_BYTE)) {
+                return Err(Refused::OverBudget { needed: taken.needed });
+            }
+            match serde_json::from_slice::<ExportTraceServiceRequest>(body) {
+                Ok(request) => Ok(otlp::decode_request(&request)),
+                Err(e) => {
+                    return Err(Refused::Undecodable(format!(
+                        "undecodable JSON ExportTraceServiceRequest: {e}"
+                    )));
+                }
+            }
+        }
+    };
+    let spans = match decoded {
+        Ok(spans) => spans,
+        Err(ProtobufError::OverBudget) => return Err(Refused::OverBudget { needed: taken.needed }),
+        Err(undecodable) => return Err(Refused::Undecodable(undecodable.to_string())),
+    };
+    let kept = kept_bytes(&spans);
+    if taken.bytes > kept {
+        taken.held.release(taken.bytes - kept);
+    } else if !taken.cover(kept) {
+        return Err(Refused::OverBudget { needed: taken.needed });
+    }
+    Ok(spans)
+}
+
+/// What decoding took from the budget, beyond the body.
+struct Taken<'a> {
+    budget: &'a ByteBudget,
+    held: &'a SharedHeld,
+    bytes: usize,
+    /// What the request held with the last take asked for.
+    needed: usize,
+}
+
+impl Taken<'_> {
+    /// Takes what it takes for `total` bytes to be taken.
+    fn cover(&mut self, total: usize) -> bool {
+        let more = total.saturating_sub(self.bytes);
+        if more == 0 {
+            return true;
+        }
+        self.needed = self.held.bytes() + more;
+        let taken = self.held.take(self.budget, more);
+        if taken {
+            self.bytes = total;
+        }
+        taken
+    }
+}
+
+fn kept_bytes(spans: &DecodedSpans) -> usize {
+    spans.decoded.spans.iter().map(crate::model::SpanRecord::held_bytes).sum()
+}
+
+/// OTLP partial success: how many spans were rejected and why, `refused`
+/// of them for a trace that already held the most spans one may store.
+/// `rejections`: the reasons kept of `rejected` spans refused as invalid.
+pub fn export_response(decoded: &Decoded, refused: u64) -> ExportTraceServiceResponse {
+    let (rejected, warned) = (decoded.rejected, decoded.warned);
+    if rejected == 0 && refused == 0 && warned == 0 {
+        return ExportTraceServiceResponse { partial_success: None };
+    }
+    let mut reasons: Vec<String> = Vec::new();
+    if refused > 0 {
+        reasons.push(format!(
+            "{refused} spans not stored: their trace already holds {MAX_SPANS_PER_TRACE} spans, the most one trace may store"
+        ));
+    }
+    reasons.extend(decoded.rejections.iter().take(5).map(|r| r.reason.clone()));
+    let more = rejected.saturating_sub(decoded.rejections.len().min(5) as u64);
+    if more > 0 {
+        reasons.push(format!("and {more} more"));
+    }
+    // OTLP reads a partial success with no rejected spans and a message as
+    // warnings: the spans were stored, with these values corrected.
+    if warned > 0 {
+        let shown: Vec<&str> = decoded.warnings.iter().take(5).map(|w| w.reason.as_str()).collect();
+        reasons
+            .push(format!("{warned} warnings (values stored as absent or corrected): {}", shown.join("; ")));
+    }
+    ExportTraceServiceResponse {
+        partial_success: Some(ExportTracePartialSuccess {
+            rejected_spans: i64::try_from(rejected + refused).unwrap_or(i64::MAX),
+            error_message: reasons.join("; "),
+        }),
+    }
+}
