@@ -83,6 +83,9 @@ fn window_start(rule: &Rule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 const ALERT_QUERIES: [Query; 6] =
     [Query::Outcomes, Query::Waste, Query::RetryBudget, Query::ErrorClasses, Query::Routes, Query::Fallbacks];
 
+/// Fallback routes a fallback alert's summary names.
+const SUMMARY_ROUTES: usize = 10;
+
 /// The report a rule reads at `now` (the parts of it rules read).
 pub fn window_report(
     store: &Store,
@@ -97,7 +100,7 @@ pub fn window_report(
         ..ReportFilter::default()
     };
     let rows = store.report_rows_of(&filter, prices, &ALERT_QUERIES)?;
-    Ok(Report::from_rows(&rows, filter.retry_budget))
+    Ok(Report::from_unfolded_rows(&rows, filter.retry_budget))
 }
 
 /// The recovery audit a `policy_violation` rule reads at `now`: the same
@@ -178,11 +181,18 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
     match rule.kind {
         RuleKind::FallbackActivation | RuleKind::FallbackRate => {
             let activations: i64 = r.fallbacks.iter().map(|f| f.workflows).sum();
-            let routes: Vec<String> = r
+            // The report lists every fallback route here (alert rules read
+            // it unfolded); a notification names the first few.
+            let mut routes: Vec<String> = r
                 .fallbacks
                 .iter()
+                .take(SUMMARY_ROUTES)
                 .map(|f| format!("{} -> {} ({}: {})", f.primary(), f.fallback(), f.reason.map_or("none", name), f.workflows))
                 .collect();
+            if r.fallbacks.len() > SUMMARY_ROUTES {
+                routes.push(format!("and {} more", r.fallbacks.len() - SUMMARY_ROUTES));
+            }
+            let listed = &r.fallbacks[..r.fallbacks.len().min(crate::report::fold::FALLBACKS)];
             let value = if rule.kind == RuleKind::FallbackActivation {
                 Some(activations as f64)
             } else {
@@ -194,7 +204,12 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
                 if routes.is_empty() { "" } else { ": " },
                 routes.join(", ")
             );
-            single(value, summary, json!({ "workflows": r.workflows.total, "activations": activations, "fallbacks": r.fallbacks }))
+            single(
+                value,
+                summary,
+                json!({ "workflows": r.workflows.total, "activations": activations, "fallbacks": listed,
+                        "fallbacks_not_listed": r.fallbacks.len() - listed.len() }),
+            )
         }
         RuleKind::PrimarySuccess => r
             .by_primary_route

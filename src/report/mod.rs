@@ -3,6 +3,7 @@
 //! module only divides, converts units and arranges keys (interfaces.md).
 
 pub mod audit;
+pub mod fold;
 mod render;
 pub mod timeseries;
 pub mod workflow;
@@ -311,7 +312,15 @@ fn minute_text(t: DateTime<Utc>) -> String {
 }
 
 impl Report {
+    /// The report of `rows`, its lists of names folded to their bounds
+    /// (`fold.rs`): what every reader shows.
     pub fn from_rows(rows: &ReportRows, retry_budget: f64) -> Self {
+        Self::from_unfolded_rows(&fold::fold_lists(rows), retry_budget)
+    }
+
+    /// The report of `rows` as they are, every route listed: what alert
+    /// rules read, since a rule may name a route past the listed ones.
+    pub fn from_unfolded_rows(rows: &ReportRows, retry_budget: f64) -> Self {
         let total = rows.outcomes.iter().find(|r| r.is_total);
         let workflows = total.map(|r| counts(&r.counts)).unwrap_or_default();
         let overall_rates = rates(&workflows);

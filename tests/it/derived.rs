@@ -430,3 +430,81 @@ fn the_cost_ledger_is_bounded_whatever_names_clients_send() {
     let model_attempts: i64 = report.by_served_model.iter().map(|m| m.attempts).sum();
     assert_eq!(model_attempts, 400);
 }
+
+/// Workflow names, routes, fallbacks, providers of failures and dimension
+/// values are client strings too: each list folds past its bound into
+/// `other` rows that hold exactly what they fold, so the report's size does
+/// not grow with the names while every total stays what it was.
+#[test]
+fn every_list_of_names_in_the_report_is_bounded_with_exact_totals() {
+    use attempt_ledger::report::fold;
+    let n = 400;
+    let lines: Vec<String> = (0..n)
+        .flat_map(|i| {
+            let first = rec(json!({"workflow_id": format!("w{i}"), "attempt_id": format!("w{i}-1"), "attempt": 0,
+                "workflow": format!("name-{i:03}"), "provider": format!("p{i:03}"), "model": format!("m{i:03}"),
+                "status": "error", "error_class": "transient", "http_status": 529,
+                "input_tokens": 100, "cost_usd": 0.001, "team": format!("team-{i:03}")}));
+            let second = rec(json!({"workflow_id": format!("w{i}"), "attempt_id": format!("w{i}-2"), "attempt": 1,
+                "started_at": "2026-11-28T02:00:01Z", "workflow": format!("name-{i:03}"), "route": "fallback",
+                "provider": format!("fb{i:03}"), "model": format!("fm{i:03}"), "status": "ok",
+                "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.002, "team": format!("team-{i:03}")}));
+            [first, second]
+        })
+        .collect();
+    let store = Store::open_in_memory().unwrap();
+    store.set_dimensions(&["team=extra.team".parse().unwrap()]).unwrap();
+    let decoded = jsonl::decode_lines(&lines.join("\n"), 1);
+    assert!(decoded.rejections.is_empty(), "{:?}", decoded.rejections);
+    store.write_batch(&decoded.attempts).unwrap();
+    let filter = ReportFilter { group_by: Some("team".into()), ..ReportFilter::default() };
+    let report = report_of(&store, &filter);
+
+    let workflows = |name: &str, counts: &[i64]| -> i64 {
+        assert!(!counts.is_empty(), "{name} is empty");
+        counts.iter().sum()
+    };
+    assert_eq!(report.by_workflow.len(), fold::WORKFLOWS + 1);
+    assert_eq!(report.by_workflow.last().unwrap().workflow.as_deref(), Some(fold::OTHER));
+    let by_workflow: Vec<i64> = report.by_workflow.iter().map(|w| w.workflows.total).collect();
+    assert_eq!(workflows("by_workflow", &by_workflow), n);
+    let cost: f64 = report.by_workflow.iter().map(|w| w.cost_usd).sum();
+    assert!((cost - report.cost_usd.total).abs() < 1e-9, "{cost} vs {}", report.cost_usd.total);
+
+    assert_eq!(report.by_primary_route.len(), fold::ROUTES + 1);
+    let other = report.by_primary_route.last().unwrap();
+    assert_eq!((other.provider.as_deref(), other.model.as_deref()), (Some(fold::OTHER), Some(fold::OTHER)));
+    assert_eq!(other.workflows, n - fold::ROUTES as i64);
+    assert_eq!(other.primary_success_rate, Some(0.0), "every primary attempt failed");
+    let routes: Vec<i64> = report.by_primary_route.iter().map(|r| r.fallback_recovery).collect();
+    assert_eq!(workflows("by_primary_route", &routes), n);
+
+    assert_eq!(report.fallbacks.len(), fold::FALLBACKS + 1);
+    let fallbacks: Vec<i64> = report.fallbacks.iter().map(|f| f.recovered).collect();
+    assert_eq!(workflows("fallbacks", &fallbacks), n);
+
+    assert_eq!(report.error_classes.len(), fold::ERROR_CLASS_ROWS + 1);
+    assert_eq!(report.error_classes.last().unwrap().provider, fold::OTHER);
+    let failed: Vec<i64> = report.error_classes.iter().map(|e| e.attempts).collect();
+    assert_eq!(workflows("error_classes", &failed), n);
+    let failed_cost: f64 = report.error_classes.iter().map(|e| e.cost_usd).sum();
+    assert!(
+        (failed_cost - report.cost_usd.wasted).abs() < 1e-9,
+        "{failed_cost} vs {}",
+        report.cost_usd.wasted
+    );
+
+    let groups = report.groups.as_ref().unwrap();
+    assert_eq!(groups.values.len(), fold::GROUP_VALUES + 1);
+    let grouped: Vec<i64> = groups.values.iter().map(|g| g.workflows.total).collect();
+    assert_eq!(workflows("groups", &grouped), n);
+    let grouped_attempts: i64 = groups.values.iter().map(|g| g.attempts).sum();
+    assert_eq!(grouped_attempts, 2 * n);
+
+    // Alert rules read every route.
+    let rows = store.report_rows(&filter, &attempt_ledger::pricing::PriceTable::load(None).unwrap()).unwrap();
+    assert_eq!(
+        attempt_ledger::report::Report::from_unfolded_rows(&rows, filter.retry_budget).by_primary_route.len(),
+        n as usize
+    );
+}

@@ -1,0 +1,145 @@
+//! The report's lists of client strings, bounded: past a documented number
+//! of rows, the rest of a list is summed into `other` rows, so an answer's
+//! size does not grow with the names clients send while every total stays
+//! exact (the `other` rows hold exactly what they fold, summed in the
+//! rows' integer units before any is shaped). The label fold that the
+//! rollups apply (`ATTEMPT_LEDGER_LABEL_LIMIT`) already bounds each name to
+//! 1,000 values; this bounds the lists the report prints of them, and of
+//! their combinations (a route is a provider and a model).
+//!
+//! Alert rules read the unfolded rows (`Report::from_unfolded_rows`): a
+//! rule may name a route that is not among the listed ones.
+
+use crate::store::queries::{
+    ErrorClassRow, FallbackRow, GroupRow, OutcomeCounts, OutcomeRow, ReportRows, RouteKey, RouteRow,
+};
+
+/// What a folded name reads.
+pub const OTHER: &str = "other";
+/// Workflow names listed in `by_workflow`, by workflows.
+pub const WORKFLOWS: usize = 100;
+/// Rows of `error_classes` (class and requested provider), by attempts;
+/// the rest summed per class under provider `other`.
+pub const ERROR_CLASS_ROWS: usize = 100;
+/// Primary routes listed, by workflows.
+pub const ROUTES: usize = 50;
+/// Fallback activations (primary route, fallback route, reason) listed, by
+/// workflows; the rest summed per reason with both routes `other`.
+pub const FALLBACKS: usize = 50;
+/// Values of a `--group-by` dimension listed, by workflows.
+pub const GROUP_VALUES: usize = 100;
+
+/// `rows` with every list folded to its bound.
+pub fn fold_lists(rows: &ReportRows) -> ReportRows {
+    let mut rows = rows.clone();
+    let (totals, mut by_name): (Vec<OutcomeRow>, Vec<OutcomeRow>) =
+        std::mem::take(&mut rows.outcomes).into_iter().partition(|r| r.is_total);
+    fold(
+        &mut by_name,
+        WORKFLOWS,
+        |r| r.workflow_name.clone(),
+        |r| OutcomeRow { workflow_name: Some(OTHER.into()), ..r.clone() },
+        |into, r| {
+            add_counts(&mut into.counts, &r.counts);
+            into.attempts += r.attempts;
+            into.wasted_attempts += r.wasted_attempts;
+            into.cost_pusd += r.cost_pusd;
+            into.wasted_cost_pusd += r.wasted_cost_pusd;
+        },
+    );
+    rows.outcomes = totals.into_iter().chain(by_name).collect();
+    fold(
+        &mut rows.error_classes,
+        ERROR_CLASS_ROWS,
+        |r| (r.error_class, r.provider.clone()),
+        |r| ErrorClassRow { provider: OTHER.into(), ..r.clone() },
+        |into, r| {
+            into.attempts += r.attempts;
+            into.input_tokens += r.input_tokens;
+            into.output_tokens += r.output_tokens;
+            into.cost_pusd += r.cost_pusd;
+        },
+    );
+    fold(
+        &mut rows.routes,
+        ROUTES,
+        |r| r.primary.clone(),
+        |r| RouteRow { primary: other_route(), ..r.clone() },
+        |into, r| {
+            into.workflows += r.workflows;
+            into.terminal += r.terminal;
+            into.primary_success += r.primary_success;
+            into.retry_recovery += r.retry_recovery;
+            into.fallback_recovery += r.fallback_recovery;
+            into.degraded += r.degraded;
+            into.fail_closed += r.fail_closed;
+        },
+    );
+    fold(
+        &mut rows.fallbacks,
+        FALLBACKS,
+        |r| (r.primary.clone(), r.fallback.clone(), r.reason),
+        |r| FallbackRow { primary: other_route(), fallback: other_route(), ..r.clone() },
+        |into, r| {
+            into.workflows += r.workflows;
+            into.recovered += r.recovered;
+        },
+    );
+    if let Some(groups) = &mut rows.groups {
+        fold(
+            &mut groups.rows,
+            GROUP_VALUES,
+            |r| r.value.clone(),
+            |r| GroupRow { value: Some(OTHER.into()), ..r.clone() },
+            |into, r| {
+                add_counts(&mut into.counts, &r.counts);
+                into.attempts += r.attempts;
+                into.wasted_attempts += r.wasted_attempts;
+                into.cost_pusd += r.cost_pusd;
+                into.wasted_cost_pusd += r.wasted_cost_pusd;
+                into.unknown_cost_attempts += r.unknown_cost_attempts;
+            },
+        );
+    }
+    rows
+}
+
+fn other_route() -> RouteKey {
+    RouteKey { route_group: None, provider: Some(OTHER.into()), model: Some(OTHER.into()) }
+}
+
+fn add_counts(into: &mut OutcomeCounts, c: &OutcomeCounts) {
+    into.workflows += c.workflows;
+    into.primary_success += c.primary_success;
+    into.retry_recovery += c.retry_recovery;
+    into.fallback_recovery += c.fallback_recovery;
+    into.degraded += c.degraded;
+    into.fail_closed += c.fail_closed;
+    into.queued += c.queued;
+    into.in_flight += c.in_flight;
+}
+
+/// Keeps the first `keep` of `rows` (the query's ranking) and adds each
+/// other row into the `other` row `renamed` gives it: a kept row of that
+/// key (a name the label fold already read `other`), else a new row at
+/// the end.
+fn fold<T, K: PartialEq>(
+    rows: &mut Vec<T>,
+    keep: usize,
+    key: impl Fn(&T) -> K,
+    renamed: impl Fn(&T) -> T,
+    add: impl Fn(&mut T, &T),
+) {
+    if rows.len() <= keep {
+        return;
+    }
+    let rest = rows.split_off(keep);
+    for row in &rest {
+        let other = renamed(row);
+        let wanted = key(&other);
+        match rows.iter_mut().find(|kept| key(kept) == wanted) {
+            Some(into) => add(into, row),
+            None => rows.push(other),
+        }
+    }
+}
