@@ -5,6 +5,7 @@
 //! data with the same code.
 
 pub mod evaluate;
+pub mod history;
 pub mod notify;
 pub use attempt_core::alert_rules as rules;
 pub mod tracker;

@@ -8,22 +8,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, SecondsFormat, Utc};
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::DbArg;
+use super::{DbArg, remote};
 use crate::alerts::evaluate::evaluate;
+use crate::alerts::history::{self, Format, events_table, new_table, text_time};
 use crate::alerts::{AlertEvent, AlertState, RuleSet, Tracker, Transition};
 use crate::pricing::PriceTable;
 use crate::report::parse_time;
 use crate::store::Store;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -60,56 +54,30 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = Store::open_for_reading(&args.db.db)?;
+    let store = match Store::open_for_reading(&args.db.db) {
+        Ok(store) => store,
+        // The history is the service's to tell; a replay (`--check`) needs
+        // the file itself.
+        Err(err) if !args.check => {
+            let Some(running) = remote::holding(&args.db.db, &err) else { return Err(err.into()) };
+            let path = remote::path_with(
+                "/api/v1/alerts",
+                &[("limit", Some(args.limit.to_string())), ("format", Some(remote::value_name(args.format)))],
+            );
+            print!("{}", running.get(&path)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(err) => return Err(err.into()),
+    };
     match (&args.rules, args.check) {
         (Some(path), true) => check(&args, &store, RuleSet::load(path)?),
         _ => history(&args, &store),
     }
 }
 
-fn text_time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn value_text(v: Option<f64>) -> String {
-    v.map_or("no data".into(), |v| format!("{v:.4}"))
-}
-
-fn new_table(header: &[&str]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    table.set_header(header.iter().copied());
-    table
-}
-
-fn events_table(events: &[AlertEvent]) -> Table {
-    let mut t = new_table(&["at", "state", "alert", "severity", "value", "threshold", "summary"]);
-    for e in events {
-        t.add_row(vec![
-            text_time(e.at),
-            <&str>::from(e.state).to_string(),
-            e.key.clone(),
-            e.severity.clone(),
-            value_text(e.value),
-            e.threshold.to_string(),
-            e.summary.clone(),
-        ]);
-    }
-    t
-}
-
 fn history(args: &Args, store: &Store) -> anyhow::Result<ExitCode> {
     let events = store.alert_history(args.limit as usize)?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&events)?),
-        Format::Table if events.is_empty() => {
-            println!(
-                "No alert has fired yet. Run `attempt-ledger serve --rules FILE` to evaluate rules live,"
-            );
-            println!("or `attempt-ledger alerts --check --rules FILE` to replay them over stored data.");
-        }
-        Format::Table => println!("{}", events_table(&events)),
-    }
+    print!("{}", history::render(&events, args.format));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 
-use super::{DbArg, WindowArgs};
+use super::{DbArg, WindowArgs, remote};
 use crate::pricing::PriceTable;
 use crate::report::Format;
 use crate::report::audit::LoadedPolicy;
@@ -35,9 +35,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let policy = LoadedPolicy::load(args.policy.as_deref())?;
     let (since, until) = args.window.range()?;
+    let filter_workflow = args.window.workflow.clone();
     let filter = policy.filter(since, until, args.window.workflow);
     let prices = PriceTable::load(args.prices.as_deref())?;
-    let store = Store::open_for_reading(&args.db.db)?;
+    let store = match Store::open_for_reading(&args.db.db) {
+        Ok(store) => store,
+        Err(err) => {
+            let Some(running) = remote::holding(&args.db.db, &err) else { return Err(err.into()) };
+            remote::refuse_local_files(
+                &running,
+                &[("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())],
+            )?;
+            let path = remote::path_with(
+                "/api/v1/audit",
+                &[
+                    ("since", remote::instant(since)),
+                    ("until", remote::instant(until)),
+                    ("workflow", filter_workflow),
+                    ("format", Some(remote::value_name(args.format))),
+                ],
+            );
+            print!("{}", running.get(&path)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let audit = policy.audit(&store.audit(&filter, &prices)?);
     print!("{}", audit.render(args.format));
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ mod ingest;
 mod prune;
 mod quarantine;
 mod rebuild;
+mod remote;
 mod report;
 mod serve;
 mod simulate;

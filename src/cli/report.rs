@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 
-use super::{DbArg, WindowArgs};
+use super::{DbArg, WindowArgs, remote};
 use crate::pricing::PriceTable;
 use crate::report::audit::LoadedPolicy;
 use crate::report::{Format, Report, render};
@@ -55,7 +55,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let prices = PriceTable::load(args.prices.as_deref())?;
     let policy = LoadedPolicy::load(args.policy.as_deref())?;
-    let store = Store::open_for_reading(&args.db.db)?;
+    let store = match Store::open_for_reading(&args.db.db) {
+        Ok(store) => store,
+        Err(err) => {
+            let Some(running) = remote::holding(&args.db.db, &err) else { return Err(err.into()) };
+            remote::refuse_local_files(
+                &running,
+                &[("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())],
+            )?;
+            let path = remote::path_with(
+                "/api/v1/report",
+                &[
+                    ("since", remote::instant(filter.since)),
+                    ("until", remote::instant(filter.until)),
+                    ("workflow", filter.workflow.clone()),
+                    ("group_by", filter.group_by.clone()),
+                    ("retry_budget", Some(filter.retry_budget.to_string())),
+                    ("audit", args.no_audit.then(|| "false".to_string())),
+                    ("format", Some(remote::value_name(args.format))),
+                ],
+            );
+            print!("{}", running.get(&path)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let report = if args.no_audit {
         Report::from_rows(&store.report_rows(&filter, &prices)?, filter.retry_budget)
     } else {

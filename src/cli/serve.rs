@@ -171,9 +171,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(config, |http, grpc| {
+    let (db, tls) = (config.db.clone(), config.tls.is_some());
+    // Where it answers, beside the database, while it runs: the read
+    // commands ask it there (`remote.rs`).
+    let mut recorded = None;
+    let served = runtime.block_on(serve(config, |http, grpc| {
+        match super::remote::record(&db, http, tls) {
+            Ok(file) => recorded = Some(file),
+            Err(err) => tracing::warn!(error = %err, "the read commands will not find this service"),
+        }
         // Scripts and tests read this line to find ports chosen with :0.
         println!("attempt-ledger listening: http={http} grpc={grpc}");
-    }))?;
+    }));
+    drop(recorded);
+    served?;
     Ok(ExitCode::SUCCESS)
 }

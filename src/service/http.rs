@@ -581,8 +581,14 @@ async fn get_audit(
     let now = Utc::now();
     let time = |key: &str| time_param(&params, key, now);
     let filter = state.policy.filter(time("since")?, time("until")?, params.get("workflow").cloned());
+    let format = rendering::<crate::report::Format>(&params)?;
+    let freshness = state.derivation.caught_up().await;
     let rows = on_reader(&state, move |store, prices| store.audit(&filter, prices)).await?;
-    Ok(axum::Json(state.policy.audit(&rows)).into_response())
+    let audit = state.policy.audit(&rows);
+    match format {
+        None => Ok(axum::Json(audit).into_response()),
+        Some(format) => Ok(rendered(audit.render(format), format_type(format), Some(&freshness))),
+    }
 }
 
 /// Every attempt of one workflow, in order (`report::workflow`).
@@ -644,7 +650,15 @@ async fn get_alerts(
             .map_err(|_| ServiceError::BadRequest(format!("limit: `{v}` is not a count")))?,
         None => 100,
     };
+    let format = rendering::<crate::alerts::history::Format>(&params)?;
     let history = on_reader(&state, move |store, _| store.alert_history(limit)).await?;
+    if let Some(format) = format {
+        let content_type = match format {
+            crate::alerts::history::Format::Json => "application/json",
+            crate::alerts::history::Format::Table => "text/plain; charset=utf-8",
+        };
+        return Ok(rendered(crate::alerts::history::render(&history, format), content_type, None));
+    }
     let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
     let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
     let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
@@ -710,6 +724,63 @@ async fn get_report(
         e @ crate::store::StoreError::UnknownDimension { .. } => ServiceError::BadRequest(e.to_string()),
         e => ServiceError::Internal(e.to_string()),
     })?;
-    report.derivation = Some(freshness);
-    Ok(axum::Json(report).into_response())
+    match rendering::<crate::report::Format>(&params)? {
+        None => {
+            report.derivation = Some(freshness);
+            Ok(axum::Json(report).into_response())
+        }
+        Some(format) => {
+            Ok(rendered(crate::report::render(&report, format), format_type(format), Some(&freshness)))
+        }
+    }
+}
+
+/// `format=`: the answer rendered as the command line prints it (`report
+/// --format`, `audit --format`, `alerts --format`), so a command asking a
+/// running service prints what it would print reading the file itself.
+fn rendering<F: clap::ValueEnum>(params: &HashMap<String, String>) -> Result<Option<F>, ServiceError> {
+    params
+        .get("format")
+        .map(|name| {
+            F::from_str(name, true).map_err(|_| {
+                let names: Vec<String> = F::value_variants()
+                    .iter()
+                    .filter_map(|v| v.to_possible_value())
+                    .map(|v| v.get_name().to_string())
+                    .collect();
+                ServiceError::BadRequest(format!("format: `{name}` is not one of {}", names.join(", ")))
+            })
+        })
+        .transpose()
+}
+
+fn format_type(format: crate::report::Format) -> &'static str {
+    match format {
+        crate::report::Format::Json => "application/json",
+        crate::report::Format::Csv => "text/csv; charset=utf-8",
+        crate::report::Format::Table => "text/plain; charset=utf-8",
+    }
+}
+
+/// Header of a rendered answer: how current it is, which the rendering
+/// itself leaves out, as the command line's does.
+pub const DERIVATION_HEADER: &str = "attempt-ledger-derivation";
+
+fn rendered(
+    body: String,
+    content_type: &'static str,
+    freshness: Option<&crate::report::Freshness>,
+) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    if let Some(f) = freshness {
+        let state = if f.complete {
+            "complete".to_string()
+        } else {
+            format!("pending_commits={} lag_seconds={:.1}", f.pending_commits, f.lag_seconds)
+        };
+        if let Ok(value) = HeaderValue::from_str(&state) {
+            response.headers_mut().insert(DERIVATION_HEADER, value);
+        }
+    }
+    response
 }

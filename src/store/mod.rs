@@ -38,8 +38,9 @@ pub enum StoreError {
     Open { path: String, source: duckdb::Error },
     #[error(
         "the database {path} is in use by {holder}: one process at a time may open a database file \
-         for writing, and `serve` keeps its file open. While it runs, ask it for the same answers \
-         (GET /api/v1/report, /api/v1/audit, /api/v1/alerts), or stop it and run this again."
+         for writing, and `serve` keeps its file open. While it runs, `report`, `audit` and `alerts` \
+         ask it for the same answers themselves (as GET /api/v1/report, /api/v1/audit, /api/v1/alerts \
+         do); for anything else, stop it and run this again."
     )]
     Locked { path: String, holder: String },
     #[error(

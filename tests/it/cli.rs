@@ -505,12 +505,81 @@ fn read_only_databases_are_read_and_a_held_lock_is_explained_once() {
     assert!(!dir.path().join("attempt-ledger.duckdb.wal").exists(), "a read-only open wrote a log");
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
 
+    // A replay needs the file itself: the one read command that cannot ask
+    // a running `serve`.
     let service = crate::service::Service::start(&db, &[]);
-    let out = run(&["report"], dir.path());
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/alerts.toml");
+    let out = run(&["alerts", "--check", "--rules", rules.to_str().unwrap()], dir.path());
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains(&format!("(PID {})", service.child.id())), "{stderr}");
     assert!(stderr.contains("GET /api/v1/report"), "{stderr}");
     assert_eq!(stderr.matches("in use by").count(), 1, "{stderr}");
     assert!(!stderr.contains("Error code 1"), "{stderr}");
+}
+
+/// While `serve` holds the database, `report`, `audit` and `alerts` ask it
+/// (where it answers is beside the database while it runs) and print what
+/// they print once it has stopped, saying so on stderr; with access tokens
+/// on they send `ATTEMPT_LEDGER_TOKEN`. Options the service cannot honour
+/// are refused, and the address left by a killed `serve` is ignored.
+#[test]
+fn the_read_commands_ask_a_running_serve_for_the_same_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture_file(dir.path());
+    assert!(run(&["ingest", "--no-progress", input.to_str().unwrap()], dir.path()).status.success());
+    let db = dir.path().join("attempt-ledger.duckdb");
+    let address = dir.path().join("attempt-ledger.duckdb.serve");
+    let commands: [&[&str]; 7] = [
+        &["report"],
+        &["report", "--format", "json"],
+        &["report", "--format", "csv", "--no-audit", "--since", "2026-11-28T02:00:30Z"],
+        &["audit"],
+        &["audit", "--format", "json", "--workflow", "chat"],
+        &["alerts"],
+        &["alerts", "--format", "json", "--limit", "5"],
+    ];
+    let answers = |env: &[(&str, &str)]| -> Vec<(String, String)> {
+        commands
+            .iter()
+            .map(|args| {
+                let out =
+                    bin().args(*args).envs(env.iter().copied()).current_dir(dir.path()).output().unwrap();
+                assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+                (text(&out.stdout), text(&out.stderr))
+            })
+            .collect()
+    };
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "read read-secret-0123456789\ningest ingest-secret-0123456789\n").unwrap();
+    let service = crate::service::Service::start(&db, &["--tokens", tokens.to_str().unwrap()]);
+    assert!(address.exists(), "serve records where it answers");
+    let out = run(&["report"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("ATTEMPT_LEDGER_TOKEN"), "{}", text(&out.stderr));
+    let prices = Path::new(env!("CARGO_MANIFEST_DIR")).join("prices/prices.toml");
+    let out = run(&["report", "--prices", prices.to_str().unwrap()], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--prices cannot apply"), "{}", text(&out.stderr));
+    let beside = answers(&[("ATTEMPT_LEDGER_TOKEN", "read-secret-0123456789")]);
+    for (answer, stderr) in &beside {
+        assert!(stderr.contains(&format!("held by `serve` (pid {})", service.child.id())), "{stderr}");
+        assert!(!answer.is_empty());
+    }
+    assert!(service.terminate().success());
+    assert!(!address.exists(), "removed when serve stops");
+    let after = answers(&[]);
+    for ((beside, _), (after, stderr)) in beside.iter().zip(&after) {
+        assert_eq!(beside, after);
+        assert!(stderr.is_empty(), "{stderr}");
+    }
+    // Killed, `serve` leaves its address behind; the file is free, so it is
+    // read as usual.
+    let service = crate::service::Service::start(&db, &[]);
+    drop(service);
+    assert!(address.exists());
+    assert_eq!(
+        answers(&[]).into_iter().map(|(out, _)| out).collect::<Vec<_>>(),
+        after.into_iter().map(|(out, _)| out).collect::<Vec<_>>()
+    );
 }
