@@ -59,13 +59,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // The history is the service's to tell; a replay (`--check`) needs
         // the file itself.
         Err(err) if !args.check => {
-            let Some(running) = remote::holding(&args.db.db, &err) else { return Err(err.into()) };
-            let path = remote::path_with(
-                "/api/v1/alerts",
-                &[("limit", Some(args.limit.to_string())), ("format", Some(remote::value_name(args.format)))],
-            );
-            print!("{}", running.get(&path)?);
-            return Ok(ExitCode::SUCCESS);
+            let asked = remote::answer_instead(&args.db.db, &err, &[], || {
+                remote::path_with(
+                    "/api/v1/alerts",
+                    &[
+                        ("limit", Some(args.limit.to_string())),
+                        ("format", Some(remote::value_name(args.format))),
+                    ],
+                )
+            })?;
+            return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
         }
         Err(err) => return Err(err.into()),
     };

@@ -63,18 +63,18 @@ pub fn record(db: &Path, http: std::net::SocketAddr, tls: bool) -> anyhow::Resul
 /// The `serve` that holds `db`, when `error` says the file is locked and
 /// the address file beside it was written by the process holding the lock
 /// (a file left by a killed `serve` names another process, or none).
-pub fn holding(db: &Path, error: &StoreError) -> Option<Running> {
+fn holding(db: &Path, error: &StoreError) -> Option<Running> {
     let StoreError::Locked { holder, .. } = error else { return None };
     let text = std::fs::read_to_string(address_file(db)).ok()?;
     let address: Address = serde_json::from_str(&text).ok()?;
     holder.contains(&format!("PID {})", address.pid)).then_some(Running(address))
 }
 
-pub struct Running(Address);
+struct Running(Address);
 
 impl Running {
     /// GETs `path_and_query` from the service: its body, or the error it answered.
-    pub fn get(&self, path_and_query: &str) -> anyhow::Result<String> {
+    fn get(&self, path_and_query: &str) -> anyhow::Result<String> {
         if self.0.tls {
             bail!(
                 "`serve` (pid {}) holds the database and listens with TLS: ask it over HTTPS \
@@ -124,7 +124,7 @@ pub fn instant(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
 
 /// Options a running service cannot honour: it prices and audits with its
 /// own tables. Refused rather than ignored.
-pub fn refuse_local_files(running: &Running, files: &[(&str, bool)]) -> anyhow::Result<()> {
+fn refuse_local_files(running: &Running, files: &[(&str, bool)]) -> anyhow::Result<()> {
     if let Some((flag, _)) = files.iter().find(|(_, given)| *given) {
         bail!(
             "`serve` (pid {}) holds the database and answers with its own price table and policy, so {flag} \
@@ -138,4 +138,19 @@ pub fn refuse_local_files(running: &Running, files: &[(&str, bool)]) -> anyhow::
 /// How a `--format` value is spelled on the command line and in `format=`.
 pub fn value_name(format: impl clap::ValueEnum) -> String {
     format.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+}
+
+/// When `error` is the lock of a running `serve`, prints its answer to
+/// `path_and_query` (refusing the `files` options it cannot honour) and
+/// returns true; false for any other error, which stays the caller's.
+pub fn answer_instead(
+    db: &Path,
+    error: &StoreError,
+    files: &[(&str, bool)],
+    path_and_query: impl FnOnce() -> String,
+) -> anyhow::Result<bool> {
+    let Some(running) = holding(db, error) else { return Ok(false) };
+    refuse_local_files(&running, files)?;
+    print!("{}", running.get(&path_and_query())?);
+    Ok(true)
 }

@@ -58,25 +58,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = match Store::open_for_reading(&args.db.db) {
         Ok(store) => store,
         Err(err) => {
-            let Some(running) = remote::holding(&args.db.db, &err) else { return Err(err.into()) };
-            remote::refuse_local_files(
-                &running,
-                &[("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())],
-            )?;
-            let path = remote::path_with(
-                "/api/v1/report",
-                &[
-                    ("since", remote::instant(filter.since)),
-                    ("until", remote::instant(filter.until)),
-                    ("workflow", filter.workflow.clone()),
-                    ("group_by", filter.group_by.clone()),
-                    ("retry_budget", Some(filter.retry_budget.to_string())),
-                    ("audit", args.no_audit.then(|| "false".to_string())),
-                    ("format", Some(remote::value_name(args.format))),
-                ],
-            );
-            print!("{}", running.get(&path)?);
-            return Ok(ExitCode::SUCCESS);
+            let files = [("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())];
+            let asked = remote::answer_instead(&args.db.db, &err, &files, || {
+                remote::path_with(
+                    "/api/v1/report",
+                    &[
+                        ("since", remote::instant(filter.since)),
+                        ("until", remote::instant(filter.until)),
+                        ("workflow", filter.workflow.clone()),
+                        ("group_by", filter.group_by.clone()),
+                        ("retry_budget", Some(filter.retry_budget.to_string())),
+                        ("audit", args.no_audit.then(|| "false".to_string())),
+                        ("format", Some(remote::value_name(args.format))),
+                    ],
+                )
+            })?;
+            return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
         }
     };
     let report = if args.no_audit {

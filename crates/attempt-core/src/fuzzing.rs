@@ -89,10 +89,31 @@ pub fn otlp_json(data: &[u8]) {
     }
 }
 
+/// One protobuf request, decoded as the service does, a span at a time:
+/// refused exactly when prost refuses the whole request, sorted exactly as
+/// the whole request is, and never keeping more than the bound the
+/// service takes from its byte budget before decoding.
 pub fn otlp_protobuf(data: &[u8]) {
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    let Ok(request) = ExportTraceServiceRequest::decode(data) else { return };
-    let spans = otlp::decode_request(&request);
+    let whole = ExportTraceServiceRequest::decode(data);
+    let mut offered = 0;
+    let by_span = otlp::decode_protobuf(data, &mut |n| {
+        offered += n;
+        true
+    });
+    let (request, spans) = match (whole, by_span) {
+        (Ok(request), Ok(spans)) => (request, spans),
+        (Err(_), Err(otlp::ProtobufError::Undecodable(_))) => return,
+        (whole, by_span) => panic!("prost: {whole:?}, span by span: {by_span:?}"),
+    };
+    let tree = otlp::decode_request(&request);
+    assert_eq!(spans.decoded.spans, tree.decoded.spans);
+    assert_eq!(
+        (&spans.decoded.rejections, &spans.decoded.warnings),
+        (&tree.decoded.rejections, &tree.decoded.warnings)
+    );
+    let bound = otlp::kept_bytes_at_most(data).expect("it decoded");
+    assert!(offered <= bound, "kept {offered} bytes, bound {bound}");
     check_spans(&spans.decoded);
     // What a trace derives from its stored spans, as after a restart.
     let _ = otlp::derive_trace(&spans.decoded.spans);
