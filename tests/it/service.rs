@@ -965,3 +965,65 @@ fn timeseries_are_served_in_whole_minute_buckets() {
         .unwrap();
     assert_eq!(too_many.status().as_u16(), 400);
 }
+
+/// OTLP/HTTP and OTLP/gRPC are one export path: the same request of 1,500
+/// model spans without a model (more than the 1,000 reasons a request
+/// keeps) and one good span gets the same partial success from both, and
+/// both count every rejected span in `/metrics`.
+#[test]
+fn otlp_over_http_and_grpc_answer_and_count_the_same() {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    use prost::Message;
+    let mut spans: Vec<Value> = (0..1_500)
+        .map(|i| {
+            genai_span(
+                &format!("{:016x}", i + 1),
+                json!([{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]),
+            )
+        })
+        .collect();
+    spans.push(genai_span(
+        "eee19b7ec3c1b174",
+        json!([{"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+               {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]),
+    ));
+    let request: ExportTraceServiceRequest = serde_json::from_slice(&export_json(spans)).unwrap();
+    let rejected_metric = |service: &Service| -> String {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let text = agent
+            .get(&format!("{}/metrics", service.http))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("attempt_ledger_ingest_records_total{result=\"rejected\"}"))
+            .unwrap_or("")
+            .to_string()
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let over_http = Service::start(&dir.path().join("http.duckdb"), &[]);
+    let (status, body, _) =
+        over_http.post("/v1/traces", "application/x-protobuf", None, &request.encode_to_vec());
+    assert_eq!(status, 200);
+    let by_http = ExportTraceServiceResponse::decode(body.as_slice()).unwrap();
+
+    let over_grpc = Service::start(&dir.path().join("grpc.duckdb"), &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let by_grpc = runtime.block_on(async {
+        let mut client = TraceServiceClient::connect(over_grpc.grpc.clone()).await.unwrap();
+        client.export(request.clone()).await.unwrap().into_inner()
+    });
+
+    assert_eq!(by_http, by_grpc);
+    assert_eq!(by_http.partial_success.as_ref().map(|p| p.rejected_spans), Some(1_500));
+    assert_eq!(rejected_metric(&over_http), rejected_metric(&over_grpc));
+    let counted: f64 = rejected_metric(&over_http).rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(counted, 1_500.0);
+    assert_eq!(over_http.report("")["attempts"]["total"], over_grpc.report("")["attempts"]["total"]);
+}
