@@ -6,6 +6,7 @@ pub mod cli;
 pub mod dashboard;
 pub mod metrics;
 pub mod pipeline;
+pub mod read;
 pub mod report;
 pub mod service;
 pub mod simulate;
@@ -13,4 +14,6 @@ pub mod store;
 
 // The database-free half lives in crates/attempt-core; its modules keep
 // their paths here.
-pub use attempt_core::{classify, dimensions, ingest, model, policy, pricing, providers};
+pub use attempt_core::{
+    alert_event, classify, dimensions, finding, ingest, model, policy, pricing, providers, request,
+};

@@ -17,7 +17,7 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::model::PicoUsd;
+use crate::model::{LATENCY_BUCKETS, PicoUsd};
 use crate::store::queries::{METRIC_LABEL_COLUMNS, MetricRow};
 
 /// Prefix of every family: `attempt_ledger_attempts_total`, ...
@@ -25,11 +25,6 @@ pub const PREFIX: &str = "attempt_ledger";
 
 /// The media type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Upper bounds (seconds) of the latency and time-to-first-token histograms:
-/// from a cached short answer to a long generation that hits a deadline.
-pub const LATENCY_BUCKETS: [f64; 13] =
-    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -11,10 +11,11 @@ use serde_json::json;
 
 use super::rules::{Rule, RuleKind};
 use crate::model::{ErrorClass, name};
-use crate::pricing::PriceTable;
+use crate::read::{ReadError, Reader};
 use crate::report::Report;
-use crate::report::audit::{Audit, LoadedPolicy};
-use crate::store::{Query, ReportFilter, Store, StoreError};
+use crate::report::audit::Audit;
+use crate::request::{ReportFilter, Window};
+use crate::store::Store;
 
 /// One alert instance's reading: a rule, and for `primary_success` a route.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,10 +40,8 @@ pub struct RuleResult {
 
 /// Evaluates every rule at `now`. Rules sharing a window and workflow filter
 /// share one report.
-pub fn evaluate(
-    store: &Store,
-    prices: &PriceTable,
-    policy: &LoadedPolicy,
+pub fn evaluate<S: std::borrow::Borrow<Store>>(
+    reader: &Reader<S>,
     rules: &[Rule],
     now: DateTime<Utc>,
 ) -> Vec<RuleResult> {
@@ -53,9 +52,9 @@ pub fn evaluate(
         .enumerate()
         .map(|(index, rule)| {
             if rule.kind == RuleKind::PolicyViolation {
-                let audit = audits.entry((rule.window, rule.workflow.clone())).or_insert_with(|| {
-                    window_audit(store, prices, policy, rule, now).map_err(|e| e.to_string())
-                });
+                let audit = audits
+                    .entry((rule.window, rule.workflow.clone()))
+                    .or_insert_with(|| window_audit(reader, rule, now).map_err(|e| e.to_string()));
                 return RuleResult {
                     rule: index,
                     outcome: audit.as_ref().map(|a| observe_audit(index, rule, a)).map_err(Clone::clone),
@@ -63,7 +62,7 @@ pub fn evaluate(
             }
             let report = reports
                 .entry((rule.window, rule.workflow.clone()))
-                .or_insert_with(|| window_report(store, prices, rule, now).map_err(|e| e.to_string()));
+                .or_insert_with(|| window_report(reader, rule, now).map_err(|e| e.to_string()));
             RuleResult {
                 rule: index,
                 outcome: report.as_ref().map(|r| observe(index, rule, r)).map_err(Clone::clone),
@@ -79,41 +78,32 @@ fn window_start(rule: &Rule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     now.checked_sub_signed(window)
 }
 
-/// The report queries rules read; the rest of the report is not computed.
-const ALERT_QUERIES: [Query; 6] =
-    [Query::Outcomes, Query::Waste, Query::RetryBudget, Query::ErrorClasses, Query::Routes, Query::Fallbacks];
-
 /// Fallback routes a fallback alert's summary names.
 const SUMMARY_ROUTES: usize = 10;
 
 /// The report a rule reads at `now` (the parts of it rules read).
-pub fn window_report(
-    store: &Store,
-    prices: &PriceTable,
+pub fn window_report<S: std::borrow::Borrow<Store>>(
+    reader: &Reader<S>,
     rule: &Rule,
     now: DateTime<Utc>,
-) -> Result<Report, StoreError> {
+) -> Result<Report, ReadError> {
     let filter = ReportFilter {
         since: window_start(rule, now),
         until: Some(now),
         workflow: rule.workflow.clone(),
         ..ReportFilter::default()
     };
-    let rows = store.report_rows_of(&filter, prices, &ALERT_QUERIES)?;
-    Ok(Report::from_unfolded_rows(&rows, filter.retry_budget))
+    reader.alert_report(&filter)
 }
 
 /// The recovery audit a `policy_violation` rule reads at `now`: the same
 /// window and workflow as the other kinds.
-pub fn window_audit(
-    store: &Store,
-    prices: &PriceTable,
-    policy: &LoadedPolicy,
+pub fn window_audit<S: std::borrow::Borrow<Store>>(
+    reader: &Reader<S>,
     rule: &Rule,
     now: DateTime<Utc>,
-) -> Result<Audit, StoreError> {
-    let filter = policy.filter(window_start(rule, now), Some(now), rule.workflow.clone());
-    Ok(policy.audit(&store.audit(&filter, prices)?))
+) -> Result<Audit, ReadError> {
+    reader.audit(Window { since: window_start(rule, now), until: Some(now), workflow: rule.workflow.clone() })
 }
 
 /// One observation per finding (or the rule's one): the workflows that
@@ -123,7 +113,7 @@ pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observatio
     audit
         .findings
         .iter()
-        .filter(|f| rule.finding.as_deref().is_none_or(|wanted| wanted == f.finding))
+        .filter(|f| rule.finding.is_none_or(|wanted| wanted == f.finding))
         .map(|f| {
             let value = Some(f.count() as f64);
             Observation {

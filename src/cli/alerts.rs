@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -16,6 +17,7 @@ use crate::alerts::evaluate::evaluate;
 use crate::alerts::history::{self, Format, events_table, new_table, text_time};
 use crate::alerts::{AlertEvent, AlertState, RuleSet, Tracker, Transition};
 use crate::pricing::PriceTable;
+use crate::read::Reader;
 use crate::report::parse_time;
 use crate::store::Store;
 
@@ -72,14 +74,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err.into()),
     };
+    // The price and policy files matter to a replay only.
+    let (prices, policy) = match args.check {
+        true => (args.prices.as_deref(), args.policy.as_deref()),
+        false => (None, None),
+    };
+    let (prices, policy) = (PriceTable::load(prices)?, crate::report::audit::LoadedPolicy::load(policy)?);
+    let reader = Reader::new(store, Arc::new(prices), Arc::new(policy));
     match (&args.rules, args.check) {
-        (Some(path), true) => check(&args, &store, RuleSet::load(path)?),
-        _ => history(&args, &store),
+        (Some(path), true) => check(&args, &reader, RuleSet::load(path)?),
+        _ => history(&args, &reader),
     }
 }
 
-fn history(args: &Args, store: &Store) -> anyhow::Result<ExitCode> {
-    let events = store.alert_history(args.limit as usize)?;
+fn history(args: &Args, reader: &Reader) -> anyhow::Result<ExitCode> {
+    let events = reader.alert_history(args.limit as usize)?;
     print!("{}", history::render(&events, args.format));
     Ok(ExitCode::SUCCESS)
 }
@@ -104,10 +113,8 @@ struct CheckOutput {
     rules: Vec<RuleSummary>,
 }
 
-fn check(args: &Args, store: &Store, rules: RuleSet) -> anyhow::Result<ExitCode> {
-    let prices = PriceTable::load(args.prices.as_deref())?;
-    let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
-    let Some((first, last)) = store.attempt_span()? else {
+fn check(args: &Args, reader: &Reader, rules: RuleSet) -> anyhow::Result<ExitCode> {
+    let Some((first, last)) = reader.attempt_span()? else {
         bail!("the database {} holds no attempts to check the rules against", args.db.db.display());
     };
     let now = Utc::now();
@@ -135,7 +142,7 @@ fn check(args: &Args, store: &Store, rules: RuleSet) -> anyhow::Result<ExitCode>
     let mut evaluations = 0;
     let mut t = since + step;
     while t <= until {
-        let results = evaluate(store, &prices, &policy, &rules.rules, t);
+        let results = evaluate(reader, &rules.rules, t);
         if let Some((rule, err)) = results.iter().find_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e)))
         {
             bail!("rule {:?} failed at {}: {err}", rules.rules[rule].name, text_time(t));

@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::bail;
 
 use super::{DbArg, WindowArgs, remote};
 use crate::pricing::PriceTable;
+use crate::read::Reader;
 use crate::report::Format;
 use crate::report::audit::LoadedPolicy;
 use crate::store::Store;
@@ -34,9 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", args.db.db.display());
     }
     let policy = LoadedPolicy::load(args.policy.as_deref())?;
-    let (since, until) = args.window.range()?;
-    let filter_workflow = args.window.workflow.clone();
-    let filter = policy.filter(since, until, args.window.workflow);
+    let window = args.window.window()?;
     let prices = PriceTable::load(args.prices.as_deref())?;
     let store = match Store::open_for_reading(&args.db.db) {
         Ok(store) => store,
@@ -46,9 +46,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 remote::path_with(
                     "/api/v1/audit",
                     &[
-                        ("since", remote::instant(since)),
-                        ("until", remote::instant(until)),
-                        ("workflow", filter_workflow),
+                        ("since", remote::instant(window.since)),
+                        ("until", remote::instant(window.until)),
+                        ("workflow", window.workflow.clone()),
                         ("format", Some(remote::value_name(args.format))),
                     ],
                 )
@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
         }
     };
-    let audit = policy.audit(&store.audit(&filter, &prices)?);
+    let audit = Reader::new(store, Arc::new(prices), Arc::new(policy)).audit(window)?;
     print!("{}", audit.render(args.format));
     Ok(ExitCode::SUCCESS)
 }

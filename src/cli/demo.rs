@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -11,6 +12,7 @@ use anyhow::Context;
 use crate::ingest::source::Source;
 use crate::pipeline::ingest_sources;
 use crate::pricing::PriceTable;
+use crate::read::Reader;
 use crate::report::{Format, render};
 use crate::simulate::{Scenario, SimOptions, default_start, simulate};
 use crate::store::{ReportFilter, Store};
@@ -85,9 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         db.display(),
         began.elapsed().as_secs_f64()
     );
-    let prices = PriceTable::load(None)?;
-    let policy = crate::report::audit::LoadedPolicy::default();
-    let report = super::report::build_report(&store, &ReportFilter::default(), &policy, &prices)?;
+    let reader = Reader::new(store, Arc::new(PriceTable::load(None)?), Arc::default());
+    let report = reader.report(&ReportFilter::default(), true)?;
     print!("{}", render(&report, Format::Table));
     let db_text = db.display();
     let storm_file = dir.join("overnight-529-storm.jsonl");

@@ -77,6 +77,12 @@ impl WindowArgs {
         };
         Ok((parse(&self.since, "--since")?, parse(&self.until, "--until")?))
     }
+
+    /// The window these flags select.
+    fn window(&self) -> anyhow::Result<crate::request::Window> {
+        let (since, until) = self.range()?;
+        Ok(crate::request::Window { since, until, workflow: self.workflow.clone() })
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -2,14 +2,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::bail;
 
 use super::{DbArg, WindowArgs, remote};
 use crate::pricing::PriceTable;
+use crate::read::Reader;
 use crate::report::audit::LoadedPolicy;
-use crate::report::{Format, Report, render};
-use crate::store::{ReportFilter, Store};
+use crate::report::{Format, render};
+use crate::request::ReportFilter;
+use crate::store::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,7 +26,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// Retry-ratio budget per minute, as a fraction (0.1 = 10 %).
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = crate::request::DEFAULT_RETRY_BUDGET, value_parser = crate::request::retry_budget)]
     retry_budget: f64,
     /// A price file that overrides or extends the built-in table.
     #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
@@ -42,14 +45,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.db.db.exists() {
         bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", args.db.db.display());
     }
-    if !(args.retry_budget.is_finite() && args.retry_budget >= 0.0) {
-        bail!("--retry-budget must be a fraction >= 0, got {}", args.retry_budget);
-    }
-    let (since, until) = args.window.range()?;
+    let window = args.window.window()?;
     let filter = ReportFilter {
-        since,
-        until,
-        workflow: args.window.workflow,
+        since: window.since,
+        until: window.until,
+        workflow: window.workflow,
         retry_budget: args.retry_budget,
         group_by: args.group_by,
     };
@@ -76,25 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
         }
     };
-    let report = if args.no_audit {
-        Report::from_rows(&store.report_rows(&filter, &prices)?, filter.retry_budget)
-    } else {
-        build_report(&store, &filter, &policy, &prices)?
-    };
+    let report = Reader::new(store, Arc::new(prices), Arc::new(policy)).report(&filter, !args.no_audit)?;
     print!("{}", render(&report, args.format));
     Ok(ExitCode::SUCCESS)
-}
-
-/// The report with its audit section, as `report` prints it.
-pub fn build_report(
-    store: &Store,
-    filter: &ReportFilter,
-    policy: &LoadedPolicy,
-    prices: &PriceTable,
-) -> anyhow::Result<Report> {
-    let audit_filter = policy.filter(filter.since, filter.until, filter.workflow.clone());
-    let (rows, audit_rows) = store.report_and_audit_rows(filter, &audit_filter, prices)?;
-    let mut report = Report::from_rows(&rows, filter.retry_budget);
-    report.audit = Some(policy.audit(&audit_rows));
-    Ok(report)
 }

@@ -17,7 +17,7 @@ use minijinja::{Environment, Value, context};
 use plotters::style::RGBColor;
 use serde::Serialize;
 
-use crate::alerts::AlertEvent;
+use crate::alert_event::AlertEvent;
 use crate::report::Report;
 use crate::report::timeseries::{Bound, QUANTILES, Timeseries};
 use crate::report::workflow::WorkflowDetail;
@@ -644,7 +644,7 @@ pub fn workflow(
 pub fn error(view: Option<&View>, status: u16, message: &str) -> String {
     let view = view.cloned().unwrap_or_else(|| View {
         given: vec![],
-        range: crate::store::queries::SeriesRange {
+        range: crate::request::SeriesRange {
             from: DateTime::UNIX_EPOCH,
             until: DateTime::UNIX_EPOCH,
             step_minutes: 1,

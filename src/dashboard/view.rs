@@ -6,9 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::report::timeseries;
-use crate::store::ReportFilter;
-use crate::store::queries::SeriesRange;
+use crate::request::{self, ReportFilter, RequestError, SeriesRange};
 
 /// The URL parameters a page keeps in its links and filter form.
 pub const PARAMETERS: [&str; 6] = ["since", "until", "step", "workflow", "route", "retry_budget"];
@@ -35,17 +33,15 @@ impl View {
         params: &HashMap<String, String>,
         now: DateTime<Utc>,
         stored: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    ) -> Result<View, String> {
+    ) -> Result<View, RequestError> {
         let given: Vec<(&'static str, String)> = PARAMETERS
             .iter()
             .filter_map(|&key| {
                 params.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()).map(|v| (key, v.to_string()))
             })
             .collect();
-        let get = |key: &str| given.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str());
-        let time = |key: &str| {
-            get(key).map(|t| crate::report::parse_time(t, now)).transpose().map_err(|e| format!("{key}: {e}"))
-        };
+        let asked: &[(&'static str, String)] = &given;
+        let time = |key: &str| request::time_param(asked, key, now);
         let span = Duration::hours(DEFAULT_SPAN_HOURS);
         let mut moved_to_newest = None;
         let mut default_since = None;
@@ -62,24 +58,10 @@ impl View {
             },
         };
         let since = time("since")?.or(default_since).unwrap_or(until - span);
-        let step = get("step")
-            .map(|s| humantime::parse_duration(s).map_err(|e| format!("step: `{s}`: {e}")))
-            .transpose()?;
-        let retry_budget = match get("retry_budget") {
-            Some(v) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|b| b.is_finite() && *b >= 0.0)
-                .ok_or_else(|| format!("retry_budget: `{v}` is not a fraction >= 0"))?,
-            None => ReportFilter::default().retry_budget,
-        };
-        let range = timeseries::range(
-            since,
-            until,
-            step,
-            get("workflow").map(str::to_string),
-            get("route").map(str::to_string),
-        )?;
+        let retry_budget = request::retry_budget_param(asked)?;
+        let text = |key: &str| request::Params::param(asked, key).map(str::to_string);
+        let range =
+            SeriesRange::new(since, until, request::step_param(asked)?, text("workflow"), text("route"))?;
         Ok(View { given, range, retry_budget, moved_to_newest })
     }
 
@@ -167,7 +149,7 @@ mod tests {
     #[test]
     fn bad_parameters_name_themselves() {
         let now = at("2026-11-30T15:00:00Z");
-        let err = |pairs: &[(&str, &str)]| View::parse(&params(pairs), now, None).unwrap_err();
+        let err = |pairs: &[(&str, &str)]| View::parse(&params(pairs), now, None).unwrap_err().0;
         assert!(err(&[("since", "yesterday")]).starts_with("since:"));
         assert!(err(&[("step", "90s")]).contains("whole number of minutes"));
         assert!(err(&[("retry_budget", "-1")]).starts_with("retry_budget:"));

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
+use strum::VariantArray;
 
 use super::{usd, whole_number};
+use crate::finding::FindingKind;
 use crate::policy::PolicySet;
+use crate::request::{AuditFilter, Window};
 use crate::store::queries::AuditRow;
-
-/// Example workflow ids per finding.
-pub const EXAMPLES: u32 = 5;
 
 /// Entries of a finding's `by_class`: route keys and workflow names come
 /// from clients, so the map is bounded like any label set.
@@ -51,69 +51,15 @@ impl LoadedPolicy {
         }
     }
 
-    /// Every workflow in the window, with this policy.
-    pub fn filter(
-        &self,
-        since: Option<chrono::DateTime<chrono::Utc>>,
-        until: Option<chrono::DateTime<chrono::Utc>>,
-        workflow: Option<String>,
-    ) -> crate::store::queries::AuditFilter {
-        crate::store::queries::AuditFilter {
-            since,
-            until,
-            workflow,
-            policy: self.set.clone(),
-            examples: EXAMPLES,
-        }
+    /// Every workflow in `window`, with this policy.
+    pub fn filter(&self, window: Window) -> AuditFilter {
+        window.audited_with(&self.set)
     }
 
     pub fn audit(&self, rows: &[AuditRow]) -> Audit {
         Audit::from_rows(rows, self.file.as_deref(), &self.set)
     }
 }
-
-/// Every finding, in report order, with why it matters.
-pub const FINDINGS: [(&str, &str); 13] = [
-    (
-        "nonretryable_retried",
-        "a failure of a class the policy does not retry (by default request, auth, policy, quota) retried on \
-         the same route: the same answer, billed again",
-    ),
-    ("fallback_after_policy", "a safety refusal routed around to another model"),
-    (
-        "fail_closed_ignored",
-        "another attempt (retry or fallback) after a failure of a class the policy fails closed on",
-    ),
-    (
-        "replay_after_commit",
-        "an attempt after a side effect committed (or may have) or output was shown: done twice, or two answers spliced",
-    ),
-    (
-        "retry_after_ignored",
-        "the next attempt to a provider started more than 1 s before the retry-after it asked for had passed",
-    ),
-    (
-        "timeout_output_retried",
-        "a timeout that had already produced output, then retried: the output paid for twice",
-    ),
-    (
-        "stacked_retries",
-        "two or more layers (SDK, gateway, app, queue) each retrying the same route: their limits multiply",
-    ),
-    ("over_attempt_budget", "attempts beyond the policy's max_total_attempts"),
-    ("over_time_budget", "attempts started after the policy's max_elapsed_ms from the first"),
-    (
-        "over_cost_budget",
-        "attempts sent once the cost of the undelivered ones had passed the policy's max_extra_cost_usd",
-    ),
-    ("unapproved_fallback", "attempts on a fallback route the policy does not approve for the workflow"),
-    ("queued_forbidden", "work queued or redelivered by a queue where the policy forbids queueing"),
-    (
-        "over_retry_budget",
-        "minutes in which a workflow's retries passed its retry budget (10 % of its first attempts, and more \
-         than 10, by default): retries that feed the overload they react to",
-    ),
-];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Audit {
@@ -126,7 +72,7 @@ pub struct Audit {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    pub finding: &'static str,
+    pub finding: FindingKind,
     pub why: &'static str,
     /// `null` for `over_retry_budget`, which counts minutes.
     pub workflows: Option<i64>,
@@ -170,17 +116,17 @@ impl Finding {
 
 impl Audit {
     pub fn from_rows(rows: &[AuditRow], policy_file: Option<&str>, policy: &PolicySet) -> Audit {
-        let findings = FINDINGS
+        let findings = FindingKind::VARIANTS
             .iter()
-            .map(|(finding, why)| {
-                let row = rows.iter().find(|r| r.finding == *finding);
-                let retry_budget = *finding == "over_retry_budget";
+            .map(|&finding| {
+                let row = rows.iter().find(|r| r.finding == finding);
+                let retry_budget = finding.counts_minutes();
                 let workflows = (!retry_budget).then(|| row.and_then(|r| r.workflows).unwrap_or(0));
-                let workflow_attempts = (*finding == "stacked_retries")
+                let workflow_attempts = (finding == FindingKind::StackedRetries)
                     .then(|| row.and_then(|r| r.workflow_attempts).unwrap_or(0));
                 Finding {
                     finding,
-                    why,
+                    why: finding.why(),
                     workflows,
                     minutes: retry_budget.then(|| row.and_then(|r| r.minutes).unwrap_or(0)),
                     workflow_attempts,
@@ -306,11 +252,5 @@ mod tests {
         assert_eq!(bounded.get("(other)"), Some(&(0..=70).sum::<i64>()));
         let few = vec![("quota".to_string(), 2)];
         assert_eq!(super::bounded_classes(&few).len(), 1);
-    }
-
-    #[test]
-    fn the_alert_rules_know_every_finding() {
-        let names: Vec<&str> = super::FINDINGS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, crate::alerts::rules::AUDIT_FINDINGS);
     }
 }

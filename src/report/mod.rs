@@ -501,8 +501,8 @@ fn group_breakdown(r: &GroupRow) -> GroupBreakdown {
 }
 
 impl PrimaryRoute {
-    pub fn key(&self) -> crate::store::queries::RouteKey {
-        crate::store::queries::RouteKey {
+    pub fn key(&self) -> crate::request::RouteKey {
+        crate::request::RouteKey {
             route_group: self.route_group.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
@@ -511,16 +511,16 @@ impl PrimaryRoute {
 }
 
 impl FallbackActivation {
-    pub fn primary(&self) -> crate::store::queries::RouteKey {
-        crate::store::queries::RouteKey {
+    pub fn primary(&self) -> crate::request::RouteKey {
+        crate::request::RouteKey {
             route_group: self.primary_route_group.clone(),
             provider: self.primary_provider.clone(),
             model: self.primary_model.clone(),
         }
     }
 
-    pub fn fallback(&self) -> crate::store::queries::RouteKey {
-        crate::store::queries::RouteKey {
+    pub fn fallback(&self) -> crate::request::RouteKey {
+        crate::request::RouteKey {
             route_group: self.fallback_route_group.clone(),
             provider: self.fallback_provider.clone(),
             model: self.fallback_model.clone(),

@@ -11,12 +11,9 @@ use strum::VariantNames;
 
 use super::{usd, whole_number};
 use crate::model::Outcome;
-use crate::store::queries::{SeriesRange, SeriesRow};
+use crate::request::SeriesRange;
+use crate::store::queries::SeriesRow;
 
-/// Buckets one answer may hold; a range and step past it are refused.
-pub const MAX_BUCKETS: i64 = 10_000;
-/// Buckets the default step aims at when none is asked for.
-pub const DEFAULT_BUCKETS: i64 = 240;
 /// Keys one breakdown (providers, models) keeps: those with the most cost
 /// over the range, then the most attempts; the rest are summed under
 /// `OTHER_KEY`. Bounds an answer at buckets x keys whatever the providers.
@@ -150,49 +147,6 @@ impl Histogram {
             p99_le_seconds: q(2),
         }
     }
-}
-
-/// The whole-minute range covering [since, until) and its step: `since`
-/// floored and `until` ceiled to minutes; the step in whole minutes, by
-/// default the smallest giving at most `DEFAULT_BUCKETS`.
-pub fn range(
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
-    step: Option<std::time::Duration>,
-    workflow: Option<String>,
-    route: Option<String>,
-) -> Result<SeriesRange, String> {
-    let floor = |t: DateTime<Utc>| {
-        t - Duration::seconds(t.timestamp().rem_euclid(60))
-            - Duration::nanoseconds(t.timestamp_subsec_nanos().into())
-    };
-    let from = floor(since);
-    let until = if floor(until) == until { until } else { floor(until) + Duration::minutes(1) };
-    if until <= from {
-        return Err("until must be after since".to_string());
-    }
-    let minutes = (until - from).num_minutes();
-    let step_minutes = match step {
-        Some(step) => {
-            let seconds = step.as_secs();
-            if seconds < 60 || seconds % 60 != 0 || step.subsec_nanos() != 0 {
-                return Err(format!(
-                    "step: {} is not a whole number of minutes",
-                    humantime::format_duration(step)
-                ));
-            }
-            seconds as i64 / 60
-        }
-        None => (minutes + DEFAULT_BUCKETS - 1) / DEFAULT_BUCKETS,
-    };
-    let buckets = (minutes + step_minutes - 1) / step_minutes;
-    if buckets > MAX_BUCKETS {
-        return Err(format!(
-            "{buckets} buckets asked for; at most {MAX_BUCKETS}: a shorter range or a longer step"
-        ));
-    }
-    let step_minutes = u32::try_from(step_minutes).map_err(|_| "step: too long".to_string())?;
-    Ok(SeriesRange { from, until, step_minutes, workflow, route })
 }
 
 impl Timeseries {
@@ -368,7 +322,7 @@ mod tests {
             unknown_cost_attempts: 0,
         };
         let rows: Vec<_> = (0..20).map(|i| spend(&format!("p{i:02}"), i128::from(i) * 1_000_000)).collect();
-        let r = range(at0, at("2026-11-28T00:01:00Z"), None, None, None).unwrap();
+        let r = SeriesRange::new(at0, at("2026-11-28T00:01:00Z"), None, None, None).unwrap();
         let series = Timeseries::from_rows(&r, &rows);
         let by = &series.buckets[0].cost_by_served_provider;
         assert_eq!(by.len(), MAX_SERIES_KEYS + 1);
@@ -377,37 +331,5 @@ mod tests {
         assert!((by[OTHER_KEY] - other).abs() < 1e-12);
         let total: f64 = by.values().sum();
         assert!((total - series.buckets[0].cost_usd).abs() < 1e-12, "folding keeps every dollar");
-    }
-
-    #[test]
-    fn ranges_are_whole_minutes_and_bounded() {
-        let r = range(at("2026-11-28T02:00:30Z"), at("2026-11-28T03:00:01Z"), None, None, None).unwrap();
-        assert_eq!(
-            (r.from, r.until, r.step_minutes),
-            (at("2026-11-28T02:00:00Z"), at("2026-11-28T03:01:00Z"), 1)
-        );
-        let day = range(at("2026-11-27T00:00:00Z"), at("2026-11-28T00:00:00Z"), None, None, None).unwrap();
-        assert_eq!(day.step_minutes, 6, "1,440 minutes in at most 240 buckets");
-        let step = |s| {
-            range(
-                at("2026-11-27T00:00:00Z"),
-                at("2026-11-28T00:00:00Z"),
-                Some(std::time::Duration::from_secs(s)),
-                None,
-                None,
-            )
-        };
-        assert!(step(90).unwrap_err().contains("whole number of minutes"));
-        assert!(step(30).is_err());
-        assert_eq!(step(300).unwrap().step_minutes, 5);
-        let year = range(
-            at("2025-11-28T00:00:00Z"),
-            at("2026-11-28T00:00:00Z"),
-            Some(std::time::Duration::from_secs(60)),
-            None,
-            None,
-        );
-        assert!(year.unwrap_err().contains("at most 10000"));
-        assert!(range(at("2026-11-28T00:00:00Z"), at("2026-11-28T00:00:00Z"), None, None, None).is_err());
     }
 }

@@ -167,6 +167,21 @@ impl IntoResponse for ServiceError {
     }
 }
 
+impl From<crate::read::ReadError> for ServiceError {
+    fn from(error: crate::read::ReadError) -> ServiceError {
+        match error {
+            crate::read::ReadError::Asked(message) => ServiceError::BadRequest(message),
+            crate::read::ReadError::Storage(e) => ServiceError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::request::RequestError> for ServiceError {
+    fn from(error: crate::request::RequestError) -> ServiceError {
+        ServiceError::BadRequest(error.0)
+    }
+}
+
 impl From<ServiceError> for tonic::Status {
     fn from(error: ServiceError) -> Self {
         let kind = error.kind();

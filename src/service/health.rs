@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::http::AppState;
+use super::state::AppState;
 use crate::metrics::{Family, Kind};
 
 pub fn families(state: &AppState) -> Vec<Family> {

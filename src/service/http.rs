@@ -2,7 +2,6 @@
 //! encode. Nothing else.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::Form;
 use axum::Router;
@@ -16,54 +15,18 @@ use chrono::Utc;
 use prost::Message;
 use serde_json::json;
 
-use super::auth::{self, Denied, Scope, Tokens};
+use super::auth::{self, Denied, Scope};
 use super::body::{BodyError, inflate};
-use super::budget::{ByteBudget, SharedHeld};
+use super::budget::SharedHeld;
 use super::error::{self, Kind, ServiceError};
 use super::export::{Encoding, Exporter};
-use super::session::{self, Sessions};
-use super::writer::{WriteError, WriterHandle};
+use super::session;
+use super::state::AppState;
+use super::writer::WriteError;
 use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm};
-use crate::pricing::PriceTable;
-use crate::report::timeseries;
-use crate::report::workflow::WorkflowDetail;
-use crate::report::{Report, parse_time};
+use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::MAX_LISTED_CONFLICTS;
-use crate::store::{ReportFilter, Store};
-
-/// What the handlers share.
-#[derive(Clone)]
-pub struct AppState {
-    pub stats: Arc<super::ServiceStats>,
-    pub writer: WriterHandle,
-    /// Read connections (`Store` is not `Sync`: one per request, reused).
-    pub readers: Arc<super::readers::Readers>,
-    pub prices: Arc<PriceTable>,
-    /// Largest accepted body, after decompression.
-    pub body_limit: usize,
-    /// Slots for write requests between reading their body and their
-    /// answer: bounds the bodies held in memory (`admit_write`).
-    pub write_slots: Arc<tokio::sync::Semaphore>,
-    /// Bytes of write bodies held at once, with gRPC's (`budget.rs`).
-    pub byte_budget: ByteBudget,
-    /// How long a write request's body may take to arrive.
-    pub body_timeout: std::time::Duration,
-    /// Bearer tokens by scope; empty: open access (`auth.rs`).
-    pub tokens: Arc<Tokens>,
-    /// Refuse `Host` headers that do not name this machine (open access on
-    /// a loopback address).
-    pub local_hosts_only: bool,
-    pub observed: Arc<super::observer::Observed>,
-    /// Browser sessions opened with a read token (`session.rs`).
-    pub sessions: Arc<Sessions>,
-    /// Whether the listener speaks TLS (session cookies are then `Secure`).
-    pub tls: bool,
-    /// The recovery policy the audit applies (`--policy`).
-    pub policy: Arc<crate::report::audit::LoadedPolicy>,
-    /// How far derivation lags the writes; reads wait on it.
-    pub derivation: Arc<super::deriver::Derivation>,
-}
 
 pub fn app(state: AppState) -> Router {
     // The compressed body may not exceed the limit either.
@@ -553,38 +516,17 @@ fn otlp_error(encoding: Encoding, kind: Kind, message: String) -> Response {
 /// 240 buckets), `workflow`, `route` (a provider).
 async fn get_timeseries(
     State(state): State<AppState>,
-    Query(params): Query<HashMap<String, String>>,
+    Query(params): Params,
 ) -> Result<Response, ServiceError> {
-    let now = Utc::now();
-    let time = |key: &str| time_param(&params, key, now);
-    let until = time("until")?.unwrap_or(now);
-    let since = time("since")?.unwrap_or(until - chrono::Duration::hours(24));
-    let step = params
-        .get("step")
-        .map(|s| {
-            humantime::parse_duration(s).map_err(|e| ServiceError::BadRequest(format!("step: `{s}`: {e}")))
-        })
-        .transpose()?;
-    let range =
-        timeseries::range(since, until, step, params.get("workflow").cloned(), params.get("route").cloned())
-            .map_err(ServiceError::BadRequest)?;
-    let asked = range.clone();
-    let rows = on_reader(&state, move |store, prices| store.timeseries(&asked, prices)).await?;
-    Ok(axum::Json(timeseries::Timeseries::from_rows(&range, &rows)).into_response())
+    let range = SeriesRange::from_params(&params, Utc::now())?;
+    Ok(axum::Json(state.read(move |reader| reader.timeseries(&range)).await?).into_response())
 }
 
 /// The recovery audit (`report::audit`): `since`, `until`, `workflow`.
-async fn get_audit(
-    State(state): State<AppState>,
-    Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ServiceError> {
-    let now = Utc::now();
-    let time = |key: &str| time_param(&params, key, now);
-    let filter = state.policy.filter(time("since")?, time("until")?, params.get("workflow").cloned());
+async fn get_audit(State(state): State<AppState>, Query(params): Params) -> Result<Response, ServiceError> {
+    let window = Window::from_params(&params, Utc::now())?;
     let format = rendering::<crate::report::Format>(&params)?;
-    let freshness = state.derivation.caught_up().await;
-    let rows = on_reader(&state, move |store, prices| store.audit(&filter, prices)).await?;
-    let audit = state.policy.audit(&rows);
+    let (audit, freshness) = state.read_fresh(move |reader| reader.audit(window)).await?;
     match format {
         None => Ok(axum::Json(audit).into_response()),
         Some(format) => Ok(rendered(audit.render(format), format_type(format), Some(&freshness))),
@@ -597,47 +539,13 @@ async fn get_workflow(
     axum::extract::Path(workflow_id): axum::extract::Path<String>,
 ) -> Result<Response, ServiceError> {
     let id = workflow_id.clone();
-    let rows = on_reader(&state, move |store, prices| store.workflow_attempts(&id, prices)).await?;
-    match WorkflowDetail::from_rows(&workflow_id, &rows) {
+    match state.read(move |reader| reader.workflow(&id)).await? {
         Some(detail) => Ok(axum::Json(detail).into_response()),
         None => Err(ServiceError::UnknownWorkflow(workflow_id.chars().take(200).collect())),
     }
 }
 
-/// A time query parameter (RFC 3339, a date or an age before `now`); a bad
-/// one is a 400 naming it.
-fn time_param(
-    params: &HashMap<String, String>,
-    key: &str,
-    now: chrono::DateTime<Utc>,
-) -> Result<Option<chrono::DateTime<Utc>>, ServiceError> {
-    params
-        .get(key)
-        .map(|t| parse_time(t, now))
-        .transpose()
-        .map_err(|e| ServiceError::BadRequest(format!("{key}: {e}")))
-}
-
-/// Runs `read` on a read connection of its own, off the async threads (a
-/// query may take a while), once derivation has reached every write
-/// acknowledged before it was asked (`READ_WAIT` at most); a storage error
-/// is an internal one.
-pub(super) async fn on_reader<T: Send + 'static>(
-    state: &AppState,
-    read: impl FnOnce(&Store, &PriceTable) -> Result<T, crate::store::StoreError> + Send + 'static,
-) -> Result<T, ServiceError> {
-    state.derivation.caught_up().await;
-    let store = read_store(state)?;
-    let prices = state.prices.clone();
-    tokio::task::spawn_blocking(move || read(&store, &prices))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .map_err(|e| ServiceError::Internal(e.to_string()))
-}
-
-fn read_store(state: &AppState) -> Result<super::readers::Reader, ServiceError> {
-    state.readers.take().map_err(|e| ServiceError::Internal(e.to_string()))
-}
+type Params = Query<HashMap<String, String>>;
 
 /// Alerts pending and firing now, and the history (newest first).
 async fn get_alerts(
@@ -651,7 +559,7 @@ async fn get_alerts(
         None => 100,
     };
     let format = rendering::<crate::alerts::history::Format>(&params)?;
-    let history = on_reader(&state, move |store, _| store.alert_history(limit)).await?;
+    let history = state.read(move |reader| reader.alert_history(limit)).await?;
     if let Some(format) = format {
         let content_type = match format {
             crate::alerts::history::Format::Json => "application/json",
@@ -675,56 +583,18 @@ async fn get_metrics(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
 }
 
-async fn get_report(
-    State(state): State<AppState>,
-    Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ServiceError> {
-    let now = Utc::now();
-    let time = |key: &str| time_param(&params, key, now);
-    let retry_budget =
-        match params.get("retry_budget") {
-            Some(v) => v.parse::<f64>().ok().filter(|b| b.is_finite() && *b >= 0.0).ok_or_else(|| {
-                ServiceError::BadRequest(format!("retry_budget: `{v}` is not a fraction >= 0"))
-            })?,
-            None => ReportFilter::default().retry_budget,
-        };
-    let filter = ReportFilter {
-        since: time("since")?,
-        until: time("until")?,
-        workflow: params.get("workflow").cloned(),
-        retry_budget,
-        group_by: params.get("group_by").cloned(),
-    };
-    // `audit=false` leaves the audit section out (the report alone).
+/// The report (`report`): `since`, `until`, `workflow`, `retry_budget`,
+/// `group_by`, `audit` (`false` leaves the audit section out), `format`.
+async fn get_report(State(state): State<AppState>, Query(params): Params) -> Result<Response, ServiceError> {
+    let filter = ReportFilter::from_params(&params, Utc::now())?;
     let with_audit = match params.get("audit").map(String::as_str) {
         None | Some("true") => true,
         Some("false") => false,
         Some(v) => return Err(ServiceError::BadRequest(format!("audit: `{v}` is not true or false"))),
     };
-    let freshness = state.derivation.caught_up().await;
-    let store = read_store(&state)?;
-    let prices = state.prices.clone();
-    let policy = state.policy.clone();
-    let mut report = tokio::task::spawn_blocking(move || {
-        if !with_audit {
-            return store
-                .report_rows(&filter, &prices)
-                .map(|rows| Report::from_rows(&rows, filter.retry_budget));
-        }
-        let audit_filter = policy.filter(filter.since, filter.until, filter.workflow.clone());
-        store.report_and_audit_rows(&filter, &audit_filter, &prices).map(|(rows, audit_rows)| {
-            let mut report = Report::from_rows(&rows, filter.retry_budget);
-            report.audit = Some(policy.audit(&audit_rows));
-            report
-        })
-    })
-    .await
-    .map_err(|e| ServiceError::Internal(e.to_string()))?
-    .map_err(|e| match e {
-        e @ crate::store::StoreError::UnknownDimension { .. } => ServiceError::BadRequest(e.to_string()),
-        e => ServiceError::Internal(e.to_string()),
-    })?;
-    match rendering::<crate::report::Format>(&params)? {
+    let format = rendering::<crate::report::Format>(&params)?;
+    let (mut report, freshness) = state.read_fresh(move |reader| reader.report(&filter, with_audit)).await?;
+    match format {
         None => {
             report.derivation = Some(freshness);
             Ok(axum::Json(report).into_response())

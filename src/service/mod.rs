@@ -32,6 +32,7 @@ pub mod observer;
 pub mod pages;
 pub mod readers;
 pub mod session;
+pub mod state;
 pub mod tls;
 pub mod writer;
 
@@ -151,20 +152,20 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let (writer, writer_thread) = writer::spawn(store, config.queue, config.max_batch, derivation.clone());
     let observed = Arc::new(observer::Observed::default());
     let stop_loops = Arc::new(observer::Stop::default());
+    let policy = Arc::new(config.policy.clone());
     let mut loops = vec![observer::spawn_metrics_refresher(
-        metrics_store,
-        prices.clone(),
+        crate::read::Reader::new(metrics_store, prices.clone(), policy.clone()),
         derivation.clone(),
         config.metrics_refresh,
         observed.clone(),
         stop_loops.clone(),
     )?];
-    let policy = Arc::new(config.policy.clone());
     if let Some(rules) = config.rules.clone() {
+        // Its own connection to record the transitions it reads.
+        let history = alerts_store.try_clone()?;
         loops.push(observer::spawn_alert_evaluator(
-            alerts_store,
-            prices.clone(),
-            policy.clone(),
+            crate::read::Reader::new(alerts_store, prices.clone(), policy.clone()),
+            history,
             rules,
             observed.clone(),
             stop_loops.clone(),
@@ -190,7 +191,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let stats = Arc::new(ServiceStats::default());
     let byte_budget = budget::ByteBudget::new(config.queue_bytes.max(config.body_limit));
     let tokens = Arc::new(config.tokens.clone());
-    let state = http::AppState {
+    let state = state::AppState {
         stats: stats.clone(),
         writer: writer.clone(),
         readers: readers::Readers::new(reader),

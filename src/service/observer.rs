@@ -21,7 +21,7 @@ use crate::alerts::evaluate::evaluate;
 use crate::alerts::notify::{DeliveryStats, Notifier};
 use crate::alerts::{AlertEvent, RuleSet, Tracker, Transition};
 use crate::metrics::{Family, stored_families};
-use crate::pricing::PriceTable;
+use crate::read::Reader;
 use crate::store::Store;
 
 /// A stop flag the loops sleep on, so shutdown does not wait out an interval.
@@ -90,8 +90,7 @@ fn supervised(name: &str, observed: &Observed, round: impl FnOnce()) {
 }
 
 pub fn spawn_metrics_refresher(
-    store: Store,
-    prices: Arc<PriceTable>,
+    reader: Reader,
     derivation: Arc<Derivation>,
     every: Duration,
     observed: Arc<Observed>,
@@ -106,7 +105,7 @@ pub fn spawn_metrics_refresher(
             if computed_for != Some(batches) {
                 supervised("metrics", &observed, || {
                     let began = Instant::now();
-                    match store.metric_rows(&prices) {
+                    match reader.metric_rows() {
                         Ok(rows) => {
                             let snapshot = StoredMetrics {
                                 families: stored_families(&rows),
@@ -130,9 +129,8 @@ pub fn spawn_metrics_refresher(
 }
 
 pub fn spawn_alert_evaluator(
-    store: Store,
-    prices: Arc<PriceTable>,
-    policy: Arc<crate::report::audit::LoadedPolicy>,
+    reader: Reader,
+    history: Store,
     rules: RuleSet,
     observed: Arc<Observed>,
     stop: Arc<Stop>,
@@ -145,7 +143,7 @@ pub fn spawn_alert_evaluator(
         if let Ok(mut names) = observed.rule_names.write() {
             *names = rules.rules.iter().map(|r| r.name.clone()).collect();
         }
-        let mut tracker = match store.open_alerts() {
+        let mut tracker = match reader.open_alerts() {
             Ok(open) => Tracker::resume(open),
             Err(err) => {
                 tracing::error!(%err, "cannot read open alerts; starting with none");
@@ -156,7 +154,7 @@ pub fn spawn_alert_evaluator(
             let began = Instant::now();
             supervised("alerts", &observed, || {
             let now = Utc::now();
-            let results = evaluate(&store, &prices, &policy, &rules.rules, now);
+            let results = evaluate(&reader, &rules.rules, now);
             for failed in results.iter().filter_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e))) {
                 observed.evaluation_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(rule = %rules.rules[failed.0].name, error = %failed.1, "rule evaluation failed");
@@ -164,7 +162,7 @@ pub fn spawn_alert_evaluator(
             for (transition, event) in tracker.observe(&rules.rules, &results, now, rules.repeat_interval) {
                 tracing::info!(alert = %event.key, ?transition, summary = %event.summary);
                 if transition != Transition::Repeat
-                    && let Err(err) = store.record_alert_event(&event)
+                    && let Err(err) = history.record_alert_event(&event)
                 {
                     tracing::error!(%err, alert = %event.key, "cannot record the alert event");
                 }

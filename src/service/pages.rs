@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 
 use super::error::ServiceError;
-use super::http::{AppState, on_reader};
+use super::state::AppState;
 use crate::dashboard::{self, PageError, View};
 use crate::report::Report;
 use crate::report::timeseries::Timeseries;
-use crate::report::workflow::WorkflowDetail;
+use crate::request::Window;
 
 /// An HTML page; errors are pages too, with the status the JSON routes
 /// would give.
@@ -52,20 +52,17 @@ fn drawn(result: Result<String, PageError>, view: &View) -> Page {
 
 /// The view the URL asks for; the default range fits old data.
 async fn view_of(state: &AppState, params: &HashMap<String, String>) -> Result<View, Page> {
-    let stored = on_reader(state, |store, _| store.data_minutes()).await.map_err(|e| failed(e, None))?;
-    View::parse(params, Utc::now(), stored).map_err(|e| failed(ServiceError::BadRequest(e), None))
+    let stored = state.read(|reader| reader.data_minutes()).await.map_err(|e| failed(e, None))?;
+    View::parse(params, Utc::now(), stored).map_err(|e| failed(e.into(), None))
 }
 
 /// The report and the time series of one view, on one read connection.
 async fn report_and_series(state: &AppState, view: &View) -> Result<(Report, Timeseries), Page> {
-    let filter = view.report_filter();
-    let range = view.range.clone();
-    let (rows, series_rows) = on_reader(state, move |store, prices| {
-        Ok((store.report_rows(&filter, prices)?, store.timeseries(&range, prices)?))
-    })
-    .await
-    .map_err(|e| failed(e, Some(view.clone())))?;
-    Ok((Report::from_rows(&rows, view.retry_budget), Timeseries::from_rows(&view.range, &series_rows)))
+    let (filter, range) = (view.report_filter(), view.range.clone());
+    state
+        .read(move |reader| Ok((reader.report(&filter, false)?, reader.timeseries(&range)?)))
+        .await
+        .map_err(|e| failed(e, Some(view.clone())))
 }
 
 type Params = Query<HashMap<String, String>>;
@@ -94,10 +91,13 @@ pub async fn audit(State(state): State<AppState>, Query(params): Params) -> Page
         Ok(view) => view,
         Err(page) => return page,
     };
-    let filter =
-        state.policy.filter(Some(view.range.from), Some(view.range.until), view.range.workflow.clone());
-    match on_reader(&state, move |store, prices| store.audit(&filter, prices)).await {
-        Ok(rows) => drawn(dashboard::audit(&view, &state.policy.audit(&rows)), &view),
+    let window = Window {
+        since: Some(view.range.from),
+        until: Some(view.range.until),
+        workflow: view.range.workflow.clone(),
+    };
+    match state.read(move |reader| reader.audit(window)).await {
+        Ok(audit) => drawn(dashboard::audit(&view, &audit), &view),
         Err(e) => failed(e, Some(view)),
     }
 }
@@ -107,7 +107,7 @@ pub async fn alerts(State(state): State<AppState>, Query(params): Params) -> Pag
         Ok(view) => view,
         Err(page) => return page,
     };
-    let history = match on_reader(&state, |store, _| store.alert_history(100)).await {
+    let history = match state.read(|reader| reader.alert_history(100)).await {
         Ok(history) => history,
         Err(e) => return failed(e, Some(view)),
     };
@@ -127,11 +127,10 @@ pub async fn workflow(State(state): State<AppState>, Query(params): Params) -> P
         return drawn(dashboard::workflow(&view, None, None), &view);
     };
     let asked = id.clone();
-    let rows = match on_reader(&state, move |store, prices| store.workflow_attempts(&asked, prices)).await {
-        Ok(rows) => rows,
+    let detail = match state.read(move |reader| reader.workflow(&asked)).await {
+        Ok(detail) => detail,
         Err(e) => return failed(e, Some(view)),
     };
-    let detail = WorkflowDetail::from_rows(&id, &rows);
     let mut page = drawn(dashboard::workflow(&view, Some(&id), detail.as_ref()), &view);
     if detail.is_none() && page.status == StatusCode::OK {
         // The search box again, saying so, as a 404: the id names no workflow.

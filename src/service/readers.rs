@@ -25,31 +25,29 @@ impl Readers {
     }
 
     /// A connection of its own for one request, back here when dropped.
-    pub fn take(self: &Arc<Self>) -> Result<Reader, StoreError> {
+    pub fn take(self: &Arc<Self>) -> Result<Loan, StoreError> {
         let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let store = match kept {
             Some(store) => store,
             None => self.base.lock().unwrap_or_else(|p| p.into_inner()).try_clone()?,
         };
-        Ok(Reader { store: Some(store), readers: self.clone() })
+        Ok(Loan { store: Some(store), readers: self.clone() })
     }
 }
 
 /// A read connection on loan from `Readers`.
-pub struct Reader {
+pub struct Loan {
     store: Option<Store>,
     readers: Arc<Readers>,
 }
 
-impl std::ops::Deref for Reader {
-    type Target = Store;
-
-    fn deref(&self) -> &Store {
-        self.store.as_ref().expect("a reader holds its store until dropped")
+impl std::borrow::Borrow<Store> for Loan {
+    fn borrow(&self) -> &Store {
+        self.store.as_ref().expect("a loan holds its store until dropped")
     }
 }
 
-impl Drop for Reader {
+impl Drop for Loan {
     fn drop(&mut self) {
         let Some(store) = self.store.take() else { return };
         // A read that failed (or panicked) may have left its transaction

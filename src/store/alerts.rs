@@ -8,8 +8,8 @@ use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
 use super::StoreError;
-use super::queries::timestamp;
-use crate::alerts::{AlertEvent, AlertState};
+use super::columns::timestamp;
+use crate::alert_event::{AlertEvent, AlertState};
 
 fn micros(t: DateTime<Utc>) -> Value {
     Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros())

@@ -149,7 +149,7 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     define_kept_label(conn)?;
     define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
-    let bounds: Vec<String> = crate::metrics::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
+    let bounds: Vec<String> = crate::model::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
     conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
     let bounds: Vec<String> = RECOVERY_BUCKETS_MS.iter().map(|ms| (ms * 1000).to_string()).collect();
     conn.execute_batch(&format!("SET VARIABLE recovery_buckets = [{}]::BIGINT[];", bounds.join(", ")))?;
@@ -246,7 +246,7 @@ fn time_range(conn: &Connection, sql: &str) -> Result<TimeRange, StoreError> {
     let (low, high): (Value, Value) = conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let at = |v: Value| match v {
         Value::Null => Ok(None),
-        v => super::queries::timestamp(v).map(Some),
+        v => super::columns::timestamp(v).map(Some),
     };
     Ok((at(low)?, at(high)?))
 }
@@ -574,7 +574,7 @@ pub(super) fn rebuild_slabs(conn: &Connection, attempts_per_part: u64) -> Result
     )?;
     let mut bounds: Vec<Option<DateTime<Utc>>> = vec![None];
     for row in stmt.query_map([per_part], |r| r.get::<_, Value>(0))?.skip(1) {
-        let bound = super::queries::timestamp(row?)?;
+        let bound = super::columns::timestamp(row?)?;
         if bounds.last().is_none_or(|last| *last != Some(bound)) {
             bounds.push(Some(bound));
         }

@@ -549,7 +549,7 @@ pub(super) fn quarantined(conn: &Connection) -> Result<Vec<QuarantineRow>, Store
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, Value>(3)?)))?
         .collect::<Result<Vec<_>, _>>()?;
     rows.into_iter()
-        .map(|(id, error, attempts, at)| Ok((id, error, attempts as u64, super::queries::timestamp(at)?)))
+        .map(|(id, error, attempts, at)| Ok((id, error, attempts as u64, super::columns::timestamp(at)?)))
         .collect()
 }
 

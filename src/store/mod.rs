@@ -5,6 +5,7 @@
 //! another connection to the same database (readers beside one writer).
 
 mod alerts;
+pub mod columns;
 mod derived;
 mod deriver;
 mod functions;
@@ -26,7 +27,7 @@ pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, 
 
 use chrono::{DateTime, Utc};
 
-use crate::alerts::AlertEvent;
+use crate::alert_event::AlertEvent;
 use crate::dimensions::Dimension;
 use crate::model::Attempt;
 use crate::pricing::PriceTable;
@@ -948,7 +949,7 @@ impl Store {
     }
 
     /// The stored-data samples of `/metrics` over every stored workflow, in
-    /// one transaction (histogram bounds: `metrics::LATENCY_BUCKETS`).
+    /// one transaction (histogram bounds: `model::LATENCY_BUCKETS`).
     pub fn metric_rows(&self, prices: &PriceTable) -> Result<Vec<queries::MetricRow>, StoreError> {
         self.conn.execute_batch("BEGIN TRANSACTION")?;
         let rows = queries::prepare_scope(&self.conn, &ReportFilter::default(), prices)

@@ -7,6 +7,11 @@ use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
 use super::StoreError;
+use super::columns::{
+    FromRow, counts, flattened, route_key, row_struct, spelled, spelled_if_any, spelled_or_all,
+    spelled_or_none, texts, timestamp_column,
+};
+use crate::finding::FindingKind;
 use crate::model::{ErrorClass, Layer, Outcome};
 use crate::pricing::PriceTable;
 
@@ -15,26 +20,7 @@ const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
 pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
 
-/// Which workflows a report covers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReportFilter {
-    /// Workflows whose first attempt started at or after this instant.
-    pub since: Option<DateTime<Utc>>,
-    /// ... and before this one.
-    pub until: Option<DateTime<Utc>>,
-    /// Only workflows with this name (`workflow` field).
-    pub workflow: Option<String>,
-    /// Retry-ratio budget per minute (0.10 = 10 %).
-    pub retry_budget: f64,
-    /// Also group outcomes and cost by this dimension (`groups.sql`).
-    pub group_by: Option<String>,
-}
-
-impl Default for ReportFilter {
-    fn default() -> Self {
-        Self { since: None, until: None, workflow: None, retry_budget: 0.10, group_by: None }
-    }
-}
+pub use crate::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
 
 /// The report queries, one per file in `queries/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,176 +181,163 @@ pub(super) fn pretty(conn: &Connection, query: Query, filter: &ReportFilter) -> 
         .unwrap_or_else(|err| format!("cannot print: {err}")))
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutcomeRow {
-    pub is_total: bool,
-    pub workflow_name: Option<String>,
-    pub counts: OutcomeCounts,
-    pub attempts: i64,
-    pub wasted_attempts: i64,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
-}
-
-/// Workflows by outcome, as `outcomes.sql` and `groups.sql` count them.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OutcomeCounts {
-    pub workflows: i64,
-    pub primary_success: i64,
-    pub retry_recovery: i64,
-    pub fallback_recovery: i64,
-    pub degraded: i64,
-    pub fail_closed: i64,
-    pub queued: i64,
-    pub in_flight: i64,
-}
-
-impl OutcomeCounts {
-    fn read(r: &Row) -> duckdb::Result<Self> {
-        Ok(OutcomeCounts {
-            workflows: r.get("workflows")?,
-            primary_success: r.get("primary_success")?,
-            retry_recovery: r.get("retry_recovery")?,
-            fallback_recovery: r.get("fallback_recovery")?,
-            degraded: r.get("degraded")?,
-            fail_closed: r.get("fail_closed")?,
-            queued: r.get("queued")?,
-            in_flight: r.get("in_flight")?,
-        })
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct OutcomeRow {
+        pub is_total: bool,
+        pub workflow_name: Option<String>,
+        pub counts: OutcomeCounts => flattened,
+        pub attempts: i64,
+        pub wasted_attempts: i64,
+        pub cost_pusd: i128,
+        pub wasted_cost_pusd: i128,
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct WasteRow {
-    pub attempts: i64,
-    pub wasted_attempts: i64,
-    pub input_tokens: i128,
-    pub output_tokens: i128,
-    pub cached_input_tokens: i128,
-    pub cache_write_input_tokens: i128,
-    pub wasted_input_tokens: i128,
-    pub wasted_output_tokens: i128,
-    pub wasted_cached_input_tokens: i128,
-    pub wasted_cache_write_input_tokens: i128,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
-    pub unknown_cost_attempts: i64,
-    pub wasted_unknown_cost_attempts: i64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServedRow {
-    pub served_provider: String,
-    /// `None` on the provider's subtotal row.
-    pub served_model: Option<String>,
-    pub attempts: i64,
-    pub wasted_attempts: i64,
-    pub rerouted_attempts: i64,
-    pub input_tokens: i128,
-    pub output_tokens: i128,
-    pub cached_input_tokens: i128,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
-    pub unknown_cost_attempts: i64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct AmplificationRow {
-    /// `None` on the row over every layer.
-    pub layer: Option<Layer>,
-    pub attempts: i64,
-    pub workflows: i64,
-    pub mean: Option<f64>,
-    pub p50: Option<i64>,
-    pub p99: Option<i64>,
-    pub max: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct MinuteRow {
-    pub minute: DateTime<Utc>,
-    pub first_attempts: i64,
-    pub retries: i64,
-    pub ratio: Option<f64>,
-    pub over_budget: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecoveryRow {
-    /// `None` on the row over both recovered outcomes.
-    pub outcome: Option<Outcome>,
-    pub workflows: i64,
-    pub total_ms: Option<f64>,
-    pub mean_ms: Option<f64>,
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    pub max_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ErrorClassRow {
-    pub error_class: ErrorClass,
-    pub provider: String,
-    pub attempts: i64,
-    pub input_tokens: i128,
-    pub output_tokens: i128,
-    pub cost_pusd: i128,
-}
-
-/// A route as the report names it: a route group (a gateway's logical model
-/// over several deployments), else a provider and model.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
-pub struct RouteKey {
-    pub route_group: Option<String>,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-}
-
-impl std::fmt::Display for RouteKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.route_group, &self.provider, &self.model) {
-            (Some(group), _, _) => write!(f, "group {group}"),
-            (None, provider, model) => {
-                write!(f, "{}/{}", provider.as_deref().unwrap_or("?"), model.as_deref().unwrap_or("?"))
-            }
-        }
+row_struct! {
+    /// Workflows by outcome, as `outcomes.sql` and `groups.sql` count them.
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct OutcomeCounts {
+        pub workflows: i64,
+        pub primary_success: i64,
+        pub retry_recovery: i64,
+        pub fallback_recovery: i64,
+        pub degraded: i64,
+        pub fail_closed: i64,
+        pub queued: i64,
+        pub in_flight: i64,
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteRow {
-    pub primary: RouteKey,
-    pub workflows: i64,
-    pub terminal: i64,
-    pub primary_success: i64,
-    pub retry_recovery: i64,
-    pub fallback_recovery: i64,
-    pub degraded: i64,
-    pub fail_closed: i64,
+row_struct! {
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct WasteRow {
+        pub attempts: i64,
+        pub wasted_attempts: i64,
+        pub input_tokens: i128,
+        pub output_tokens: i128,
+        pub cached_input_tokens: i128,
+        pub cache_write_input_tokens: i128,
+        pub wasted_input_tokens: i128,
+        pub wasted_output_tokens: i128,
+        pub wasted_cached_input_tokens: i128,
+        pub wasted_cache_write_input_tokens: i128,
+        pub cost_pusd: i128,
+        pub wasted_cost_pusd: i128,
+        pub unknown_cost_attempts: i64,
+        pub wasted_unknown_cost_attempts: i64,
+    }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct FallbackRow {
-    pub primary: RouteKey,
-    pub fallback: RouteKey,
-    /// The error class just before the fallback; `None` when nothing had
-    /// failed (an open circuit, a policy).
-    pub reason: Option<ErrorClass>,
-    pub workflows: i64,
-    pub recovered: i64,
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ServedRow {
+        pub served_provider: String,
+        /// `None` on the provider's subtotal row.
+        pub served_model: Option<String>,
+        pub attempts: i64,
+        pub wasted_attempts: i64,
+        pub rerouted_attempts: i64,
+        pub input_tokens: i128,
+        pub output_tokens: i128,
+        pub cached_input_tokens: i128,
+        pub cost_pusd: i128,
+        pub wasted_cost_pusd: i128,
+        pub unknown_cost_attempts: i64,
+    }
 }
 
-/// One value of the dimension a report is grouped by.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroupRow {
-    /// `None` for workflows that carried no value.
-    pub value: Option<String>,
-    pub counts: OutcomeCounts,
-    pub attempts: i64,
-    pub wasted_attempts: i64,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
-    pub unknown_cost_attempts: i64,
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct AmplificationRow {
+        /// `None` on the row over every layer.
+        pub layer: Option<Layer> => spelled_or_all,
+        pub attempts: i64,
+        pub workflows: i64,
+        pub mean: Option<f64>,
+        pub p50: Option<i64>,
+        pub p99: Option<i64>,
+        pub max: Option<i64>,
+    }
+}
+
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct MinuteRow {
+        pub minute: DateTime<Utc> => timestamp_column,
+        pub first_attempts: i64,
+        pub retries: i64,
+        pub ratio: Option<f64>,
+        pub over_budget: bool,
+    }
+}
+
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct RecoveryRow {
+        /// `None` on the row over both recovered outcomes.
+        pub outcome: Option<Outcome> => spelled_or_all,
+        pub workflows: i64,
+        pub total_ms: Option<f64>,
+        pub mean_ms: Option<f64>,
+        pub p50_ms: Option<f64>,
+        pub p99_ms: Option<f64>,
+        pub max_ms: Option<f64>,
+    }
+}
+
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ErrorClassRow {
+        pub error_class: ErrorClass => spelled,
+        pub provider: String,
+        pub attempts: i64,
+        pub input_tokens: i128,
+        pub output_tokens: i128,
+        pub cost_pusd: i128,
+    }
+}
+
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct RouteRow {
+        pub primary: RouteKey => route_key,
+        pub workflows: i64,
+        pub terminal: i64,
+        pub primary_success: i64,
+        pub retry_recovery: i64,
+        pub fallback_recovery: i64,
+        pub degraded: i64,
+        pub fail_closed: i64,
+    }
+}
+
+row_struct! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct FallbackRow {
+        pub primary: RouteKey => route_key,
+        pub fallback: RouteKey => route_key,
+        /// The error class just before the fallback; `None` when nothing had
+        /// failed (an open circuit, a policy).
+        pub reason: Option<ErrorClass> => spelled_or_none,
+        pub workflows: i64,
+        pub recovered: i64,
+    }
+}
+
+row_struct! {
+    /// One value of the dimension a report is grouped by.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct GroupRow {
+        /// `None` for workflows that carried no value.
+        pub value: Option<String>,
+        pub counts: OutcomeCounts => flattened,
+        pub attempts: i64,
+        pub wasted_attempts: i64,
+        pub cost_pusd: i128,
+        pub wasted_cost_pusd: i128,
+        pub unknown_cost_attempts: i64,
+    }
 }
 
 /// The rows of `groups.sql`, with the dimension they group by.
@@ -380,19 +353,7 @@ const GROUPS_SQL: &str = include_str!("../../queries/groups.sql");
 pub(super) fn group_rows(conn: &Connection, slot: usize) -> Result<Vec<GroupRow>, StoreError> {
     conn.execute_batch(&format!("SET VARIABLE group_slot = {slot};"))?;
     let mut stmt = conn.prepare(GROUPS_SQL)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok(GroupRow {
-                value: r.get("value")?,
-                counts: OutcomeCounts::read(r)?,
-                attempts: r.get("attempts")?,
-                wasted_attempts: r.get("wasted_attempts")?,
-                cost_pusd: r.get("cost_pusd")?,
-                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
-                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
-            })
-        })?
-        .collect::<Result<_, _>>()?;
+    let rows = stmt.query_map([], GroupRow::from_row)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
@@ -419,143 +380,16 @@ pub(super) fn report_rows(
     wanted: &[Query],
 ) -> Result<ReportRows, StoreError> {
     Ok(ReportRows {
-        outcomes: rows(conn, wanted, Query::Outcomes, [], |r| {
-            Ok(OutcomeRow {
-                is_total: r.get("is_total")?,
-                workflow_name: r.get("workflow_name")?,
-                counts: OutcomeCounts::read(r)?,
-                attempts: r.get("attempts")?,
-                wasted_attempts: r.get("wasted_attempts")?,
-                cost_pusd: r.get("cost_pusd")?,
-                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
-            })
-        })?,
-        waste: rows(conn, wanted, Query::Waste, [], |r| {
-            Ok(WasteRow {
-                attempts: r.get("attempts")?,
-                wasted_attempts: r.get("wasted_attempts")?,
-                input_tokens: r.get("input_tokens")?,
-                output_tokens: r.get("output_tokens")?,
-                cached_input_tokens: r.get("cached_input_tokens")?,
-                wasted_input_tokens: r.get("wasted_input_tokens")?,
-                wasted_output_tokens: r.get("wasted_output_tokens")?,
-                wasted_cached_input_tokens: r.get("wasted_cached_input_tokens")?,
-                cache_write_input_tokens: r.get("cache_write_input_tokens")?,
-                wasted_cache_write_input_tokens: r.get("wasted_cache_write_input_tokens")?,
-                cost_pusd: r.get("cost_pusd")?,
-                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
-                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
-                wasted_unknown_cost_attempts: r.get("wasted_unknown_cost_attempts")?,
-            })
-        })?
-        .pop()
-        .unwrap_or_default(),
-        served: rows(conn, wanted, Query::CostByServed, [], |r| {
-            Ok(ServedRow {
-                served_provider: r.get("served_provider")?,
-                served_model: r.get("served_model")?,
-                attempts: r.get("attempts")?,
-                wasted_attempts: r.get("wasted_attempts")?,
-                rerouted_attempts: r.get("rerouted_attempts")?,
-                input_tokens: r.get("input_tokens")?,
-                output_tokens: r.get("output_tokens")?,
-                cached_input_tokens: r.get("cached_input_tokens")?,
-                cost_pusd: r.get("cost_pusd")?,
-                wasted_cost_pusd: r.get("wasted_cost_pusd")?,
-                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
-            })
-        })?,
-        amplification: rows(conn, wanted, Query::Amplification, [], |r| {
-            Ok(AmplificationRow {
-                layer: spelled_or(r, "layer", "all")?,
-                attempts: r.get("attempts")?,
-                workflows: r.get("workflows")?,
-                mean: r.get("mean")?,
-                p50: r.get("p50")?,
-                p99: r.get("p99")?,
-                max: r.get("max")?,
-            })
-        })?,
-        minutes: rows(conn, wanted, Query::RetryBudget, params![filter.retry_budget], |r| {
-            Ok(MinuteRow {
-                minute: timestamp(r.get("minute")?)?,
-                first_attempts: r.get("first_attempts")?,
-                retries: r.get("retries")?,
-                ratio: r.get("ratio")?,
-                over_budget: r.get("over_budget")?,
-            })
-        })?,
-        recovery: rows(conn, wanted, Query::RecoveryTime, [], |r| {
-            Ok(RecoveryRow {
-                outcome: spelled_or(r, "outcome", "all")?,
-                workflows: r.get("workflows")?,
-                total_ms: r.get("total_ms")?,
-                mean_ms: r.get("mean_ms")?,
-                p50_ms: r.get("p50_ms")?,
-                p99_ms: r.get("p99_ms")?,
-                max_ms: r.get("max_ms")?,
-            })
-        })?,
-        error_classes: rows(conn, wanted, Query::ErrorClasses, [], |r| {
-            Ok(ErrorClassRow {
-                error_class: spelled(r, "error_class")?,
-                provider: r.get("provider")?,
-                attempts: r.get("attempts")?,
-                input_tokens: r.get("input_tokens")?,
-                output_tokens: r.get("output_tokens")?,
-                cost_pusd: r.get("cost_pusd")?,
-            })
-        })?,
-        routes: rows(conn, wanted, Query::Routes, [], |r| {
-            Ok(RouteRow {
-                primary: route_key(r, "primary")?,
-                workflows: r.get("workflows")?,
-                terminal: r.get("terminal")?,
-                primary_success: r.get("primary_success")?,
-                retry_recovery: r.get("retry_recovery")?,
-                fallback_recovery: r.get("fallback_recovery")?,
-                degraded: r.get("degraded")?,
-                fail_closed: r.get("fail_closed")?,
-            })
-        })?,
-        fallbacks: rows(conn, wanted, Query::Fallbacks, [], |r| {
-            Ok(FallbackRow {
-                primary: route_key(r, "primary")?,
-                fallback: route_key(r, "fallback")?,
-                reason: spelled_or(r, "reason", "none")?,
-                workflows: r.get("workflows")?,
-                recovered: r.get("recovered")?,
-            })
-        })?,
+        outcomes: rows(conn, wanted, Query::Outcomes, [])?,
+        waste: rows(conn, wanted, Query::Waste, [])?.pop().unwrap_or_default(),
+        served: rows(conn, wanted, Query::CostByServed, [])?,
+        amplification: rows(conn, wanted, Query::Amplification, [])?,
+        minutes: rows(conn, wanted, Query::RetryBudget, params![filter.retry_budget])?,
+        recovery: rows(conn, wanted, Query::RecoveryTime, [])?,
+        error_classes: rows(conn, wanted, Query::ErrorClasses, [])?,
+        routes: rows(conn, wanted, Query::Routes, [])?,
+        fallbacks: rows(conn, wanted, Query::Fallbacks, [])?,
         groups: None,
-    })
-}
-
-/// A column holding an enum's spelling; anything else is a query bug,
-/// reported as a conversion error.
-fn spelled<T: std::str::FromStr>(row: &Row, column: &str) -> duckdb::Result<T> {
-    let text: String = row.get(column)?;
-    text.parse().map_err(|_| {
-        duckdb::Error::FromSqlConversionFailure(
-            0,
-            duckdb::types::Type::Text,
-            format!("{column} `{text}` is not a known value").into(),
-        )
-    })
-}
-
-/// `spelled`, with `none` (the word the query uses for "no value") as `None`.
-fn spelled_or<T: std::str::FromStr>(row: &Row, column: &str, none: &str) -> duckdb::Result<Option<T>> {
-    let text: String = row.get(column)?;
-    if text == none { Ok(None) } else { spelled(row, column).map(Some) }
-}
-
-/// `{prefix}_route_group`, `{prefix}_provider`, `{prefix}_model`.
-fn route_key(row: &Row, prefix: &str) -> duckdb::Result<RouteKey> {
-    Ok(RouteKey {
-        route_group: row.get(format!("{prefix}_route_group").as_str())?,
-        provider: row.get(format!("{prefix}_provider").as_str())?,
-        model: row.get(format!("{prefix}_model").as_str())?,
     })
 }
 
@@ -616,19 +450,18 @@ pub(super) fn metric_rows(conn: &Connection) -> Result<Vec<MetricRow>, StoreErro
     Ok(rows)
 }
 
-fn rows<T, P: duckdb::Params>(
+fn rows<T: FromRow, P: duckdb::Params>(
     conn: &Connection,
     wanted: &[Query],
     query: Query,
     params: P,
-    map: impl FnMut(&Row<'_>) -> duckdb::Result<T>,
 ) -> Result<Vec<T>, StoreError> {
     if !wanted.contains(&query) {
         return Ok(Vec::new());
     }
     let began = std::time::Instant::now();
     let mut stmt = conn.prepare(query.sql())?;
-    let mapped = stmt.query_map(params, map)?;
+    let mapped = stmt.query_map(params, T::from_row)?;
     let rows = mapped.collect::<Result<Vec<_>, _>>()?;
     tracing::debug!(
         query = query.file_name(),
@@ -638,139 +471,65 @@ fn rows<T, P: duckdb::Params>(
     Ok(rows)
 }
 
-/// A TIMESTAMP column as UTC; any other type is a query bug, reported.
-pub(super) fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
-    let micros = match value {
-        Value::Timestamp(TimeUnit::Second, v) => v.checked_mul(1_000_000),
-        Value::Timestamp(TimeUnit::Millisecond, v) => v.checked_mul(1_000),
-        Value::Timestamp(TimeUnit::Microsecond, v) => Some(v),
-        Value::Timestamp(TimeUnit::Nanosecond, v) => Some(v / 1_000),
-        other => {
-            return Err(duckdb::Error::FromSqlConversionFailure(
-                0,
-                duckdb::types::Type::Timestamp,
-                format!("expected a TIMESTAMP, got {other:?}").into(),
-            ));
-        }
-    };
-    micros.and_then(DateTime::from_timestamp_micros).ok_or_else(|| {
-        duckdb::Error::FromSqlConversionFailure(
-            0,
-            duckdb::types::Type::Timestamp,
-            "timestamp out of range".into(),
-        )
-    })
-}
-
 const WORKFLOW_SQL: &str = include_str!("../../queries/workflow.sql");
 
-/// One attempt of a workflow as `queries/workflow.sql` gives it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkflowAttemptRow {
-    pub seq: i64,
-    pub attempt_id: String,
-    pub started_at: DateTime<Utc>,
-    pub layer: Layer,
-    pub provider: String,
-    pub model: String,
-    pub route_group: Option<String>,
-    pub effective_route: String,
-    pub served_provider: String,
-    pub served_model: String,
-    pub status: String,
-    pub http_status: Option<i32>,
-    pub error_class: Option<ErrorClass>,
-    pub error_code: Option<String>,
-    pub duration_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub retry_after_ms: Option<f64>,
-    pub decision: Option<String>,
-    pub commit_state: String,
-    pub visible_output: Option<bool>,
-    pub circuit: Option<String>,
-    pub wait_ms: Option<f64>,
-    pub delivered: bool,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub cached_input_tokens: Option<i64>,
-    pub cache_write_input_tokens: Option<i64>,
-    pub cost_kind: String,
-    /// `None`: unknown (no usage reported, or no price for the served model).
-    pub cost_pusd: Option<i128>,
-    pub workflow_name: Option<String>,
-    pub outcome: Outcome,
-    pub primary_provider: Option<String>,
-    pub primary_model: Option<String>,
-    pub primary_route_group: Option<String>,
-    pub fallback_reason: Option<String>,
+row_struct! {
+    /// One attempt of a workflow as `queries/workflow.sql` gives it.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowAttemptRow {
+        pub seq: i64,
+        pub attempt_id: String,
+        pub started_at: DateTime<Utc> => |r: &Row, _| micros_at(r, "started_us"),
+        pub layer: Layer => spelled,
+        pub provider: String,
+        pub model: String,
+        pub route_group: Option<String>,
+        pub effective_route: String,
+        pub served_provider: String,
+        pub served_model: String,
+        pub status: String,
+        pub http_status: Option<i32>,
+        pub error_class: Option<ErrorClass> => spelled_if_any,
+        pub error_code: Option<String>,
+        pub duration_ms: Option<f64>,
+        pub ttft_ms: Option<f64>,
+        pub retry_after_ms: Option<f64>,
+        pub decision: Option<String>,
+        pub commit_state: String,
+        pub visible_output: Option<bool>,
+        pub circuit: Option<String>,
+        pub wait_ms: Option<f64>,
+        pub delivered: bool,
+        pub input_tokens: Option<i64>,
+        pub output_tokens: Option<i64>,
+        pub cached_input_tokens: Option<i64>,
+        pub cache_write_input_tokens: Option<i64>,
+        pub cost_kind: String,
+        /// `None`: unknown (no usage reported, or no price for the served model).
+        pub cost_pusd: Option<i128>,
+        pub workflow_name: Option<String>,
+        pub outcome: Outcome => spelled,
+        pub primary_provider: Option<String>,
+        pub primary_model: Option<String>,
+        pub primary_route_group: Option<String>,
+        pub fallback_reason: Option<String>,
+    }
+}
+
+/// A BIGINT column of epoch microseconds as UTC.
+fn micros_at(row: &Row, column: &str) -> duckdb::Result<DateTime<Utc>> {
+    Ok(DateTime::from_timestamp_micros(row.get(column)?).unwrap_or_default())
 }
 
 /// `workflow.sql` over the workflow `facts.sql` has just derived on this
 /// connection (`Store::workflow_attempts`).
 pub(super) fn workflow_rows(conn: &Connection) -> Result<Vec<WorkflowAttemptRow>, StoreError> {
     let mut statement = conn.prepare(WORKFLOW_SQL)?;
-    let rows = statement
-        .query_map([], |r| {
-            let micros: i64 = r.get("started_us")?;
-            Ok(WorkflowAttemptRow {
-                seq: r.get("seq")?,
-                attempt_id: r.get("attempt_id")?,
-                started_at: DateTime::from_timestamp_micros(micros).unwrap_or_default(),
-                layer: spelled(r, "layer")?,
-                provider: r.get("provider")?,
-                model: r.get("model")?,
-                route_group: r.get("route_group")?,
-                effective_route: r.get("effective_route")?,
-                served_provider: r.get("served_provider")?,
-                served_model: r.get("served_model")?,
-                status: r.get("status")?,
-                http_status: r.get("http_status")?,
-                error_class: match r.get::<_, Option<String>>("error_class")? {
-                    Some(_) => Some(spelled(r, "error_class")?),
-                    None => None,
-                },
-                error_code: r.get("error_code")?,
-                duration_ms: r.get("duration_ms")?,
-                ttft_ms: r.get("ttft_ms")?,
-                retry_after_ms: r.get("retry_after_ms")?,
-                decision: r.get("decision")?,
-                commit_state: r.get("commit_state")?,
-                visible_output: r.get("visible_output")?,
-                circuit: r.get("circuit")?,
-                wait_ms: r.get("wait_ms")?,
-                delivered: r.get("delivered")?,
-                input_tokens: r.get("input_tokens")?,
-                output_tokens: r.get("output_tokens")?,
-                cached_input_tokens: r.get("cached_input_tokens")?,
-                cache_write_input_tokens: r.get("cache_write_input_tokens")?,
-                cost_kind: r.get("cost_kind")?,
-                cost_pusd: r.get("cost_pusd")?,
-                workflow_name: r.get("workflow_name")?,
-                outcome: spelled(r, "outcome")?,
-                primary_provider: r.get("primary_provider")?,
-                primary_model: r.get("primary_model")?,
-                primary_route_group: r.get("primary_route_group")?,
-                fallback_reason: r.get("fallback_reason")?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = statement.query_map([], WorkflowAttemptRow::from_row)?.collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
 
 const TIMESERIES_SQL: &str = include_str!("../../queries/timeseries.sql");
-
-/// The buckets `queries/timeseries.sql` covers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SeriesRange {
-    /// First bucket's start; a whole minute.
-    pub from: DateTime<Utc>,
-    /// End of the last bucket (excluded); a whole minute.
-    pub until: DateTime<Utc>,
-    pub step_minutes: u32,
-    pub workflow: Option<String>,
-    /// A provider: workflows whose primary route it is, attempts asked of it.
-    pub route: Option<String>,
-}
 
 /// One row of `queries/timeseries.sql`.
 #[derive(Debug, Clone, PartialEq)]
@@ -860,43 +619,27 @@ pub(super) fn series_rows(conn: &Connection, range: &SeriesRange) -> Result<Vec<
 
 const AUDIT_SQL: &str = include_str!("../../queries/audit.sql");
 
-/// What `queries/audit.sql` reads: a window, a workflow name, and the
-/// policy's choices.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditFilter {
-    pub since: Option<DateTime<Utc>>,
-    pub until: Option<DateTime<Utc>>,
-    pub workflow: Option<String>,
-    /// Each workflow's rules, and the default's.
-    pub policy: crate::policy::PolicySet,
-    /// Example workflow ids kept per finding.
-    pub examples: u32,
-}
-
-/// One row of `queries/audit.sql`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditRow {
-    pub finding: String,
-    /// `None` for the retry budget, which counts minutes.
-    pub workflows: Option<i64>,
-    /// The retry budget's (workflow name, minute) pairs over it.
-    pub minutes: Option<i64>,
-    /// Stacked retries: every attempt of their workflows.
-    pub workflow_attempts: Option<i64>,
-    pub attempts: i64,
-    pub input_tokens: i128,
-    pub output_tokens: i128,
-    pub cost_pusd: i128,
-    pub unknown_cost_attempts: i64,
-    /// Attempts by the error class or commit state behind them.
-    pub by_class: Vec<(String, i64)>,
-    pub examples: Vec<String>,
-}
-
-fn list_of<T>(value: Value, item: impl Fn(Value) -> Option<T>) -> Vec<T> {
-    match value {
-        Value::List(items) => items.into_iter().filter_map(item).collect(),
-        _ => Vec::new(),
+row_struct! {
+    /// One row of `queries/audit.sql`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct AuditRow {
+        pub finding: FindingKind => spelled,
+        /// `None` for the retry budget, which counts minutes.
+        pub workflows: Option<i64>,
+        /// The retry budget's (workflow name, minute) pairs over it.
+        pub minutes: Option<i64>,
+        /// Stacked retries: every attempt of their workflows.
+        pub workflow_attempts: Option<i64>,
+        pub attempts: i64,
+        pub input_tokens: i128,
+        pub output_tokens: i128,
+        pub cost_pusd: i128,
+        pub unknown_cost_attempts: i64,
+        /// Attempts by the error class or commit state behind them.
+        pub by_class: Vec<(String, i64)> => |r: &Row, _| Ok::<_, duckdb::Error>(
+            texts(r, "classes")?.into_iter().zip(counts(r, "class_attempts")?).collect()
+        ),
+        pub examples: Vec<String> => texts,
     }
 }
 
@@ -951,34 +694,7 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(AUDIT_SQL)?;
     let mut statement = conn.prepare("SELECT * FROM temp.audit_findings ORDER BY finding")?;
-    let rows = statement
-        .query_map([], |r| {
-            let classes = list_of(r.get("classes")?, |v| match v {
-                Value::Text(t) => Some(t),
-                _ => None,
-            });
-            let counts = list_of(r.get("class_attempts")?, |v| match v {
-                Value::BigInt(n) => Some(n),
-                _ => None,
-            });
-            Ok(AuditRow {
-                finding: r.get("finding")?,
-                workflows: r.get("workflows")?,
-                minutes: r.get("minutes")?,
-                workflow_attempts: r.get("workflow_attempts")?,
-                attempts: r.get("attempts")?,
-                input_tokens: r.get("input_tokens")?,
-                output_tokens: r.get("output_tokens")?,
-                cost_pusd: r.get("cost_pusd")?,
-                unknown_cost_attempts: r.get("unknown_cost_attempts")?,
-                by_class: classes.into_iter().zip(counts).collect(),
-                examples: list_of(r.get("examples")?, |v| match v {
-                    Value::Text(t) => Some(t),
-                    _ => None,
-                }),
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = statement.query_map([], AuditRow::from_row)?.collect::<Result<Vec<_>, _>>()?;
     drop(statement);
     conn.execute_batch(AUDIT_SCRATCH_DROP)?;
     Ok(rows)

@@ -5,6 +5,7 @@
 use attempt_ledger::policy::PolicySet;
 use attempt_ledger::pricing::PriceTable;
 use attempt_ledger::report::audit::{Audit, Finding, LoadedPolicy};
+use attempt_ledger::request::Window;
 use serde_json::{Value, json};
 
 use crate::{rec, store_with};
@@ -17,11 +18,11 @@ fn audit_of(lines: &[String]) -> Audit {
 fn audit_with(lines: &[String], policy: &str) -> Audit {
     let store = store_with(lines);
     let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
-    policy.audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap())
+    policy.audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap())
 }
 
 fn finding<'a>(audit: &'a Audit, name: &str) -> &'a Finding {
-    audit.findings.iter().find(|f| f.finding == name).unwrap()
+    audit.findings.iter().find(|f| f.finding.name() == name).unwrap()
 }
 
 /// (workflows, attempts) of each finding that has any.
@@ -30,7 +31,7 @@ fn found(lines: &[String]) -> Vec<(&'static str, i64, i64)> {
         .findings
         .iter()
         .filter(|f| f.count() > 0)
-        .map(|f| (f.finding, f.count(), f.attempts))
+        .map(|f| (f.finding.name(), f.count(), f.attempts))
         .collect()
 }
 
@@ -160,7 +161,7 @@ fn examples_are_the_latest_workflows_and_the_window_and_name_select() {
     let store = store_with(&lines);
     let prices = PriceTable::load(None).unwrap();
     let policy = LoadedPolicy::default();
-    let mut filter = policy.filter(None, None, None);
+    let mut filter = policy.filter(Window::default());
     filter.examples = 2;
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     let f = finding(&audit, "nonretryable_retried");
@@ -194,7 +195,7 @@ fn arrival_order_and_redelivery_never_change_the_findings() {
     store.write_batch(&decoded.attempts).unwrap();
     let policy = LoadedPolicy::default();
     let again = policy
-        .audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap());
+        .audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap());
     assert_eq!(again, want, "a redelivered batch in a second write");
 }
 
@@ -418,7 +419,7 @@ queue_allowed = false
     let other: Vec<String> = lines.iter().map(|l| l.replace("\"summary\"", "\"other\"")).collect();
     let audit = audit_with(&other, policy);
     assert!(
-        audit.findings.iter().filter(|f| f.count() > 0).all(|f| f.finding == "stacked_retries"),
+        audit.findings.iter().filter(|f| f.count() > 0).all(|f| f.finding.name() == "stacked_retries"),
         "{:?}",
         audit.findings.iter().filter(|f| f.count() > 0).map(|f| f.finding).collect::<Vec<_>>()
     );
@@ -477,7 +478,7 @@ fn the_audit_finds_what_each_simulated_scenario_broke_and_nothing_in_a_steady_da
         let lines: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_string).collect();
         let audit = audit_of(&lines);
         for f in &audit.findings {
-            let want = truth.findings.get(f.finding).copied().unwrap_or((0, 0));
+            let want = truth.findings.get(f.finding.name()).copied().unwrap_or((0, 0));
             assert_eq!(
                 (f.count() as u64, f.attempts as u64),
                 want,
@@ -485,7 +486,8 @@ fn the_audit_finds_what_each_simulated_scenario_broke_and_nothing_in_a_steady_da
                 f.finding
             );
         }
-        let found: Vec<&str> = audit.findings.iter().filter(|f| f.count() > 0).map(|f| f.finding).collect();
+        let found: Vec<&str> =
+            audit.findings.iter().filter(|f| f.count() > 0).map(|f| f.finding.name()).collect();
         match scenario {
             Scenario::Steady => assert_eq!(found, Vec::<&str>::new(), "a steady day breaks nothing"),
             Scenario::NaiveRetries => {
@@ -598,7 +600,7 @@ fn a_policy_for_a_name_the_rollups_fold_reads_each_workflow() {
     store.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
     let audit = |policy: &str| {
         let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
-        let filter = policy.filter(None, None, None);
+        let filter = policy.filter(Window::default());
         policy.audit(&store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap())
     };
     for name in ["first", "second"] {
@@ -651,8 +653,18 @@ fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
     for (since, until) in
         [("2026-11-28T02:01:30Z", "2026-11-28T02:04:20Z"), ("2026-11-28T02:00:01Z", "2026-11-28T02:06:59Z")]
     {
-        let windowed = policy
-            .audit(&full.audit(&policy.filter(Some(time(since)), Some(time(until)), None), &prices).unwrap());
+        let windowed = policy.audit(
+            &full
+                .audit(
+                    &policy.filter(Window {
+                        since: Some(time(since)),
+                        until: Some(time(until)),
+                        workflow: None,
+                    }),
+                    &prices,
+                )
+                .unwrap(),
+        );
         let inside: Vec<String> = lines
             .chunks(3)
             .filter(|w| {
@@ -664,7 +676,7 @@ fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
             .cloned()
             .collect();
         let alone =
-            policy.audit(&store_with(&inside).audit(&policy.filter(None, None, None), &prices).unwrap());
+            policy.audit(&store_with(&inside).audit(&policy.filter(Window::default()), &prices).unwrap());
         assert!(windowed.findings.iter().filter(|f| f.count() > 0).count() >= 5, "{windowed:?}");
         assert_eq!(windowed, alone, "[{since}, {until})");
     }

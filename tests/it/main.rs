@@ -8,6 +8,7 @@ mod dashboard;
 mod derived;
 mod gateways;
 mod grpc_bounds;
+mod house;
 mod prometheus;
 mod properties;
 mod readme;

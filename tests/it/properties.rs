@@ -2,6 +2,7 @@
 //! report, the derived tables and the recovery audit.
 
 use attempt_ledger::ingest::jsonl;
+use attempt_ledger::request::Window;
 use attempt_ledger::store::{Batch, ReportFilter, Store};
 use proptest::prelude::*;
 use serde_json::json;
@@ -125,7 +126,7 @@ fn audit_of(store: &Store) -> attempt_ledger::report::audit::Audit {
         set: attempt_ledger::policy::PolicySet::parse(POLICY, "test").unwrap(),
     };
     let prices = attempt_ledger::pricing::PriceTable::load(None).unwrap();
-    policy.audit(&store.audit(&policy.filter(None, None, None), &prices).unwrap())
+    policy.audit(&store.audit(&policy.filter(Window::default()), &prices).unwrap())
 }
 
 /// A seeded Fisher-Yates shuffle, so a failure reproduces.

@@ -4,6 +4,7 @@
 
 use attempt_ledger::pricing::PriceTable;
 use attempt_ledger::report::{Format, render};
+use attempt_ledger::request::Window;
 use attempt_ledger::store::{Query, ReportFilter};
 
 use crate::{FIXTURE, report_of, store_with};
@@ -79,7 +80,7 @@ fn audit_of_the_fixture() {
     let store = store_with(&fixture_lines());
     let policy = attempt_ledger::report::audit::LoadedPolicy::default();
     let audit = policy
-        .audit(&store.audit(&policy.filter(None, None, None), &PriceTable::load(None).unwrap()).unwrap());
+        .audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap());
     insta::assert_snapshot!("audit.json", audit.render(Format::Json));
 }
 
@@ -146,8 +147,8 @@ fn range_with_route(
     until: chrono::DateTime<chrono::Utc>,
     step: u64,
     route: &str,
-) -> attempt_ledger::store::queries::SeriesRange {
-    attempt_ledger::report::timeseries::range(
+) -> attempt_ledger::request::SeriesRange {
+    attempt_ledger::request::SeriesRange::new(
         since,
         until,
         Some(std::time::Duration::from_secs(step)),
@@ -163,7 +164,8 @@ fn range_with_route(
 /// 1-minute and a 5-minute step.
 #[test]
 fn timeseries_of_the_fixture_adds_up_to_the_report() {
-    use attempt_ledger::report::timeseries::{Timeseries, range};
+    use attempt_ledger::report::timeseries::Timeseries;
+    use attempt_ledger::request::SeriesRange;
     let store = store_with(&fixture_lines());
     let prices = PriceTable::load(None).unwrap();
     let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
@@ -174,7 +176,8 @@ fn timeseries_of_the_fixture_adds_up_to_the_report() {
     );
     let workflows = serde_json::to_value(&report.workflows).unwrap();
     for (step, buckets) in [(60, 10), (300, 2)] {
-        let range = range(since, until, Some(std::time::Duration::from_secs(step)), None, None).unwrap();
+        let range =
+            SeriesRange::new(since, until, Some(std::time::Duration::from_secs(step)), None, None).unwrap();
         let series = Timeseries::from_rows(&range, &store.timeseries(&range, &prices).unwrap());
         assert_eq!(series.buckets.len(), buckets);
         if step == 60 {

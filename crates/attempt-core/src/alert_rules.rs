@@ -8,6 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use strum::VariantNames;
+
+use crate::finding::FindingKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
@@ -51,24 +54,6 @@ pub enum RuleKind {
     /// workflows with it; fires above `threshold` (default 0: any).
     PolicyViolation,
 }
-
-/// The recovery audit's findings, by name (`attempt-ledger audit`): what a
-/// `policy_violation` rule's `finding` may name.
-pub const AUDIT_FINDINGS: [&str; 13] = [
-    "nonretryable_retried",
-    "fallback_after_policy",
-    "fail_closed_ignored",
-    "replay_after_commit",
-    "retry_after_ignored",
-    "timeout_output_retried",
-    "stacked_retries",
-    "over_attempt_budget",
-    "over_time_budget",
-    "over_cost_budget",
-    "unapproved_fallback",
-    "queued_forbidden",
-    "over_retry_budget",
-];
 
 impl RuleKind {
     pub fn name(self) -> &'static str {
@@ -141,7 +126,7 @@ pub struct Rule {
     pub provider: Option<String>,
     pub model: Option<String>,
     /// `policy_violation` only: one finding (default: each).
-    pub finding: Option<String>,
+    pub finding: Option<FindingKind>,
     /// Rate kinds: fewer terminal workflows than this in the window is no
     /// data (not a breach), so one failure at 3 a.m. is not a 100 % rate.
     pub min_workflows: u64,
@@ -251,12 +236,20 @@ impl RuleSet {
             if r.finding.is_some() && r.kind != RuleKind::PolicyViolation {
                 return Err(invalid(context, "`finding` applies to kind policy_violation only".into()));
             }
-            if let Some(finding) = r.finding.as_deref().filter(|f| !AUDIT_FINDINGS.contains(f)) {
-                return Err(invalid(
-                    context,
-                    format!("`finding` = {finding:?} is not one of {}", AUDIT_FINDINGS.join(", ")),
-                ));
-            }
+            let finding = match r.finding.as_deref().map(str::parse::<FindingKind>) {
+                None => None,
+                Some(Ok(finding)) => Some(finding),
+                Some(Err(_)) => {
+                    return Err(invalid(
+                        context,
+                        format!(
+                            "`finding` = {:?} is not one of {}",
+                            r.finding.unwrap_or_default(),
+                            FindingKind::VARIANTS.join(", ")
+                        ),
+                    ));
+                }
+            };
             if let Some(unknown) = r.receivers.iter().flatten().find(|n| !names.contains(*n)) {
                 return Err(invalid(context, format!("no receiver is named {unknown:?}")));
             }
@@ -272,7 +265,7 @@ impl RuleSet {
                 workflow: r.workflow,
                 provider: r.provider.map(|p| p.to_lowercase()),
                 model: r.model,
-                finding: r.finding,
+                finding,
                 min_workflows: r.min_workflows.unwrap_or(1).max(1),
                 severity: r.severity.unwrap_or_else(|| "warning".into()),
                 receivers: r.receivers.unwrap_or_default(),

@@ -7,13 +7,16 @@
 //! Kept apart so the decoders can be fuzzed with sanitizers without
 //! rebuilding DuckDB, and tested in seconds.
 
+pub mod alert_event;
 pub mod alert_rules;
 pub mod classify;
 pub mod dimensions;
+pub mod finding;
 pub mod fuzzing;
 pub mod ingest;
 pub mod model;
 pub mod policy;
 pub mod pricing;
 pub mod providers;
+pub mod request;
 pub mod time_arg;

@@ -79,6 +79,12 @@ pub enum Circuit {
     HalfOpen,
 }
 
+/// Upper bounds (seconds) of the latency and time-to-first-token histograms the
+/// store keeps and `/metrics` exposes:
+/// from a cached short answer to a long generation that hits a deadline.
+pub const LATENCY_BUCKETS: [f64; 13] =
+    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0];
+
 /// Money is kept in integer pico-dollars (1e-12 USD) so that sums are exact
 /// and independent of the order rows are added in: a report must not change
 /// in its last digit when the same records arrive shuffled. One token of the

@@ -1,0 +1,171 @@
+//! The read side: every question a front door asks of the stored data (the
+//! commands, the JSON routes, the dashboard's pages, the alert evaluator,
+//! the metrics refresher), answered here in one snapshot each and returned
+//! shaped (`report`'s types). A front door parses its question into the
+//! request types of `attempt_core::request`, calls one method, and encodes
+//! the answer; a new reader is a new method here.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+use crate::alert_event::AlertEvent;
+use crate::pricing::PriceTable;
+use crate::report::Report;
+use crate::report::audit::{Audit, LoadedPolicy};
+use crate::report::timeseries::Timeseries;
+use crate::report::workflow::WorkflowDetail;
+use crate::request::{ReportFilter, SeriesRange, Window};
+use crate::store::queries::MetricRow;
+use crate::store::{MinuteSpan, Query, Span, Store, StoreError};
+
+/// Why a question got no answer: it named what is not there (a 400 over
+/// HTTP), or the storage failed (a 500).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Asked(String),
+    #[error(transparent)]
+    Storage(StoreError),
+}
+
+impl From<StoreError> for ReadError {
+    fn from(error: StoreError) -> ReadError {
+        match error {
+            e @ StoreError::UnknownDimension { .. } => ReadError::Asked(e.to_string()),
+            e => ReadError::Storage(e),
+        }
+    }
+}
+
+/// The report queries alert rules read; the rest of the report is not
+/// computed for them.
+const ALERT_QUERIES: [Query; 6] =
+    [Query::Outcomes, Query::Waste, Query::RetryBudget, Query::ErrorClasses, Query::Routes, Query::Fallbacks];
+
+/// A read connection with the prices and the recovery policy every answer
+/// is computed with. `S` is the connection: a `Store` a command opened, or
+/// one on loan from the service's pool.
+pub struct Reader<S = Store> {
+    store: S,
+    prices: Arc<PriceTable>,
+    policy: Arc<LoadedPolicy>,
+}
+
+impl<S: Borrow<Store>> Reader<S> {
+    pub fn new(store: S, prices: Arc<PriceTable>, policy: Arc<LoadedPolicy>) -> Self {
+        Reader { store, prices, policy }
+    }
+
+    fn store(&self) -> &Store {
+        self.store.borrow()
+    }
+
+    pub fn policy(&self) -> &LoadedPolicy {
+        &self.policy
+    }
+
+    /// The report of the workflows `filter` selects, its lists folded to
+    /// their bounds (`report::fold`), with the recovery audit of the same
+    /// workflows in the same snapshot when `with_audit`.
+    pub fn report(&self, filter: &ReportFilter, with_audit: bool) -> Result<Report, ReadError> {
+        if !with_audit {
+            let rows = self.store().report_rows(filter, &self.prices)?;
+            return Ok(Report::from_rows(&rows, filter.retry_budget));
+        }
+        let audit_filter = self.policy.filter(Window::from(filter));
+        let (rows, audit_rows) = self.store().report_and_audit_rows(filter, &audit_filter, &self.prices)?;
+        let mut report = Report::from_rows(&rows, filter.retry_budget);
+        report.audit = Some(self.policy.audit(&audit_rows));
+        Ok(report)
+    }
+
+    /// The parts of the report alert rules read, every route listed (a
+    /// rule may name one past the report's bound).
+    pub fn alert_report(&self, filter: &ReportFilter) -> Result<Report, ReadError> {
+        let rows = self.store().report_rows_of(filter, &self.prices, &ALERT_QUERIES)?;
+        Ok(Report::from_unfolded_rows(&rows, filter.retry_budget))
+    }
+
+    /// The recovery audit of the workflows in `window`.
+    pub fn audit(&self, window: Window) -> Result<Audit, ReadError> {
+        let rows = self.store().audit(&self.policy.filter(window), &self.prices)?;
+        Ok(self.policy.audit(&rows))
+    }
+
+    /// Every bucket of `range`.
+    pub fn timeseries(&self, range: &SeriesRange) -> Result<Timeseries, ReadError> {
+        let rows = self.store().timeseries(range, &self.prices)?;
+        Ok(Timeseries::from_rows(range, &rows))
+    }
+
+    /// Every attempt of one workflow; `None` when no workflow has this id.
+    pub fn workflow(&self, workflow_id: &str) -> Result<Option<WorkflowDetail>, ReadError> {
+        let rows = self.store().workflow_attempts(workflow_id, &self.prices)?;
+        Ok(WorkflowDetail::from_rows(workflow_id, &rows))
+    }
+
+    /// The newest `limit` alert events, newest first.
+    pub fn alert_history(&self, limit: usize) -> Result<Vec<AlertEvent>, ReadError> {
+        Ok(self.store().alert_history(limit)?)
+    }
+
+    /// Alerts whose last recorded state is firing.
+    pub fn open_alerts(&self) -> Result<Vec<AlertEvent>, ReadError> {
+        Ok(self.store().open_alerts()?)
+    }
+
+    /// The minutes of the oldest and newest workflow stored.
+    pub fn data_minutes(&self) -> Result<Option<MinuteSpan>, ReadError> {
+        Ok(self.store().data_minutes()?)
+    }
+
+    /// First and last `started_at` stored.
+    pub fn attempt_span(&self) -> Result<Option<Span>, ReadError> {
+        Ok(self.store().attempt_span()?)
+    }
+
+    /// The stored-data samples of `/metrics`, over every stored workflow.
+    pub fn metric_rows(&self) -> Result<Vec<MetricRow>, ReadError> {
+        Ok(self.store().metric_rows(&self.prices)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::PrimaryRoute;
+    use crate::request::RouteKey;
+
+    /// The measure of this module: a new reader (here, one route's line of
+    /// the report) is one method over the ones above, and its caller.
+    impl<S: Borrow<Store>> Reader<S> {
+        fn primary_route(
+            &self,
+            filter: &ReportFilter,
+            route: &RouteKey,
+        ) -> Result<Option<PrimaryRoute>, ReadError> {
+            let report = self.alert_report(filter)?;
+            Ok(report.by_primary_route.into_iter().find(|r| &r.key() == route))
+        }
+    }
+
+    #[test]
+    fn a_new_reader_is_one_method() {
+        let store = Store::open_in_memory().unwrap();
+        let lines = [
+            r#"{"attempt_id":"a1","workflow_id":"w1","started_at":"2026-11-28T02:00:00Z","provider":"openai","model":"gpt-4o","status":"error","http_status":529,"decision":"retry"}"#,
+            r#"{"attempt_id":"a2","workflow_id":"w1","started_at":"2026-11-28T02:00:01Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,
+            r#"{"attempt_id":"b1","workflow_id":"w2","started_at":"2026-11-28T02:00:02Z","provider":"anthropic","model":"claude","status":"ok"}"#,
+        ];
+        let attempts: Vec<_> = lines.iter().map(|l| crate::ingest::jsonl::decode_line(l).unwrap()).collect();
+        store.write_batch(&attempts).unwrap();
+        store.catch_up().unwrap();
+        let reader = Reader::new(store, Arc::new(PriceTable::load(None).unwrap()), Arc::default());
+        let openai =
+            RouteKey { route_group: None, provider: Some("openai".into()), model: Some("gpt-4o".into()) };
+        let line = reader.primary_route(&ReportFilter::default(), &openai).unwrap().unwrap();
+        assert_eq!((line.workflows, line.primary_success, line.retry_recovery), (1, 0, 1));
+        let nowhere = RouteKey { provider: Some("mistral".into()), ..openai };
+        assert_eq!(reader.primary_route(&ReportFilter::default(), &nowhere).unwrap(), None);
+    }
+}
