@@ -15,7 +15,7 @@ use attempt_ledger::ingest::jsonl;
 use attempt_ledger::ingest::source::Source;
 use attempt_ledger::pipeline::ingest_sources;
 use attempt_ledger::pricing::PriceTable;
-use attempt_ledger::report::Report;
+use attempt_ledger::read::Reader;
 use attempt_ledger::simulate::{Scenario, SimOptions, default_start, simulate};
 use attempt_ledger::store::{ReportFilter, Store};
 
@@ -79,11 +79,10 @@ fn main() -> anyhow::Result<()> {
         again.stored.duplicates as f64 / secs
     );
 
-    let prices = PriceTable::load(None)?;
+    let reader = Reader::new(&store, std::sync::Arc::new(PriceTable::load(None)?), Default::default());
     for run in 1..=2 {
         let began = Instant::now();
-        let filter = ReportFilter::default();
-        let report = Report::from_rows(&store.report_rows(&filter, &prices)?, filter.retry_budget);
+        let report = reader.report(&ReportFilter::default(), false)?;
         println!(
             "report     run {run}: {} workflows, {} attempts in {:.2} s",
             report.workflows.total,

@@ -11,6 +11,7 @@ pub mod report;
 pub mod service;
 pub mod simulate;
 pub mod store;
+pub mod telemetry;
 
 // The database-free half lives in crates/attempt-core; its modules keep
 // their paths here.

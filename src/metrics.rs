@@ -19,9 +19,7 @@ use prometheus_client::registry::Registry;
 
 use crate::model::{LATENCY_BUCKETS, PicoUsd};
 use crate::store::queries::{METRIC_LABEL_COLUMNS, MetricRow};
-
-/// Prefix of every family: `attempt_ledger_attempts_total`, ...
-pub const PREFIX: &str = "attempt_ledger";
+use crate::telemetry::{PREFIX, escape};
 
 /// The media type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -321,21 +319,6 @@ fn histogram_series<'a>(spec: &StoredFamily, rows: impl Iterator<Item = &'a Metr
         .collect()
 }
 
-/// Label values come from records (workflow and model names): escape what
-/// the text format gives meaning to, which the encoder leaves to us.
-fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[derive(Debug)]
 struct Families(Vec<Family>);
 
@@ -365,14 +348,18 @@ impl Collector for Families {
     }
 }
 
-/// The whole exposition: every family under `attempt_ledger_`, then `# EOF`.
-pub fn encode(families: Vec<Family>) -> String {
-    let mut registry = Registry::with_prefix(PREFIX);
-    registry.register_collector(Box::new(Families(families)));
+/// The whole exposition under `attempt_ledger_`: the service's own
+/// telemetry (`telemetry::registry`), then `families` (the gauges read at
+/// scrape time and the stored-data ones), then `# EOF`.
+pub fn exposition(families: Vec<Family>) -> String {
+    let mut scraped = Registry::with_prefix(PREFIX);
+    scraped.register_collector(Box::new(Families(families)));
     let mut out = String::new();
     // Writing into a String cannot fail; an encoder error would be a bug in
     // the families above, and an empty body tells the scraper.
-    if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+    let written = prometheus_client::encoding::text::encode_registry(&mut out, crate::telemetry::registry())
+        .and_then(|_| prometheus_client::encoding::text::encode(&mut out, &scraped));
+    if written.is_err() {
         tracing::error!("metrics encoding failed");
         out.clear();
     }
@@ -399,7 +386,7 @@ mod tests {
             row("attempt_duration_seconds", &[("provider", "openai"), ("status", "ok")], Some(5.0), 1, 3.0),
             row("attempt_duration_seconds", &[("provider", "openai"), ("status", "ok")], None, 1, 400.0),
         ];
-        let text = encode(stored_families(&rows));
+        let text = exposition(stored_families(&rows));
         let line = |needle: &str| {
             text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}\n{text}"))
         };
@@ -418,7 +405,7 @@ mod tests {
             row("wasted_cost", &[("served_provider", "a\"b\\c\nd")], None, 1_500_000_000_000, 0.0),
             row("workflows", &[("outcome", "in_flight")], None, 3, 0.0),
         ];
-        let text = encode(stored_families(&rows));
+        let text = exposition(stored_families(&rows));
         assert!(
             text.contains(r#"attempt_ledger_wasted_cost_usd_total{served_provider="a\"b\\c\nd"} 1.5"#),
             "{text}"

@@ -4,8 +4,6 @@
 //! receivers wait for it. A full queue drops the notification (counted)
 //! rather than grow without bound.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver as Queue, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
@@ -14,19 +12,10 @@ use serde_json::{Value, json};
 
 use super::rules::{Receiver, ReceiverKind, Rule};
 use super::{AlertEvent, AlertState};
+use crate::telemetry::events::{Delivery, NotificationDelivered, NotificationRetried, ReceiverStarted};
 
 /// Notifications waiting per receiver before new ones are dropped.
 const QUEUE: usize = 1024;
-
-#[derive(Debug, Default)]
-pub struct DeliveryStats {
-    pub sent: AtomicU64,
-    /// Retried past `max_tries`, then given up.
-    pub failed: AtomicU64,
-    pub retries: AtomicU64,
-    /// Dropped because the receiver's queue was full.
-    pub dropped: AtomicU64,
-}
 
 /// One queued notification.
 #[derive(Debug, Clone)]
@@ -38,7 +27,7 @@ struct Notification {
 }
 
 pub struct Notifier {
-    receivers: Vec<(Receiver, SyncSender<Notification>, Arc<DeliveryStats>)>,
+    receivers: Vec<(Receiver, SyncSender<Notification>)>,
 }
 
 impl Notifier {
@@ -49,15 +38,15 @@ impl Notifier {
             .iter()
             .map(|r| {
                 let (tx, rx) = sync_channel(QUEUE);
-                let stats = Arc::new(DeliveryStats::default());
-                let (receiver, thread_stats) = (r.clone(), stats.clone());
+                ReceiverStarted { receiver: &r.name }.emit();
+                let receiver = r.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("notify-{}", r.name))
-                    .spawn(move || deliver_all(&receiver, rx, &thread_stats));
+                    .spawn(move || deliver_all(&receiver, rx));
                 if let Err(err) = spawned {
                     tracing::error!(receiver = %r.name, %err, "cannot start the delivery thread");
                 }
-                (r.clone(), tx, stats)
+                (r.clone(), tx)
             })
             .collect();
         Notifier { receivers }
@@ -65,28 +54,27 @@ impl Notifier {
 
     /// Queues `event` for the rule's receivers; never blocks.
     pub fn notify(&self, rule: &Rule, event: &AlertEvent, repeat: bool, repeat_interval: Duration) {
-        for (receiver, queue, stats) in &self.receivers {
+        for (receiver, queue) in &self.receivers {
             if !rule.receivers.is_empty() && !rule.receivers.contains(&receiver.name) {
                 continue;
             }
             let notification = Notification { event: event.clone(), repeat, repeat_interval };
             match queue.try_send(notification) {
                 Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    stats.dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(receiver = %receiver.name, alert = %event.key, "notification dropped: queue full");
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => NotificationDelivered {
+                    receiver: &receiver.name,
+                    alert: &event.key,
+                    delivery: Delivery::Dropped,
+                    tries: 0,
+                    reason: None,
                 }
+                .emit(),
             }
         }
     }
-
-    /// Per receiver: (name, stats), for `/metrics`.
-    pub fn stats(&self) -> Vec<(String, Arc<DeliveryStats>)> {
-        self.receivers.iter().map(|(r, _, s)| (r.name.clone(), s.clone())).collect()
-    }
 }
 
-fn deliver_all(receiver: &Receiver, queue: Queue<Notification>, stats: &DeliveryStats) {
+fn deliver_all(receiver: &Receiver, queue: Queue<Notification>) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(receiver.timeout))
         .http_status_as_error(false)
@@ -96,24 +84,32 @@ fn deliver_all(receiver: &Receiver, queue: Queue<Notification>, stats: &Delivery
         let body = payload(receiver, &notification, Utc::now());
         let mut delay = receiver.backoff;
         for attempt in 1..=receiver.max_tries {
+            let (name, alert) = (receiver.name.as_str(), notification.event.key.as_str());
             match post(&agent, &receiver.url, &body) {
                 Ok(()) => {
-                    stats.sent.fetch_add(1, Ordering::Relaxed);
+                    let delivery = Delivery::Sent;
+                    NotificationDelivered { receiver: name, alert, delivery, tries: attempt, reason: None }
+                        .emit();
                     break;
                 }
-                Err(reason) if attempt == receiver.max_tries => {
-                    stats.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(
-                        receiver = %receiver.name, alert = %notification.event.key, tries = attempt, %reason,
-                        "notification given up"
-                    );
+                Err(reason) if attempt == receiver.max_tries => NotificationDelivered {
+                    receiver: name,
+                    alert,
+                    delivery: Delivery::Failed,
+                    tries: attempt,
+                    reason: Some(&reason),
                 }
+                .emit(),
                 Err(reason) => {
-                    stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        receiver = %receiver.name, alert = %notification.event.key, tries = attempt, %reason,
-                        retry_in_ms = delay.as_millis() as u64, "notification failed; retrying"
-                    );
+                    let retry_in_ms = delay.as_millis() as u64;
+                    NotificationRetried {
+                        receiver: name,
+                        alert,
+                        tries: attempt,
+                        reason: &reason,
+                        retry_in_ms,
+                    }
+                    .emit();
                     std::thread::sleep(delay);
                     delay = (delay * 2).min(receiver.max_backoff);
                 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::store::{ROUND_ROWS, Store};
+use crate::telemetry::events::{DerivationRound, DerivationRoundFailed};
 
 /// How long a read waits for derivation to reach what was acknowledged
 /// before it was asked; past it, the answer states its lag.
@@ -78,14 +79,13 @@ pub struct Derivation {
     /// Signalled when derivation made room for the writer.
     room: Condvar,
     wake: (Mutex<Wake>, Condvar),
+    /// Rounds committed: what the metrics refresher watches for a change
+    /// (the telemetry counts them too, for `/metrics`).
     pub rounds: AtomicU64,
-    pub round_failures: AtomicU64,
     /// The last round failed (not on data: a storage error); cleared by
     /// the next one that commits.
     pub failing: AtomicBool,
     pub quarantined: AtomicU64,
-    /// Durations past the decode bound (rows stored before it) clamped.
-    pub clamped: AtomicU64,
     pub alive: AtomicBool,
 }
 
@@ -100,10 +100,8 @@ impl Derivation {
             room: Condvar::new(),
             wake: (Mutex::new(Wake::default()), Condvar::new()),
             rounds: AtomicU64::new(0),
-            round_failures: AtomicU64::new(0),
             failing: AtomicBool::new(false),
             quarantined: AtomicU64::new(quarantined),
-            clamped: AtomicU64::new(0),
             alive: AtomicBool::new(true),
         }
     }
@@ -263,7 +261,7 @@ fn run(store: &Store, derivation: &Derivation, stop: &Stop) {
             Ok(Ok(Some(round))) => {
                 derivation.rounds.fetch_add(1, Ordering::Relaxed);
                 derivation.quarantined.fetch_add(round.quarantined, Ordering::Relaxed);
-                derivation.clamped.fetch_add(round.clamped, Ordering::Relaxed);
+                DerivationRound { clamped: round.clamped }.emit();
                 derivation.failing.store(false, Ordering::Relaxed);
                 derivation.derived_through(round.derived_through);
                 derivation.pause();
@@ -278,15 +276,13 @@ fn run(store: &Store, derivation: &Derivation, stop: &Stop) {
                 derivation.idle();
             }
             Ok(Err(err)) => {
-                tracing::error!(error = %err, "derivation round failed; retrying");
-                derivation.round_failures.fetch_add(1, Ordering::Relaxed);
+                DerivationRoundFailed { error: Some(&err) }.emit();
                 derivation.failing.store(true, Ordering::Relaxed);
                 std::thread::sleep(IDLE_WAIT);
             }
             Err(_) => {
-                tracing::error!("derivation round panicked; retrying");
+                DerivationRoundFailed { error: None }.emit();
                 let _ = store.rollback_open_transaction();
-                derivation.round_failures.fetch_add(1, Ordering::Relaxed);
                 derivation.failing.store(true, Ordering::Relaxed);
                 std::thread::sleep(IDLE_WAIT);
             }

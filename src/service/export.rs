@@ -16,13 +16,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::bytes::Bytes;
 
-use super::ServiceStats;
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
 use super::writer::WriterHandle;
 use crate::ingest::Decoded;
 use crate::ingest::otlp::{self, DecodedSpans, ProtobufError};
 use crate::store::MAX_SPANS_PER_TRACE;
+use crate::telemetry::events::{Receiver, RecordsRejected, Refusal, WriteRefused};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Encoding {
@@ -48,7 +48,8 @@ pub const JSON_PER_BODY_BYTE: usize = 3;
 pub struct Exporter<'a> {
     pub writer: &'a WriterHandle,
     pub budget: &'a ByteBudget,
-    pub stats: &'a ServiceStats,
+    /// Which receiver the request came to, for its telemetry.
+    pub receiver: Receiver,
 }
 
 impl Exporter<'_> {
@@ -71,12 +72,14 @@ impl Exporter<'_> {
         let mut spans = match decoded {
             Ok(spans) => spans,
             Err(Refused::OverBudget { needed }) => {
-                self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                WriteRefused { by: Refusal::Bytes }.emit();
                 return Err(ServiceError::no_room(needed, self.budget));
             }
             Err(Refused::Undecodable(reason)) => return Err(ServiceError::BadRequest(reason)),
         };
-        ServiceStats::count(&self.stats.rejected_records, spans.decoded.rejected);
+        let d = &spans.decoded;
+        super::traced::decoded((d.attempts.len() + d.spans.len()) as u64 + d.rejected);
+        RecordsRejected { receiver: self.receiver, records: d.rejected }.emit();
         let notes = spans.decoded.take_notes();
         let stats = self.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
         Ok(export_response(&notes, stats.spans_refused))

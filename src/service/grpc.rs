@@ -21,15 +21,15 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use tonic::body::Body as TonicBody;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings};
 use tonic::codegen::{BoxFuture, Bytes, Service, StdError, http};
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 use tonic_prost::ProstCodec;
 
-use super::ServiceStats;
 use super::auth::{Denied, Scope, Tokens};
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
 use super::export::{Encoding, Exporter};
 use super::writer::{WriteError, WriterHandle};
+use crate::telemetry::events::{IngestRequest, Receiver, Refusal, WriteRefused};
 
 const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
@@ -43,18 +43,16 @@ pub struct TraceServer {
 struct Export {
     writer: WriterHandle,
     byte_budget: ByteBudget,
-    stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
 }
 
 pub fn service(
     writer: WriterHandle,
-    stats: Arc<ServiceStats>,
     tokens: Arc<Tokens>,
     body_limit: usize,
     byte_budget: ByteBudget,
 ) -> TraceServer {
-    TraceServer { inner: Arc::new(Export { writer, byte_budget, stats, tokens }), body_limit }
+    TraceServer { inner: Arc::new(Export { writer, byte_budget, tokens }), body_limit }
 }
 
 impl tonic::server::NamedService for TraceServer {
@@ -113,7 +111,13 @@ impl tonic::server::UnaryService<Bytes> for ExportMethod {
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let inner = self.0.clone();
-        Box::pin(async move { inner.export(request).await })
+        Box::pin(async move {
+            super::traced::traced(EXPORT_PATH, inner.export(request), |status| {
+                let code = status.code();
+                (code as i64, matches!(code, Code::Internal | Code::Unknown | Code::DataLoss))
+            })
+            .await
+        })
     }
 }
 
@@ -122,7 +126,7 @@ impl Export {
         // What the message took of the budget as it arrived (its declared,
         // maybe compressed, length), held from here to the answer.
         let held = request.extensions().get::<SharedHeld>().cloned().unwrap_or_default();
-        ServiceStats::count(&self.stats.otlp_grpc_requests, 1);
+        IngestRequest { receiver: Receiver::OtlpGrpc }.emit();
         let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
         match self.tokens.check(authorization, Scope::Ingest) {
             Ok(()) => {}
@@ -134,11 +138,12 @@ impl Export {
         // compressed, in place of what arrived.
         let arrived = held.bytes();
         if !held.take(&self.byte_budget, message.len()) {
-            self.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            WriteRefused { by: Refusal::Bytes }.emit();
             return Err(ServiceError::Write(WriteError::Saturated).into());
         }
         held.release(arrived);
-        let exporter = Exporter { writer: &self.writer, budget: &self.byte_budget, stats: &self.stats };
+        let exporter =
+            Exporter { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
         let answer = exporter.export(&held, message, Encoding::Protobuf).await?;
         Ok(Response::new(answer))
     }

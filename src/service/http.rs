@@ -27,6 +27,7 @@ use crate::ingest::format::Format;
 use crate::ingest::{Decoded, Rejection, jsonl, litellm};
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::MAX_LISTED_CONFLICTS;
+use crate::telemetry::events::{IngestRequest, Receiver, RecordsRejected, Refusal, WriteRefused};
 
 pub fn app(state: AppState) -> Router {
     // The compressed body may not exceed the limit either.
@@ -55,6 +56,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(get_readyz))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn(super::traced::trace_requests))
         .with_state(state)
 }
 
@@ -71,8 +73,8 @@ async fn admit_write(
     request: Request,
     next: Next,
 ) -> Result<Response, ServiceError> {
-    let refuse = |state: &AppState| {
-        state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let refuse = |by: Refusal| {
+        WriteRefused { by }.emit();
         ServiceError::Write(WriteError::Saturated)
     };
     let Ok(_slot) = state.write_slots.clone().try_acquire_owned() else {
@@ -80,7 +82,7 @@ async fn admit_write(
         // then reads the 503 instead of a reset connection.
         let _ =
             tokio::time::timeout(state.body_timeout, discard(request.into_body(), state.body_limit)).await;
-        return Err(refuse(&state));
+        return Err(refuse(Refusal::Slots));
     };
     let (mut parts, body) = request.into_parts();
     let held = SharedHeld::default();
@@ -92,7 +94,7 @@ async fn admit_write(
         }
         Ok(Err(BodyRead::OverBudget(rest))) => {
             let _ = tokio::time::timeout(state.body_timeout, discard(rest, state.body_limit)).await;
-            return Err(refuse(&state));
+            return Err(refuse(Refusal::Bytes));
         }
         Ok(Ok(raw)) => raw,
     };
@@ -103,7 +105,7 @@ async fn admit_write(
             held.release(raw.len());
             drop(raw);
             if !held.take(&state.byte_budget, inflated.len()) {
-                return Err(refuse(&state));
+                return Err(refuse(Refusal::Bytes));
             }
             inflated
         }
@@ -339,7 +341,7 @@ async fn post_attempts(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
-    super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    IngestRequest { receiver: Receiver::Attempts }.emit();
     require_json(&headers)?;
     let format = match params.get("format") {
         Some(name) => Some(<Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
@@ -374,7 +376,7 @@ async fn post_litellm(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
-    super::ServiceStats::count(&state.stats.attempts_requests, 1);
+    IngestRequest { receiver: Receiver::Attempts }.emit();
     require_json(&headers)?;
     let decoded = decode_records(&state, held, body, |text| Ok(litellm::decode_body(text))).await?;
     store_and_answer(&state, decoded).await
@@ -415,7 +417,7 @@ async fn decode_records(
         decoded,
         Err(ServiceError::Write(WriteError::Saturated) | ServiceError::DecodedTooLarge { .. })
     ) {
-        state.writer.stats.requests_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        WriteRefused { by: Refusal::Bytes }.emit();
     }
     decoded
 }
@@ -424,7 +426,8 @@ async fn decode_records(
 /// (docs/record-format.md, "The ingest answer"): exact counts, and the first
 /// notes of each kind.
 async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ServiceError> {
-    super::ServiceStats::count(&state.stats.rejected_records, decoded.rejected);
+    super::traced::decoded((decoded.attempts.len() + decoded.spans.len()) as u64 + decoded.rejected);
+    RecordsRejected { receiver: Receiver::Attempts, records: decoded.rejected }.emit();
     let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
     let rejected: Vec<_> = decoded
         .rejections
@@ -473,7 +476,7 @@ async fn post_traces(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    super::ServiceStats::count(&state.stats.otlp_http_requests, 1);
+    IngestRequest { receiver: Receiver::OtlpHttp }.emit();
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let encoding = match content_type.split(';').next().unwrap_or("").trim() {
         "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
@@ -485,7 +488,8 @@ async fn post_traces(
         }
     };
     let held = held.map(|Extension(held)| held).unwrap_or_default();
-    let exporter = Exporter { writer: &state.writer, budget: &state.byte_budget, stats: &state.stats };
+    let exporter =
+        Exporter { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
     match exporter.export(&held, body, encoding).await {
         Ok(response) => {
             let bytes = match encoding {
@@ -575,11 +579,11 @@ async fn get_alerts(
 }
 
 async fn get_metrics(State(state): State<AppState>) -> Response {
-    let mut families = super::health::families(&state);
+    let mut families = super::health::live_gauges(&state);
     if let Ok(Some(stored)) = state.observed.stored_metrics.read().map(|s| s.clone()) {
         families.extend(stored.families.iter().cloned());
     }
-    let body = crate::metrics::encode(families);
+    let body = crate::metrics::exposition(families);
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
 }
 

@@ -34,12 +34,12 @@ pub mod readers;
 pub mod session;
 pub mod state;
 pub mod tls;
+pub mod traced;
 pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -49,23 +49,6 @@ use tokio::sync::watch;
 use crate::alerts::RuleSet;
 use crate::pricing::PriceTable;
 use crate::store::Store;
-
-/// Requests and records by receiver, for the metrics endpoint; the writer
-/// keeps its own (`writer::WriterStats`).
-#[derive(Debug, Default)]
-pub struct ServiceStats {
-    pub attempts_requests: AtomicU64,
-    pub otlp_http_requests: AtomicU64,
-    pub otlp_grpc_requests: AtomicU64,
-    /// Records (lines or spans) rejected by validation.
-    pub rejected_records: AtomicU64,
-}
-
-impl ServiceStats {
-    pub fn count(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -188,11 +171,9 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         let _ = rx.wait_for(|stop| *stop).await;
     };
 
-    let stats = Arc::new(ServiceStats::default());
     let byte_budget = budget::ByteBudget::new(config.queue_bytes.max(config.body_limit));
     let tokens = Arc::new(config.tokens.clone());
     let state = state::AppState {
-        stats: stats.clone(),
         writer: writer.clone(),
         readers: readers::Readers::new(reader),
         prices,
@@ -229,7 +210,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         // hyper's own default, which tonic replaces with "no limit".
         .max_concurrent_streams(GRPC_MAX_STREAMS)
         .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
-        .add_service(grpc::service(writer.clone(), stats, tokens, config.body_limit, byte_budget))
+        .add_service(grpc::service(writer.clone(), tokens, config.body_limit, byte_budget))
         .serve_with_incoming_shutdown(
             grpc_listen::incoming(grpc_listener, grpc_limits),
             until_stopped(stopped.clone()),

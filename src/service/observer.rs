@@ -9,7 +9,7 @@
 //!   firing / resolved transitions in the history and hands notifications
 //!   to the notifier's queues.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -18,11 +18,12 @@ use chrono::Utc;
 
 use super::deriver::Derivation;
 use crate::alerts::evaluate::evaluate;
-use crate::alerts::notify::{DeliveryStats, Notifier};
+use crate::alerts::notify::Notifier;
 use crate::alerts::{AlertEvent, RuleSet, Tracker, Transition};
 use crate::metrics::{Family, stored_families};
 use crate::read::Reader;
 use crate::store::Store;
+use crate::telemetry::events::{AlertsEvaluated, LoopPanicked, RuleEvaluationFailed};
 
 /// A stop flag the loops sleep on, so shutdown does not wait out an interval.
 #[derive(Default)]
@@ -63,29 +64,19 @@ pub struct Observed {
     pub stored_metrics: RwLock<Option<Arc<StoredMetrics>>>,
     /// Alerts pending (false) or firing (true) after the last evaluation.
     pub active_alerts: RwLock<Vec<(AlertEvent, bool)>>,
-    /// Rule names, for per-rule gauges that read 0 when nothing is active.
-    pub rule_names: RwLock<Vec<String>>,
-    pub evaluations: AtomicU64,
-    pub evaluation_failures: AtomicU64,
-    /// f64 bits of the last evaluation's duration.
-    pub last_evaluation_seconds: AtomicU64,
-    pub delivery: RwLock<Vec<(String, Arc<DeliveryStats>)>>,
-    /// Rounds of a loop that panicked; the loop went on at its next round.
-    pub loop_panics: AtomicU64,
 }
 
 /// Runs one round of a background loop. A panic (a bug) is logged and
 /// counted, and the loop goes on at its next round: a dead evaluator
 /// would leave alerts silent while `/healthz` says ok.
-fn supervised(name: &str, observed: &Observed, round: impl FnOnce()) {
+fn supervised(name: &str, round: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)) {
         let message = panic
             .downcast_ref::<String>()
             .map(String::as_str)
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("(no message)");
-        observed.loop_panics.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(loop_name = name, panic = message, "a background loop round panicked; it goes on");
+        LoopPanicked { loop_name: name, message }.emit();
     }
 }
 
@@ -103,7 +94,7 @@ pub fn spawn_metrics_refresher(
             // with each derivation round.
             let batches = derivation.rounds.load(Ordering::Acquire);
             if computed_for != Some(batches) {
-                supervised("metrics", &observed, || {
+                supervised("metrics", || {
                     let began = Instant::now();
                     match reader.metric_rows() {
                         Ok(rows) => {
@@ -137,12 +128,6 @@ pub fn spawn_alert_evaluator(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("alerts".into()).spawn(move || {
         let notifier = Notifier::start(&rules.receivers);
-        if let Ok(mut delivery) = observed.delivery.write() {
-            *delivery = notifier.stats();
-        }
-        if let Ok(mut names) = observed.rule_names.write() {
-            *names = rules.rules.iter().map(|r| r.name.clone()).collect();
-        }
         let mut tracker = match reader.open_alerts() {
             Ok(open) => Tracker::resume(open),
             Err(err) => {
@@ -152,29 +137,47 @@ pub fn spawn_alert_evaluator(
         };
         loop {
             let began = Instant::now();
-            supervised("alerts", &observed, || {
-            let now = Utc::now();
-            let results = evaluate(&reader, &rules.rules, now);
-            for failed in results.iter().filter_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e))) {
-                observed.evaluation_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(rule = %rules.rules[failed.0].name, error = %failed.1, "rule evaluation failed");
-            }
-            for (transition, event) in tracker.observe(&rules.rules, &results, now, rules.repeat_interval) {
-                tracing::info!(alert = %event.key, ?transition, summary = %event.summary);
-                if transition != Transition::Repeat
-                    && let Err(err) = history.record_alert_event(&event)
+            supervised("alerts", || {
+                let now = Utc::now();
+                let results = evaluate(&reader, &rules.rules, now);
+                for (rule, error) in
+                    results.iter().filter_map(|r| r.outcome.as_ref().err().map(|e| (r.rule, e)))
                 {
-                    tracing::error!(%err, alert = %event.key, "cannot record the alert event");
+                    RuleEvaluationFailed { rule: &rules.rules[rule].name, error }.emit();
                 }
-                if let Some(rule) = rules.rules.iter().find(|r| r.name == event.rule) {
-                    notifier.notify(rule, &event, transition == Transition::Repeat, rules.repeat_interval);
+                for (transition, event) in tracker.observe(&rules.rules, &results, now, rules.repeat_interval)
+                {
+                    tracing::info!(alert = %event.key, ?transition, summary = %event.summary);
+                    if transition != Transition::Repeat
+                        && let Err(err) = history.record_alert_event(&event)
+                    {
+                        tracing::error!(%err, alert = %event.key, "cannot record the alert event");
+                    }
+                    if let Some(rule) = rules.rules.iter().find(|r| r.name == event.rule) {
+                        notifier.notify(
+                            rule,
+                            &event,
+                            transition == Transition::Repeat,
+                            rules.repeat_interval,
+                        );
+                    }
                 }
-            }
-            if let Ok(mut active) = observed.active_alerts.write() {
-                *active = tracker.active().map(|(e, firing)| (e.clone(), firing)).collect();
-            }
-            observed.evaluations.fetch_add(1, Ordering::Relaxed);
-            observed.last_evaluation_seconds.store(began.elapsed().as_secs_f64().to_bits(), Ordering::Relaxed);
+                let active: Vec<(AlertEvent, bool)> =
+                    tracker.active().map(|(e, firing)| (e.clone(), firing)).collect();
+                let by_rule: Vec<(String, i64, i64)> = rules
+                    .rules
+                    .iter()
+                    .map(|rule| {
+                        let count = |firing: bool| {
+                            active.iter().filter(|(e, f)| e.rule == rule.name && *f == firing).count() as i64
+                        };
+                        (rule.name.clone(), count(false), count(true))
+                    })
+                    .collect();
+                if let Ok(mut slot) = observed.active_alerts.write() {
+                    *slot = active;
+                }
+                AlertsEvaluated { seconds: began.elapsed().as_secs_f64(), active: &by_rule }.emit();
             });
             if stop.wait(rules.interval.saturating_sub(began.elapsed())) {
                 return;
@@ -189,14 +192,15 @@ mod tests {
 
     #[test]
     fn a_panicking_round_is_counted_and_the_next_round_runs() {
-        let observed = Observed::default();
+        let panics = || crate::telemetry::families().background_loop_panics.get();
+        let before = panics();
         let mut rounds = 0;
         for round in 0..3 {
-            supervised("test", &observed, || {
+            supervised("test", || {
                 rounds += 1;
                 assert!(round != 1, "round 1 breaks");
             });
         }
-        assert_eq!((rounds, observed.loop_panics.load(Ordering::Relaxed)), (3, 1));
+        assert_eq!((rounds, panics() - before), (3, 1));
     }
 }

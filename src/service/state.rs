@@ -16,7 +16,6 @@ use crate::report::Freshness;
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
-    pub stats: Arc<super::ServiceStats>,
     pub writer: WriterHandle,
     /// Read connections (`Store` is not `Sync`: one per request, reused).
     pub readers: Arc<super::readers::Readers>,

@@ -9,7 +9,7 @@
 //! channel is refused at once (`Saturated`), never queued without bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
@@ -18,6 +18,7 @@ use super::deriver::Derivation;
 use crate::model::{Attempt, SpanRecord};
 use crate::providers::ProviderAliases;
 use crate::store::{AttemptRows, PreparedBatch, Store, WriteStats};
+use crate::telemetry::events::{BatchesCommitted, RecordsStored, Refusal, WriteRefused};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -35,13 +36,10 @@ struct Job {
     reply: oneshot::Sender<Result<WriteStats, String>>,
 }
 
-/// The writer's counters, for the metrics endpoint.
+/// The writer's state, for `/readyz` (what it counts is telemetry:
+/// `crate::telemetry::events`).
 #[derive(Debug, Default)]
 pub struct WriterStats {
-    pub batches_committed: AtomicU64,
-    pub attempts_inserted: AtomicU64,
-    pub attempts_duplicate: AtomicU64,
-    pub requests_refused: AtomicU64,
     /// The writer thread is running (false once it stopped, or died).
     pub alive: AtomicBool,
     /// The last transaction the writer tried failed (a full disk, an
@@ -86,7 +84,7 @@ impl WriterHandle {
         let (reply, answer) = oneshot::channel();
         self.sender.try_send(Job { rows, spans, reply }).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
-                self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
+                WriteRefused { by: Refusal::Queue }.emit();
                 WriteError::Saturated
             }
             mpsc::error::TrySendError::Closed(_) => WriteError::Stopped,
@@ -222,7 +220,7 @@ fn run(
         let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches, derivation)
         {
             Ok(results) => {
-                stats.batches_committed.fetch_add(1, Ordering::Relaxed);
+                BatchesCommitted { transactions: 1 }.emit();
                 results.into_iter().map(|r| Ok(vec![r])).collect()
             }
             // One request must not fail the others it was grouped with:
@@ -235,7 +233,7 @@ fn run(
                     .map(|b| write_guarded(&store, std::slice::from_ref(b), derivation))
                     .collect();
                 let committed = alone.iter().filter(|r| r.is_ok()).count() as u64;
-                stats.batches_committed.fetch_add(committed, Ordering::Relaxed);
+                BatchesCommitted { transactions: committed }.emit();
                 alone
             }
             Err(err) => vec![Err(err)],
@@ -245,8 +243,7 @@ fn run(
             let answer = match result {
                 Ok(mut per_batch) => {
                     let result = per_batch.pop().unwrap_or_default();
-                    stats.attempts_inserted.fetch_add(result.inserted, Ordering::Relaxed);
-                    stats.attempts_duplicate.fetch_add(result.duplicates, Ordering::Relaxed);
+                    RecordsStored { inserted: result.inserted, duplicates: result.duplicates }.emit();
                     stats.last_write_failed.store(false, Ordering::Relaxed);
                     Ok(result)
                 }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 /// (folder, folders it never uses): the "never" rules of ARCHITECTURE.md.
 /// The store is below everything that reads it; the dashboard draws what
-/// it is handed; the read side answers without knowing who asks.
+/// it is handed; the read side answers without knowing who asks; the
+/// telemetry is below everything that emits an event.
 const NEVER: &[(&str, &[&str])] = &[
     (
         "store",
@@ -20,6 +21,10 @@ const NEVER: &[(&str, &[&str])] = &[
     ("metrics", &["report", "read", "alerts", "service", "cli", "dashboard"]),
     ("alerts", &["service", "cli", "dashboard"]),
     ("service", &["cli"]),
+    (
+        "telemetry",
+        &["store", "report", "read", "alerts", "metrics", "service", "cli", "dashboard", "pipeline", "simulate"],
+    ),
 ];
 
 /// The module path of a file: `src/service/http.rs` -> `service::http`.

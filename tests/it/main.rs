@@ -53,8 +53,8 @@ pub fn store_with(lines: &[String]) -> Store {
 }
 
 pub fn report_of(store: &Store, filter: &ReportFilter) -> Report {
-    let rows = store.report_rows(filter, &PriceTable::load(None).unwrap()).unwrap();
-    Report::from_rows(&rows, filter.retry_budget)
+    let prices = std::sync::Arc::new(PriceTable::load(None).unwrap());
+    attempt_ledger::read::Reader::new(store, prices, Default::default()).report(filter, false).unwrap()
 }
 
 /// The interpreter of one of the pinned Python environments that

@@ -33,7 +33,18 @@ impl Service {
         Self::spawn(shell, db, extra)
     }
 
-    fn spawn(mut command: Command, db: &Path, extra: &[&str]) -> Service {
+    /// `start`, its log (at `filter`, `ATTEMPT_LEDGER_LOG`) written to `log`.
+    pub fn start_logging(db: &Path, filter: &str, log: &Path) -> Service {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"));
+        command.env("ATTEMPT_LEDGER_LOG", filter);
+        Self::spawn_with_stderr(command, db, &[], std::fs::File::create(log).unwrap().into())
+    }
+
+    fn spawn(command: Command, db: &Path, extra: &[&str]) -> Service {
+        Self::spawn_with_stderr(command, db, extra, Stdio::inherit())
+    }
+
+    fn spawn_with_stderr(mut command: Command, db: &Path, extra: &[&str], stderr: Stdio) -> Service {
         let mut child = command
             .args([
                 "serve",
@@ -46,7 +57,7 @@ impl Service {
             ])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -1026,4 +1037,42 @@ fn otlp_over_http_and_grpc_answer_and_count_the_same() {
     let counted: f64 = rejected_metric(&over_http).rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(counted, 1_500.0);
     assert_eq!(over_http.report("")["attempts"]["total"], over_grpc.report("")["attempts"]["total"]);
+}
+
+/// Every request is a span in the log: its method, its matched route (the
+/// pattern, not the path, which holds ids), status, the records it decoded
+/// and how long it took; at debug, and at warn once slow.
+#[test]
+fn every_request_is_a_span_in_the_log_with_its_route_status_and_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let service =
+        Service::start_logging(&dir.path().join("s.duckdb"), "attempt_ledger::service::traced=debug", &log);
+    let lines = [
+        r#"{"workflow_id":"w1","started_at":"2026-11-28T02:00:00Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,
+        r#"{"workflow_id":"w2","started_at":"2026-11-28T02:00:01Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,
+        r#"{"workflow_id":"w3","started_at":"2026-11-28T02:00:02Z","provider":"openai"}"#,
+    ];
+    let (status, _, _) =
+        service.post("/v1/attempts", "application/x-ndjson", None, lines.join("\n").as_bytes());
+    assert_eq!(status, 200);
+    let (status, _, _) = service.post("/v1/traces", "application/json", None, &export_json(vec![]));
+    assert_eq!(status, 200);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let missing = agent.get(&format!("{}/api/v1/workflows/wf-secret-id", service.http)).call().unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    service.terminate();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in the log:\n{text}"))
+    };
+    let posted = line("route=/v1/attempts");
+    for field in ["method=POST", "status=200", "records=3", "duration_ms=", "request answered"] {
+        assert!(posted.contains(field), "{field} in {posted}");
+    }
+    assert!(line("route=/v1/traces").contains("records=0"));
+    let asked = line("route=/api/v1/workflows/{workflow_id}");
+    assert!(asked.contains("status=404") && !asked.contains("wf-secret-id"), "{asked}");
 }
