@@ -23,7 +23,18 @@ const NEVER: &[(&str, &[&str])] = &[
     ("service", &["cli"]),
     (
         "telemetry",
-        &["store", "report", "read", "alerts", "metrics", "service", "cli", "dashboard", "pipeline", "simulate"],
+        &[
+            "store",
+            "report",
+            "read",
+            "alerts",
+            "metrics",
+            "service",
+            "cli",
+            "dashboard",
+            "pipeline",
+            "simulate",
+        ],
     ),
 ];
 
