@@ -56,23 +56,21 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = match Store::open_for_reading(&args.db.db) {
-        Ok(store) => store,
-        // The history is the service's to tell; a replay (`--check`) needs
-        // the file itself.
-        Err(err) if !args.check => {
-            let asked = remote::answer_instead(&args.db.db, &err, &[], || {
-                remote::path_with(
-                    "/api/v1/alerts",
-                    &[
-                        ("limit", Some(args.limit.to_string())),
-                        ("format", Some(remote::value_name(args.format))),
-                    ],
-                )
-            })?;
-            return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
-        }
-        Err(err) => return Err(err.into()),
+    // The history is the service's to tell; a replay (`--check`) needs
+    // the file itself.
+    let asked = || {
+        let format = remote::value_name(args.format);
+        remote::path_with(
+            "/api/v1/alerts",
+            &[("limit", Some(args.limit.to_string())), ("format", Some(format))],
+        )
+    };
+    let store = match args.check {
+        true => Store::open_for_reading(&args.db.db)?,
+        false => match remote::open_or_ask(&args.db.db, &[], asked)? {
+            Some(store) => store,
+            None => return Ok(ExitCode::SUCCESS),
+        },
     };
     // The price and policy files matter to a replay only.
     let (prices, policy) = match args.check {

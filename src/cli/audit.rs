@@ -2,16 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use anyhow::bail;
 
 use super::{DbArg, WindowArgs, remote};
-use crate::pricing::PriceTable;
-use crate::read::Reader;
 use crate::report::Format;
-use crate::report::audit::LoadedPolicy;
-use crate::store::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,31 +25,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if !args.db.db.exists() {
-        bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", args.db.db.display());
-    }
-    let policy = LoadedPolicy::load(args.policy.as_deref())?;
     let window = args.window.window()?;
-    let prices = PriceTable::load(args.prices.as_deref())?;
-    let store = match Store::open_for_reading(&args.db.db) {
-        Ok(store) => store,
-        Err(err) => {
-            let files = [("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())];
-            let asked = remote::answer_instead(&args.db.db, &err, &files, || {
-                remote::path_with(
-                    "/api/v1/audit",
-                    &[
-                        ("since", remote::instant(window.since)),
-                        ("until", remote::instant(window.until)),
-                        ("workflow", window.workflow.clone()),
-                        ("format", Some(remote::value_name(args.format))),
-                    ],
-                )
-            })?;
-            return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
-        }
+    let asked = || {
+        let mut query = remote::window_query(&window);
+        query.push(("format", Some(remote::value_name(args.format))));
+        remote::path_with("/api/v1/audit", &query)
     };
-    let audit = Reader::new(store, Arc::new(prices), Arc::new(policy)).audit(window)?;
-    print!("{}", audit.render(args.format));
+    let Some(reader) =
+        super::reader_or_ask(&args.db.db, args.prices.as_deref(), args.policy.as_deref(), asked)?
+    else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    print!("{}", reader.audit(window)?.render(args.format));
     Ok(ExitCode::SUCCESS)
 }

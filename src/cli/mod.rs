@@ -157,6 +157,25 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// A reader over the database `db` with the price and policy files given;
+/// `None` once a running `serve` that holds the file answered
+/// `path_and_query` instead (`remote::open_or_ask`).
+fn reader_or_ask(
+    db: &std::path::Path,
+    prices: Option<&std::path::Path>,
+    policy: Option<&std::path::Path>,
+    path_and_query: impl FnOnce() -> String,
+) -> anyhow::Result<Option<crate::read::Reader>> {
+    if !db.exists() {
+        anyhow::bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", db.display());
+    }
+    let loaded_prices = crate::pricing::PriceTable::load(prices)?;
+    let loaded_policy = crate::report::audit::LoadedPolicy::load(policy)?;
+    let files = [("--prices", prices.is_some()), ("--policy", policy.is_some())];
+    let store = remote::open_or_ask(db, &files, path_and_query)?;
+    Ok(store.map(|store| crate::read::Reader::new(store, loaded_prices.into(), loaded_policy.into())))
+}
+
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("ATTEMPT_LEDGER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));

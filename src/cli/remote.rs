@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::service::http::DERIVATION_HEADER;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// A read token for a service with access tokens on.
 pub const TOKEN_ENV: &str = "ATTEMPT_LEDGER_TOKEN";
@@ -117,6 +117,15 @@ pub fn path_with(path: &str, pairs: &[(&str, Option<String>)]) -> String {
     }
 }
 
+/// A window's parameters: `since`, `until`, `workflow`.
+pub fn window_query(window: &crate::request::Window) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        ("since", instant(window.since)),
+        ("until", instant(window.until)),
+        ("workflow", window.workflow.clone()),
+    ]
+}
+
 /// What an instant is on the wire: RFC 3339, as `parse_time` reads it.
 pub fn instant(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
@@ -138,6 +147,20 @@ fn refuse_local_files(running: &Running, files: &[(&str, bool)]) -> anyhow::Resu
 /// How a `--format` value is spelled on the command line and in `format=`.
 pub fn value_name(format: impl clap::ValueEnum) -> String {
     format.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+}
+
+/// The database `db` opened for reading; `None` once the running `serve`
+/// that holds it has answered `path_and_query` instead (`answer_instead`).
+pub fn open_or_ask(
+    db: &Path,
+    files: &[(&str, bool)],
+    path_and_query: impl FnOnce() -> String,
+) -> anyhow::Result<Option<Store>> {
+    match Store::open_for_reading(db) {
+        Ok(store) => Ok(Some(store)),
+        Err(err) if answer_instead(db, &err, files, path_and_query)? => Ok(None),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// When `error` is the lock of a running `serve`, prints its answer to

@@ -2,17 +2,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use anyhow::bail;
 
 use super::{DbArg, WindowArgs, remote};
-use crate::pricing::PriceTable;
-use crate::read::Reader;
-use crate::report::audit::LoadedPolicy;
 use crate::report::{Format, render};
-use crate::request::ReportFilter;
-use crate::store::Store;
+use crate::request::Window;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -42,41 +35,22 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if !args.db.db.exists() {
-        bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", args.db.db.display());
-    }
-    let window = args.window.window()?;
-    let filter = ReportFilter {
-        since: window.since,
-        until: window.until,
-        workflow: window.workflow,
-        retry_budget: args.retry_budget,
-        group_by: args.group_by,
+    let filter = args.window.window()?.report(args.retry_budget, args.group_by);
+    let asked = || {
+        let mut query = remote::window_query(&Window::from(&filter));
+        query.extend([
+            ("group_by", filter.group_by.clone()),
+            ("retry_budget", Some(filter.retry_budget.to_string())),
+            ("audit", args.no_audit.then(|| "false".to_string())),
+            ("format", Some(remote::value_name(args.format))),
+        ]);
+        remote::path_with("/api/v1/report", &query)
     };
-    let prices = PriceTable::load(args.prices.as_deref())?;
-    let policy = LoadedPolicy::load(args.policy.as_deref())?;
-    let store = match Store::open_for_reading(&args.db.db) {
-        Ok(store) => store,
-        Err(err) => {
-            let files = [("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())];
-            let asked = remote::answer_instead(&args.db.db, &err, &files, || {
-                remote::path_with(
-                    "/api/v1/report",
-                    &[
-                        ("since", remote::instant(filter.since)),
-                        ("until", remote::instant(filter.until)),
-                        ("workflow", filter.workflow.clone()),
-                        ("group_by", filter.group_by.clone()),
-                        ("retry_budget", Some(filter.retry_budget.to_string())),
-                        ("audit", args.no_audit.then(|| "false".to_string())),
-                        ("format", Some(remote::value_name(args.format))),
-                    ],
-                )
-            })?;
-            return if asked { Ok(ExitCode::SUCCESS) } else { Err(err.into()) };
-        }
+    let Some(reader) =
+        super::reader_or_ask(&args.db.db, args.prices.as_deref(), args.policy.as_deref(), asked)?
+    else {
+        return Ok(ExitCode::SUCCESS);
     };
-    let report = Reader::new(store, Arc::new(prices), Arc::new(policy)).report(&filter, !args.no_audit)?;
-    print!("{}", render(&report, args.format));
+    print!("{}", render(&reader.report(&filter, !args.no_audit)?, args.format));
     Ok(ExitCode::SUCCESS)
 }

@@ -232,42 +232,39 @@ fn keyed_series<K: AsRef<str> + Ord + Clone>(
     (made, keys.iter().map(|(_, t)| Some(*t)).collect())
 }
 
-pub fn overview(view: &View, series: &Timeseries, report: &Report) -> Result<String, PageError> {
-    let starts = starts(series);
-    let shares: Vec<Series> = OUTCOMES
-        .iter()
+/// A series per outcome: `value` of each bucket's workflows and that
+/// outcome's count.
+fn per_outcome<'a>(
+    series: &Timeseries,
+    outcomes: impl Iterator<Item = &'a (&'static str, RGBColor)>,
+    value: impl Fn(&BTreeMap<&'static str, i64>, i64) -> Option<f64>,
+) -> Vec<Series> {
+    outcomes
         .map(|(outcome, color)| Series {
             name: outcome.to_string(),
             color: *color,
             values: series
                 .buckets
                 .iter()
-                .map(|b| {
-                    let terminal = terminal(&b.workflows);
-                    (terminal > 0)
-                        .then(|| b.workflows.get(outcome).copied().unwrap_or(0) as f64 / terminal as f64)
-                })
+                .map(|b| value(&b.workflows, b.workflows.get(outcome).copied().unwrap_or(0)))
                 .collect(),
         })
-        .collect();
+        .collect()
+}
+
+pub fn overview(view: &View, series: &Timeseries, report: &Report) -> Result<String, PageError> {
+    let starts = starts(series);
+    let shares = per_outcome(series, OUTCOMES.iter(), |workflows, n| {
+        let terminal = terminal(workflows);
+        (terminal > 0).then(|| n as f64 / terminal as f64)
+    });
     let final_line = Series {
         name: "final success".to_string(),
         color: FINAL_SUCCESS_COLOR,
         values: series.buckets.iter().map(|b| final_success(&b.workflows)).collect(),
     };
-    let counts: Vec<Series> = OUTCOMES
-        .iter()
-        .chain([("queued", palette(7)), ("in_flight", palette(4))].iter())
-        .map(|(outcome, color)| Series {
-            name: outcome.to_string(),
-            color: *color,
-            values: series
-                .buckets
-                .iter()
-                .map(|b| Some(b.workflows.get(outcome).copied().unwrap_or(0) as f64))
-                .collect(),
-        })
-        .collect();
+    let pending = [("queued", palette(7)), ("in_flight", palette(4))];
+    let counts = per_outcome(series, OUTCOMES.iter().chain(pending.iter()), |_, n| Some(n as f64));
     let w = &report.workflows;
     let rates = &report.rates;
     let share_totals = [

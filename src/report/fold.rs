@@ -41,10 +41,7 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         |r| OutcomeRow { workflow_name: Some(OTHER.into()), ..r.clone() },
         |into, r| {
             add_counts(&mut into.counts, &r.counts);
-            into.attempts += r.attempts;
-            into.wasted_attempts += r.wasted_attempts;
-            into.cost_pusd += r.cost_pusd;
-            into.wasted_cost_pusd += r.wasted_cost_pusd;
+            sum!(into, r; attempts, wasted_attempts, cost_pusd, wasted_cost_pusd);
         },
     );
     rows.outcomes = totals.into_iter().chain(by_name).collect();
@@ -54,10 +51,7 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         |r| (r.error_class, r.provider.clone()),
         |r| ErrorClassRow { provider: OTHER.into(), ..r.clone() },
         |into, r| {
-            into.attempts += r.attempts;
-            into.input_tokens += r.input_tokens;
-            into.output_tokens += r.output_tokens;
-            into.cost_pusd += r.cost_pusd;
+            sum!(into, r; attempts, input_tokens, output_tokens, cost_pusd);
         },
     );
     fold(
@@ -66,13 +60,7 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         |r| r.primary.clone(),
         |r| RouteRow { primary: other_route(), ..r.clone() },
         |into, r| {
-            into.workflows += r.workflows;
-            into.terminal += r.terminal;
-            into.primary_success += r.primary_success;
-            into.retry_recovery += r.retry_recovery;
-            into.fallback_recovery += r.fallback_recovery;
-            into.degraded += r.degraded;
-            into.fail_closed += r.fail_closed;
+            sum!(into, r; workflows, terminal, primary_success, retry_recovery, fallback_recovery, degraded, fail_closed);
         },
     );
     fold(
@@ -81,8 +69,7 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         |r| (r.primary.clone(), r.fallback.clone(), r.reason),
         |r| FallbackRow { primary: other_route(), fallback: other_route(), ..r.clone() },
         |into, r| {
-            into.workflows += r.workflows;
-            into.recovered += r.recovered;
+            sum!(into, r; workflows, recovered);
         },
     );
     if let Some(groups) = &mut rows.groups {
@@ -93,11 +80,7 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
             |r| GroupRow { value: Some(OTHER.into()), ..r.clone() },
             |into, r| {
                 add_counts(&mut into.counts, &r.counts);
-                into.attempts += r.attempts;
-                into.wasted_attempts += r.wasted_attempts;
-                into.cost_pusd += r.cost_pusd;
-                into.wasted_cost_pusd += r.wasted_cost_pusd;
-                into.unknown_cost_attempts += r.unknown_cost_attempts;
+                sum!(into, r; attempts, wasted_attempts, cost_pusd, wasted_cost_pusd, unknown_cost_attempts);
             },
         );
     }
@@ -108,15 +91,16 @@ fn other_route() -> RouteKey {
     RouteKey { route_group: None, provider: Some(OTHER.into()), model: Some(OTHER.into()) }
 }
 
+/// Adds each named field of `from` into `into`'s.
+macro_rules! sum {
+    ($into:expr, $from:expr; $($field:ident),+) => {
+        $( $into.$field += $from.$field; )+
+    };
+}
+use sum;
+
 fn add_counts(into: &mut OutcomeCounts, c: &OutcomeCounts) {
-    into.workflows += c.workflows;
-    into.primary_success += c.primary_success;
-    into.retry_recovery += c.retry_recovery;
-    into.fallback_recovery += c.fallback_recovery;
-    into.degraded += c.degraded;
-    into.fail_closed += c.fail_closed;
-    into.queued += c.queued;
-    into.in_flight += c.in_flight;
+    sum!(into, c; workflows, primary_success, retry_recovery, fallback_recovery, degraded, fail_closed, queued, in_flight);
 }
 
 /// Keeps the first `keep` of `rows` (the query's ranking) and adds each

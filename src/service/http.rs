@@ -341,15 +341,13 @@ async fn post_attempts(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
-    IngestRequest { receiver: Receiver::Attempts }.emit();
-    require_json(&headers)?;
     let format = match params.get("format") {
         Some(name) => Some(<Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
             ServiceError::BadRequest(format!("format: `{name}` is not attempts, otlp, litellm or openrouter"))
         })?),
         None => None,
     };
-    let decoded = decode_records(&state, held, body, move |text| {
+    let decoded = decode_records(&state, &headers, held, body, move |text| {
         if text.trim_start().starts_with('[') && matches!(format, None | Some(Format::Attempts)) {
             return Ok(jsonl::decode_body(text));
         }
@@ -376,23 +374,25 @@ async fn post_litellm(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
-    IngestRequest { receiver: Receiver::Attempts }.emit();
-    require_json(&headers)?;
-    let decoded = decode_records(&state, held, body, |text| Ok(litellm::decode_body(text))).await?;
+    let decoded = decode_records(&state, &headers, held, body, |text| Ok(litellm::decode_body(text))).await?;
     store_and_answer(&state, decoded).await
 }
 
-/// Decodes a record body with `decode` on the blocking pool. What its
+/// Decodes a record body (which must say it is JSON) with `decode` on
+/// the blocking pool. What its
 /// records can hold at most (`ingest::held_at_most`) is taken from the
 /// budget at once before decoding, so requests that do not fit together
 /// are refused before any is decoded; the body's own bytes are given back
 /// once it is decoded; spans it held (OTLP lines) are taken on top.
 async fn decode_records(
     state: &AppState,
+    headers: &HeaderMap,
     held: Option<Extension<SharedHeld>>,
     body: Bytes,
     decode: impl FnOnce(&str) -> Result<Decoded, String> + Send + 'static,
 ) -> Result<Decoded, ServiceError> {
+    IngestRequest { receiver: Receiver::Attempts }.emit();
+    require_json(headers)?;
     let held = held.map(|Extension(held)| held).unwrap_or_default();
     let (budget, decoding) = (state.byte_budget.clone(), held.clone());
     let body_bytes = body.len();

@@ -360,25 +360,23 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
 
     // 3. One signed difference, new facts minus old, summed by minute:
     //    added to the minutes it touches and to the all-time totals.
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP VIEW rollup_source AS
-         SELECT -1::BIGINT AS sign, * FROM temp.old_facts
-         UNION ALL BY NAME
-         SELECT 1::BIGINT AS sign, * FROM temp.new_facts;
-         CREATE OR REPLACE TEMP VIEW rollup_spend_source AS
-         SELECT -1::BIGINT AS sign, * FROM temp.old_spend
-         UNION ALL BY NAME
-         SELECT 1::BIGINT AS sign, * FROM temp.new_spend;
-         CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
-         SELECT -1::BIGINT AS sign, * FROM temp.old_latency
-         UNION ALL BY NAME
-         SELECT 1::BIGINT AS sign, * FROM temp.new_latency;
-         CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
-         SELECT -1::BIGINT AS sign, * FROM temp.old_findings
-         UNION ALL BY NAME
-         SELECT 1::BIGINT AS sign, * FROM temp.new_findings;
-         SET VARIABLE fold_labels = true;",
-    )?;
+    let differences: String = [
+        ("rollup_source", "facts"),
+        ("rollup_spend_source", "spend"),
+        ("rollup_latency_source", "latency"),
+        ("rollup_findings_source", "findings"),
+    ]
+    .iter()
+    .map(|(view, rows)| {
+        format!(
+            "CREATE OR REPLACE TEMP VIEW {view} AS
+             SELECT -1::BIGINT AS sign, * FROM temp.old_{rows}
+             UNION ALL BY NAME
+             SELECT 1::BIGINT AS sign, * FROM temp.new_{rows};"
+        )
+    })
+    .collect();
+    conn.execute_batch(&format!("{differences} SET VARIABLE fold_labels = true;"))?;
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
     let summed_at = began.elapsed();

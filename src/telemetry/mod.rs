@@ -24,22 +24,45 @@ pub const PREFIX: &str = "attempt_ledger";
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Every family an event counts in.
-pub(crate) struct Families {
-    pub ingest_requests: Family<Labels, Counter>,
-    pub ingest_records: Family<Labels, Counter>,
-    pub ingest_batches_committed: Counter,
-    pub ingest_requests_refused: Counter,
-    pub alert_evaluations: Counter,
-    pub alert_evaluation_failures: Counter,
-    pub alert_evaluation_seconds: Gauge<f64, AtomicU64>,
-    pub alerts: Family<Labels, Gauge>,
-    pub background_loop_panics: Counter,
-    pub derivation_rounds: Counter,
-    pub derivation_round_failures: Counter,
-    pub derivation_clamped_values: Counter,
-    pub notifications: Family<Labels, Counter>,
-    pub notification_retries: Family<Labels, Counter>,
+/// Declares every family once: its field here is its name in `/metrics`
+/// (under `PREFIX`; counters get `_total`), with its help.
+macro_rules! families {
+    ($( $name:ident: $metric:ty = $help:literal, )*) => {
+        /// Every family an event counts in.
+        pub(crate) struct Families {
+            $( pub $name: $metric, )*
+        }
+
+        impl Families {
+            fn new() -> Families {
+                Families { $( $name: <$metric>::default(), )* }
+            }
+
+            fn register(&self, registry: &mut Registry) {
+                $( registry.register(stringify!($name), $help, self.$name.clone()); )*
+            }
+        }
+    };
+}
+
+families! {
+    ingest_batches_committed: Counter = "Transactions the writer committed.",
+    ingest_records: Family<Labels, Counter> = "Records received, by result.",
+    ingest_requests: Family<Labels, Counter> = "Ingest requests, by receiver.",
+    ingest_requests_refused: Counter = "Requests refused because the writer queue was full.",
+    alert_evaluations: Counter = "Evaluations of the alert rules.",
+    alert_evaluation_failures: Counter = "Rule evaluations that failed (the alert kept its state).",
+    alert_evaluation_seconds: Gauge<f64, AtomicU64> = "Duration of the last evaluation of every rule.",
+    alerts: Family<Labels, Gauge> = "Alerts pending or firing now, by rule.",
+    background_loop_panics: Counter =
+        "Rounds of the alert evaluator or metrics refresher that panicked (a bug: see the log); the loop went on.",
+    derivation_rounds: Counter = "Derivation rounds committed.",
+    derivation_round_failures: Counter =
+        "Derivation rounds that failed on storage (or panicked) and were retried.",
+    derivation_clamped_values: Counter =
+        "Attempts whose duration, TTFT or retry-after (stored before the 30-day bound) was clamped to it.",
+    notifications: Family<Labels, Counter> = "Alert notifications, by receiver and result.",
+    notification_retries: Family<Labels, Counter> = "Failed deliveries that were retried.",
 }
 
 struct Telemetry {
@@ -48,22 +71,7 @@ struct Telemetry {
 }
 
 static TELEMETRY: LazyLock<Telemetry> = LazyLock::new(|| {
-    let families = Families {
-        ingest_requests: Family::default(),
-        ingest_records: Family::default(),
-        ingest_batches_committed: Counter::default(),
-        ingest_requests_refused: Counter::default(),
-        alert_evaluations: Counter::default(),
-        alert_evaluation_failures: Counter::default(),
-        alert_evaluation_seconds: Gauge::default(),
-        alerts: Family::default(),
-        background_loop_panics: Counter::default(),
-        derivation_rounds: Counter::default(),
-        derivation_round_failures: Counter::default(),
-        derivation_clamped_values: Counter::default(),
-        notifications: Family::default(),
-        notification_retries: Family::default(),
-    };
+    let families = Families::new();
     // Series that read 0 until something happens, so a rate over them
     // starts at the service's start.
     for receiver in events::Receiver::ALL {
@@ -73,57 +81,7 @@ static TELEMETRY: LazyLock<Telemetry> = LazyLock::new(|| {
         families.ingest_records.get_or_create(&labels(&[("result", result)])).inc_by(0);
     }
     let mut registry = Registry::with_prefix(PREFIX);
-    let f = &families;
-    registry.register(
-        "ingest_batches_committed",
-        "Transactions the writer committed.",
-        f.ingest_batches_committed.clone(),
-    );
-    registry.register("ingest_records", "Records received, by result.", f.ingest_records.clone());
-    registry.register("ingest_requests", "Ingest requests, by receiver.", f.ingest_requests.clone());
-    registry.register(
-        "ingest_requests_refused",
-        "Requests refused because the writer queue was full.",
-        f.ingest_requests_refused.clone(),
-    );
-    registry.register("alert_evaluations", "Evaluations of the alert rules.", f.alert_evaluations.clone());
-    registry.register(
-        "alert_evaluation_failures",
-        "Rule evaluations that failed (the alert kept its state).",
-        f.alert_evaluation_failures.clone(),
-    );
-    registry.register(
-        "alert_evaluation_seconds",
-        "Duration of the last evaluation of every rule.",
-        f.alert_evaluation_seconds.clone(),
-    );
-    registry.register("alerts", "Alerts pending or firing now, by rule.", f.alerts.clone());
-    registry.register(
-        "background_loop_panics",
-        "Rounds of the alert evaluator or metrics refresher that panicked (a bug: see the log); the loop went on.",
-        f.background_loop_panics.clone(),
-    );
-    registry.register("derivation_rounds", "Derivation rounds committed.", f.derivation_rounds.clone());
-    registry.register(
-        "derivation_round_failures",
-        "Derivation rounds that failed on storage (or panicked) and were retried.",
-        f.derivation_round_failures.clone(),
-    );
-    registry.register(
-        "derivation_clamped_values",
-        "Attempts whose duration, TTFT or retry-after (stored before the 30-day bound) was clamped to it.",
-        f.derivation_clamped_values.clone(),
-    );
-    registry.register(
-        "notifications",
-        "Alert notifications, by receiver and result.",
-        f.notifications.clone(),
-    );
-    registry.register(
-        "notification_retries",
-        "Failed deliveries that were retried.",
-        f.notification_retries.clone(),
-    );
+    families.register(&mut registry);
     Telemetry { registry, families }
 });
 

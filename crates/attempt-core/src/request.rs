@@ -103,13 +103,8 @@ impl Default for ReportFilter {
 impl ReportFilter {
     /// `since`, `until`, `workflow`, `retry_budget`, `group_by`.
     pub fn from_params(params: &(impl Params + ?Sized), now: DateTime<Utc>) -> Result<Self, RequestError> {
-        Ok(ReportFilter {
-            since: time_param(params, "since", now)?,
-            until: time_param(params, "until", now)?,
-            workflow: params.param("workflow").map(str::to_string),
-            retry_budget: retry_budget_param(params)?,
-            group_by: params.param("group_by").map(str::to_string),
-        })
+        let window = Window::from_params(params, now)?;
+        Ok(window.report(retry_budget_param(params)?, params.param("group_by").map(str::to_string)))
     }
 }
 
@@ -211,6 +206,11 @@ impl Window {
         })
     }
 
+    /// The report of this window.
+    pub fn report(self, retry_budget: f64, group_by: Option<String>) -> ReportFilter {
+        ReportFilter { since: self.since, until: self.until, workflow: self.workflow, retry_budget, group_by }
+    }
+
     /// This window audited with `policy`.
     pub fn audited_with(self, policy: &PolicySet) -> AuditFilter {
         AuditFilter {
@@ -251,16 +251,15 @@ impl std::fmt::Display for RouteKey {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn at(t: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc)
+        t.parse().unwrap()
     }
 
-    fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    /// Query parameters as the dashboard's view holds them.
+    fn params(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        pairs.iter().map(|&(k, v)| (k, v.into())).collect()
     }
 
     #[test]
@@ -271,19 +270,20 @@ mod tests {
         for bad in ["-0.1", "NaN", "inf", "ten", ""] {
             assert_eq!(retry_budget(bad).unwrap_err(), format!("`{bad}` is not a fraction >= 0"));
         }
-        let refused = ReportFilter::from_params(&params(&[("retry_budget", "-1")]), Utc::now()).unwrap_err();
+        let refused = ReportFilter::from_params(&*params(&[("retry_budget", "-1")]), Utc::now()).unwrap_err();
         assert_eq!(refused.to_string(), "retry_budget: `-1` is not a fraction >= 0");
     }
 
     #[test]
     fn a_series_range_is_whole_minutes_and_bounded() {
         let now = at("2026-11-30T15:00:30Z");
-        let range = SeriesRange::from_params(&params(&[("since", "2h")]), now).unwrap();
+        let range = SeriesRange::from_params(&*params(&[("since", "2h")]), now).unwrap();
         assert_eq!((range.from, range.until), (at("2026-11-30T13:00:00Z"), at("2026-11-30T15:01:00Z")));
         assert_eq!(range.step_minutes, 1, "121 minutes in at most 240 buckets");
-        let day = SeriesRange::from_params(&params(&[]), now).unwrap();
+        let day = SeriesRange::from_params(&*params(&[]), now).unwrap();
         assert_eq!(day.step_minutes, 7, "1,441 minutes in at most 240 buckets");
-        let err = |pairs: &[(&str, &str)]| SeriesRange::from_params(&params(pairs), now).unwrap_err().0;
+        let err =
+            |pairs: &[(&'static str, &str)]| SeriesRange::from_params(&*params(pairs), now).unwrap_err().0;
         assert!(err(&[("step", "90s")]).contains("whole number of minutes"));
         assert!(err(&[("step", "soon")]).starts_with("step: `soon`"));
         assert!(err(&[("since", "yesterday")]).starts_with("since:"));
