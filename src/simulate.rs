@@ -11,6 +11,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::finding::FindingKind;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
 #[strum(serialize_all = "kebab-case")]
 pub enum Scenario {
@@ -63,7 +65,7 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
 /// tests compare with.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Truth {
-    pub findings: std::collections::BTreeMap<&'static str, (u64, u64)>,
+    pub findings: std::collections::BTreeMap<FindingKind, (u64, u64)>,
 }
 
 impl Truth {
@@ -75,7 +77,7 @@ impl Truth {
         for (first, retries) in minutes.values() {
             if *retries > DEFAULT_RETRY_BUDGET_FLOOR && *retries as f64 > DEFAULT_RETRY_BUDGET * *first as f64
             {
-                let entry = self.findings.entry("over_retry_budget").or_default();
+                let entry = self.findings.entry(FindingKind::OverRetryBudget).or_default();
                 entry.0 += 1;
                 entry.1 += retries;
             }
@@ -85,7 +87,7 @@ impl Truth {
     fn add(&mut self, workflow: &Tally) {
         for (finding, attempts) in &workflow.attempts {
             if *attempts > 0 {
-                let entry = self.findings.entry(finding).or_default();
+                let entry = self.findings.entry(*finding).or_default();
                 entry.0 += 1;
                 entry.1 += attempts;
             }
@@ -96,20 +98,20 @@ impl Truth {
 /// One workflow's wrong moves, by finding.
 #[derive(Default)]
 struct Tally {
-    attempts: std::collections::BTreeMap<&'static str, u64>,
+    attempts: std::collections::BTreeMap<FindingKind, u64>,
     /// Layers that retried the same route after a failure, and those retries.
     retry_layers: std::collections::BTreeSet<&'static str>,
     retries: u64,
 }
 
 impl Tally {
-    fn count(&mut self, finding: &'static str) {
+    fn count(&mut self, finding: FindingKind) {
         *self.attempts.entry(finding).or_default() += 1;
     }
 
     fn finish(mut self) -> Tally {
         if self.retry_layers.len() > 1 {
-            self.attempts.insert("stacked_retries", self.retries);
+            self.attempts.insert(FindingKind::StackedRetries, self.retries);
         }
         self
     }
@@ -518,7 +520,7 @@ fn run_workflow<'a>(
             decision: "return",
         };
         if shown_before {
-            tally.count("replay_after_commit");
+            tally.count(FindingKind::ReplayAfterCommit);
         }
         match result {
             Result_::Ok => {
@@ -572,7 +574,7 @@ fn run_workflow<'a>(
                     && (retryable(code) || spec.fallback_on_any)
                 {
                     if code == "content_filter" {
-                        tally.count("fallback_after_policy");
+                        tally.count(FindingKind::FallbackAfterPolicy);
                     }
                     route_index = 1;
                     sdk_tries_left = spec.sdk_retries;
@@ -597,17 +599,17 @@ fn run_workflow<'a>(
                     tally.retry_layers.insert(layer);
                     tally.retries += 1;
                     if !retryable(code) {
-                        tally.count("nonretryable_retried");
+                        tally.count(FindingKind::NonretryableRetried);
                     }
                     // The same provider, before the retry-after (with 1 s of slack) had passed?
                     if let Some(after) = retry_after_ms
                         && wait_ms.floor() < after - 1_000.0
                     {
-                        tally.count("retry_after_ignored");
+                        tally.count(FindingKind::RetryAfterIgnored);
                     }
                 }
                 if code == "APITimeoutError" && record.output_tokens > 0 {
-                    tally.count("timeout_output_retried");
+                    tally.count(FindingKind::TimeoutOutputRetried);
                 }
                 shown_before |= visible;
                 t += Duration::milliseconds((record.duration_ms + wait_ms) as i64);

@@ -478,7 +478,7 @@ fn the_audit_finds_what_each_simulated_scenario_broke_and_nothing_in_a_steady_da
         let lines: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_string).collect();
         let audit = audit_of(&lines);
         for f in &audit.findings {
-            let want = truth.findings.get(f.finding.name()).copied().unwrap_or((0, 0));
+            let want = truth.findings.get(&f.finding).copied().unwrap_or((0, 0));
             assert_eq!(
                 (f.count() as u64, f.attempts as u64),
                 want,
