@@ -682,9 +682,9 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
     // a policy for one of those reads every workflow from its own rows.
     split_window(
         conn,
-        filter.since,
-        filter.until,
-        filter.workflow.as_deref(),
+        filter.window.since,
+        filter.window.until,
+        filter.window.workflow.as_deref(),
         "(SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')
          AND EXISTS (SELECT 1 FROM temp.audit_policy p
                      WHERE p.workflow_name = 'other'

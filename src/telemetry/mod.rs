@@ -49,7 +49,8 @@ families! {
     ingest_batches_committed: Counter = "Transactions the writer committed.",
     ingest_records: Family<Labels, Counter> = "Records received, by result.",
     ingest_requests: Family<Labels, Counter> = "Ingest requests, by receiver.",
-    ingest_requests_refused: Counter = "Requests refused because the writer queue was full.",
+    ingest_requests_refused: Counter =
+        "Write requests refused for want of room (write slots, byte budget or writer queue): 503 or 413.",
     alert_evaluations: Counter = "Evaluations of the alert rules.",
     alert_evaluation_failures: Counter = "Rule evaluations that failed (the alert kept its state).",
     alert_evaluation_seconds: Gauge<f64, AtomicU64> = "Duration of the last evaluation of every rule.",

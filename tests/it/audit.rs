@@ -168,11 +168,11 @@ fn examples_are_the_latest_workflows_and_the_window_and_name_select() {
     assert_eq!(f.count(), 3);
     assert_eq!(f.examples, ["w2", "w3"], "the latest first attempt first, at most 2");
     assert!(f.cost_usd > 0.0);
-    filter.workflow = Some("batch".into());
+    filter.window.workflow = Some("batch".into());
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     assert_eq!(finding(&audit, "nonretryable_retried").examples, ["w3"]);
-    filter.workflow = None;
-    filter.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
+    filter.window.workflow = None;
+    filter.window.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
     let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
     assert!(audit.findings.iter().all(|f| f.count() == 0), "outside the window");
 }

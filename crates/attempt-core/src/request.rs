@@ -180,9 +180,7 @@ impl SeriesRange {
 /// Which workflows an audit covers, and by which rules.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditFilter {
-    pub since: Option<DateTime<Utc>>,
-    pub until: Option<DateTime<Utc>>,
-    pub workflow: Option<String>,
+    pub window: Window,
     /// Each workflow's rules, and the default's.
     pub policy: PolicySet,
     /// Example workflow ids kept per finding.
@@ -213,13 +211,7 @@ impl Window {
 
     /// This window audited with `policy`.
     pub fn audited_with(self, policy: &PolicySet) -> AuditFilter {
-        AuditFilter {
-            since: self.since,
-            until: self.until,
-            workflow: self.workflow,
-            policy: policy.clone(),
-            examples: AUDIT_EXAMPLES,
-        }
+        AuditFilter { window: self, policy: policy.clone(), examples: AUDIT_EXAMPLES }
     }
 }
 
