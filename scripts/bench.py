@@ -304,6 +304,29 @@ def main():
     )
     record("alert evaluation (example rules, once)", seconds, rss)
 
+    # The lake: export throughput, its bytes per attempt, and the report
+    # from it by the embedded DuckDB and by Spark and ClickHouse (chdb),
+    # beside the report from the database (`report (all)`).
+    report_all_s = next(r["seconds"] for r in results["rows"] if r["step"] == "report (all)")
+    lake = work / "lake"
+    seconds, rss = run([binary, "export", "--db", db, "--lake", lake, "--node-id", "bench"])
+    lake_bytes = sum(p.stat().st_size for p in (lake / "attempts").rglob("*.parquet"))
+    record("export to the lake", seconds, rss, records_per_s=round(lines / seconds))
+    results["lake"] = {
+        "export_attempts_per_s": round(lines / seconds),
+        "export_mib_per_s": round(lake_bytes / 2**20 / seconds, 1),
+        "bytes_per_attempt": round(lake_bytes / lines, 1),
+        "files": sum(1 for _ in (lake / "attempts").rglob("*.parquet")),
+    }
+    seconds, rss = run([binary, "report", "--no-audit", "--lake", lake, "--format", "json"])
+    record("report --lake (all)", seconds, rss)
+    results["lake"]["report_lake_vs_report"] = round(seconds / report_all_s, 2)
+    lake_python = os.environ.get("ATTEMPT_LEDGER_TEST_PYTHON_LAKE")
+    for engine in ["spark", "clickhouse"] if lake_python else []:
+        seconds, rss = run([lake_python, ROOT / "scripts/lake-report.py", "--engine", engine, lake])
+        record(f"lake-report.py --engine {engine} (all)", seconds, rss)
+        results["lake"][f"{engine}_vs_report"] = round(seconds / report_all_s, 2)
+
     # HTTP ingest: the same new records (another scenario, other ids) into an
     # empty database and into the loaded one.
     fresh = subprocess.run(
@@ -340,6 +363,13 @@ def main():
         f"ingest vs DuckDB read_json: {results['stored_vs_read_json']:.2f}x until stored, "
         f"{results['derived_vs_read_json']:.2f}x until every report reflects it "
         f"({results['ingest_us_per_attempt']['stored']} and {results['ingest_us_per_attempt']['derived']} us an attempt)"
+    )
+    figures = results["lake"]
+    engines = ", ".join(f"{e} {figures[e + '_vs_report']:.2f}x" for e in ["spark", "clickhouse"] if e + "_vs_report" in figures)
+    print(
+        f"lake: export {figures['export_attempts_per_s']} attempts/s ({figures['export_mib_per_s']} MiB/s), "
+        f"{figures['bytes_per_attempt']} bytes an attempt in {figures['files']} files; x the database's report: "
+        f"report --lake {figures['report_lake_vs_report']:.2f}x" + (f", {engines}" if engines else "")
     )
     print(
         f"audit / full report: {results['audit_vs_report']:.2f}x built-in, "

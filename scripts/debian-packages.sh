@@ -6,9 +6,12 @@
 #   prometheus-alertmanager: receives the alertmanager receiver's alerts;
 #   chromium, chromium-driver: load the built-in dashboard's pages (WebDriver);
 #   nodejs, npm: only when npm is missing, to install tests/js (npm ci); the
-#   tests run the Node 22 those packages ship, whatever node this one is.
+#   tests run the Node 22 those packages ship, whatever node this one is;
+#   default-jre-headless: only when java is missing, for Spark (the lake
+#   test; Spark 4 runs on the Java 17 or 21 Debian ships).
 debian_packages=(openssl prometheus prometheus-alertmanager chromium chromium-driver)
 command -v npm >/dev/null || debian_packages+=(nodejs npm)
+command -v java >/dev/null || debian_packages+=(default-jre-headless)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

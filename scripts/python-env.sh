@@ -1,10 +1,11 @@
 # Sourced by scripts/test.sh and scripts/bench.sh: makes sure the Python
 # virtual environments with the pinned, hash-checked packages of
 # tests/python/requirements.txt, tests/python/openlit/requirements.txt and
-# tests/python/litellm_proxy/requirements.txt exist (in the cargo target
-# directory), and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
-# ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT and
-# ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY. Each is
+# tests/python/litellm_proxy/requirements.txt and
+# tests/python/lake/requirements.txt exist (in the cargo target directory),
+# and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
+# ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY
+# and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -49,3 +50,6 @@ ensure_venv "$venv-openlit" tests/python/openlit/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT="$venv-openlit/bin/python"
 ensure_venv "$venv-litellm-proxy" tests/python/litellm_proxy/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY="$venv-litellm-proxy/bin/python"
+# Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs).
+ensure_venv "$venv-lake" tests/python/lake/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_LAKE="$venv-lake/bin/python"

@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod cli;
 pub mod dashboard;
+pub mod lake;
 pub mod metrics;
 pub mod pipeline;
 pub mod read;

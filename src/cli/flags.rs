@@ -31,6 +31,16 @@ pub fn deadline(text: &str) -> Result<Duration, String> {
     duration_within(text, Duration::from_millis(100), Duration::from_secs(3_600))
 }
 
+/// `serve --lake-interval`: from a second (tests, demos) to a day.
+pub fn lake_interval(text: &str) -> Result<Duration, String> {
+    duration_within(text, Duration::from_secs(1), Duration::from_secs(86_400))
+}
+
+/// `report --horizon`: from none at all to a year around the window.
+pub fn horizon(text: &str) -> Result<Duration, String> {
+    duration_within(text, Duration::ZERO, Duration::from_secs(366 * 86_400))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@ mod alerts;
 mod audit;
 mod demo;
 mod dimensions;
+mod export;
 mod flags;
 mod ingest;
 mod prune;
@@ -111,6 +112,9 @@ enum Command {
     Demo(demo::Args),
     /// Show or set the dimensions (team, customer, ...) reports can group by.
     Dimensions(dimensions::Args),
+    /// Write to the attempt lake (Parquet that Spark, ClickHouse and DuckDB
+    /// read) what it does not hold yet of the database, and exit.
+    Export(export::Args),
     /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
     /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
@@ -124,7 +128,7 @@ enum Command {
     /// Print the recovery, waste and cost report.
     Report(report::Args),
     /// Run the service: HTTP API, OTLP/HTTP and OTLP/gRPC receivers, reports.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Write realistic JSONL attempt records for a named scenario to stdout.
     Simulate(simulate::Args),
 }
@@ -137,12 +141,13 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Dimensions(args) => dimensions::run(args),
+        Command::Export(args) => export::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Prune(args) => prune::run(args),
         Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),
         Command::Report(args) => report::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Simulate(args) => simulate::run(args),
     };
     match result {

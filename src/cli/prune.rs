@@ -21,6 +21,10 @@ pub struct Args {
     /// a date (midnight UTC) or an age (`30d`).
     #[arg(long, value_name = "TIME")]
     before: String,
+    /// Delete them even if the attempt lake this database exports to does
+    /// not hold them all yet (they are then in neither).
+    #[arg(long)]
+    allow_unexported: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -28,6 +32,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let db = &args.db.db;
     let size_before = std::fs::metadata(db).map(|m| m.len()).ok();
     let store = Store::open(db)?;
+    if let Some((lake, missing)) = store.unexported_before(before)?.filter(|(_, missing)| *missing > 0) {
+        if !args.allow_unexported {
+            anyhow::bail!(
+                "refusing to prune: {missing} of the attempts to delete are not in the lake {lake} yet. Export \
+                 first (`attempt-ledger export --db {} --lake DIR`, or let `serve --lake` catch up), or pass \
+                 --allow-unexported to delete them anyway",
+                db.display()
+            );
+        }
+        eprintln!(
+            "warning: deleting {missing} attempts the lake {lake} does not hold: neither the database nor the \
+             lake will have them, and the lake's reports will lack their workflows"
+        );
+    }
     let (workflows, attempts) = store.prune(before)?;
     println!(
         "deleted {workflows} workflows ({attempts} attempts) that started before {}",

@@ -32,10 +32,34 @@ pub struct Args {
     /// dashboard's pages read it).
     #[arg(long)]
     no_audit: bool,
+    /// Answer from the attempt lake in this folder instead of --db: one
+    /// report over every node that exports to it (docs/lake.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "group_by")]
+    lake: Option<PathBuf>,
+    /// How far around --since and --until the lake is read ("48h"): a
+    /// workflow counts by its first attempt, so its attempts around the
+    /// window are read too. The report says how many fell outside.
+    #[arg(long, default_value = "48h", value_parser = super::flags::horizon, requires = "lake")]
+    horizon: std::time::Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filter = args.window.window()?.report(args.retry_budget, args.group_by);
+    if let Some(lake) = &args.lake {
+        let prices = crate::pricing::PriceTable::load(args.prices.as_deref())?;
+        let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
+        let horizon = chrono::Duration::from_std(args.horizon)?;
+        let report = crate::lake::read::lake_report(
+            lake,
+            &filter,
+            horizon,
+            prices.into(),
+            policy.into(),
+            !args.no_audit,
+        )?;
+        print!("{}", render(&report, args.format));
+        return Ok(ExitCode::SUCCESS);
+    }
     let asked = || {
         let mut query = remote::window_query(&Window::from(&filter));
         query.extend([

@@ -74,6 +74,19 @@ pub struct Args {
     /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "PEM", env = "ATTEMPT_LEDGER_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Export to the attempt lake in this folder continuously (created
+    /// when missing; see docs/lake.md).
+    #[arg(long, value_name = "DIR", env = "ATTEMPT_LEDGER_LAKE")]
+    lake: Option<PathBuf>,
+    /// Export to the lake once attempts have waited this long ("5m").
+    #[arg(long, default_value = "5m", value_parser = super::flags::lake_interval, requires = "lake")]
+    lake_interval: std::time::Duration,
+    /// ... or as soon as the waiting attempts would take this many MiB in
+    /// the lake.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=65_536), requires = "lake")]
+    lake_max_mib: u64,
+    #[command(flatten)]
+    node: super::export::LakeArgs,
 }
 
 /// Tokens from `--tokens FILE`, else from `ATTEMPT_LEDGER_TOKENS` (the same
@@ -169,6 +182,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_connections: max_connections as usize,
             header_timeout: args.header_timeout,
         },
+        lake: args.lake.map(|root| crate::service::LakeConfig {
+            root,
+            node_id: args.node.node_id,
+            buckets: args.node.lake_buckets,
+            interval: args.lake_interval,
+            max_bytes: args.lake_max_mib << 20,
+        }),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (db, tls) = (config.db.clone(), config.tls.is_some());

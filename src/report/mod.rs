@@ -47,6 +47,29 @@ pub struct Report {
     /// when it opens the database, so its report is always complete).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub derivation: Option<Freshness>,
+    /// What a report over an attempt lake read (`report --lake`,
+    /// `scripts/lake-report.py`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lake: Option<LakeSource>,
+}
+
+/// The lake a report was read from, and what of it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LakeSource {
+    /// The engine that read it.
+    pub engine: String,
+    pub lake_id: String,
+    /// Rows read: every stored copy inside the horizon.
+    pub copies_read: u64,
+    /// Attempts left once copies and superseded trace revisions are dropped.
+    pub attempts: u64,
+    /// How far around a window the lake was read (NULL without a window:
+    /// all of it).
+    pub horizon_hours: Option<f64>,
+    /// Attempts of the reported workflows that started outside the
+    /// horizon: not read, so their workflows may be counted differently
+    /// than by a report over everything (widen --horizon until this is 0).
+    pub attempts_outside_horizon: u64,
 }
 
 /// How current an answer is: whether every write acknowledged before the
@@ -482,6 +505,7 @@ impl Report {
             }),
             audit: None,
             derivation: None,
+            lake: None,
         }
     }
 }

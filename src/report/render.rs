@@ -18,11 +18,26 @@ pub fn render(report: &Report, format: Format) -> String {
     match format {
         Format::Json => serde_json::to_string_pretty(report).expect("a report always serialises") + "\n",
         Format::Csv => csv(report),
-        Format::Table => match &report.audit {
-            Some(audit) => format!("{}\n{}", table(report), audit.render(Format::Table)),
-            None => table(report),
-        },
+        Format::Table => {
+            let mut text = match &report.audit {
+                Some(audit) => format!("{}\n{}", table(report), audit.render(Format::Table)),
+                None => table(report),
+            };
+            if let Some(lake) = &report.lake {
+                text += &lake_lines(lake);
+            }
+            text
+        }
     }
+}
+
+fn lake_lines(lake: &crate::report::LakeSource) -> String {
+    let horizon = lake.horizon_hours.map_or("all of it".to_string(), |h| format!("{h} h around the window"));
+    format!(
+        "\nRead from lake {} by {}: {} copies, {} attempts; horizon {horizon}; {} attempts of these workflows \
+         outside it\n",
+        lake.lake_id, lake.engine, lake.copies_read, lake.attempts, lake.attempts_outside_horizon
+    )
 }
 
 /// Flattens the JSON report into `metric,value` rows; list items are named

@@ -27,6 +27,7 @@ pub mod grpc;
 pub mod grpc_listen;
 pub mod health;
 pub mod http;
+pub mod lake;
 pub mod listen;
 pub mod observer;
 pub mod pages;
@@ -84,6 +85,20 @@ pub struct ServeConfig {
     pub open_beyond_loopback: bool,
     /// Certificate and key for both listeners; none: plain text.
     pub tls: Option<tls::TlsFiles>,
+    /// The attempt lake to export to; none: no export.
+    pub lake: Option<LakeConfig>,
+}
+
+/// `--lake` and the flags that go with it.
+#[derive(Debug, Clone)]
+pub struct LakeConfig {
+    pub root: PathBuf,
+    /// `--node-id`; none: the stored one, or a new one.
+    pub node_id: Option<String>,
+    /// Buckets of a new lake; none: 16 (or the existing lake's).
+    pub buckets: Option<u32>,
+    pub interval: Duration,
+    pub max_bytes: u64,
 }
 
 /// The longest a gRPC call may take, from its headers to its answer.
@@ -153,6 +168,22 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
             observed.clone(),
             stop_loops.clone(),
         )?);
+    }
+
+    if let Some(lake) = &config.lake {
+        let store = reader.try_clone()?;
+        let node = store.node_id(lake.node_id.as_deref())?;
+        let opened = crate::lake::export::open_lake(&store, &lake.root, lake.buckets)?;
+        tracing::info!(lake = %lake.root.display(), node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
+        let exporter = lake::LakeExporter {
+            store,
+            lake: opened,
+            node,
+            prices: prices.clone(),
+            interval: lake.interval,
+            max_bytes: lake.max_bytes,
+        };
+        loops.push(exporter.spawn(stop_loops.clone())?);
     }
 
     let http_listener =

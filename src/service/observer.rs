@@ -41,7 +41,7 @@ impl Stop {
     }
 
     /// Sleeps up to `timeout`; true once stopped.
-    fn wait(&self, timeout: Duration) -> bool {
+    pub(super) fn wait(&self, timeout: Duration) -> bool {
         let Ok(guard) = self.stopped.lock() else { return true };
         match self.wake.wait_timeout_while(guard, timeout, |stopped| !*stopped) {
             Ok((stopped, _)) => *stopped,
@@ -69,7 +69,7 @@ pub struct Observed {
 /// Runs one round of a background loop. A panic (a bug) is logged and
 /// counted, and the loop goes on at its next round: a dead evaluator
 /// would leave alerts silent while `/healthz` says ok.
-fn supervised(name: &str, round: impl FnOnce()) {
+pub(super) fn supervised(name: &str, round: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)) {
         let message = panic
             .downcast_ref::<String>()

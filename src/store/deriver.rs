@@ -110,11 +110,16 @@ pub(super) fn pending(conn: &Connection) -> Result<Pending, StoreError> {
     })
 }
 
-/// The number of the newest stored row (0 for an empty store).
+/// The newest write number given out (0 for an empty store): of the
+/// stored rows, and of what derivation and the lake have reached, since
+/// `prune` may have deleted every row numbered up to them; a number below
+/// would be taken as derived, or exported, already.
 pub(super) fn newest_seq(conn: &Connection) -> Result<i64, StoreError> {
     Ok(conn.query_row(
         "SELECT greatest(coalesce((SELECT max(ingest_seq) FROM attempts), 0),
-                         coalesce((SELECT max(ingest_seq) FROM spans), 0))",
+                         coalesce((SELECT max(ingest_seq) FROM spans), 0),
+                         coalesce((SELECT max(derived_seq) FROM derived_state), 0),
+                         coalesce((SELECT max(through_seq) FROM lake_exports), 0))",
         [],
         |r| r.get(0),
     )?)
@@ -446,6 +451,14 @@ pub(super) fn derive_traces(
         .query_map([first], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     conn.execute(&format!("DELETE FROM attempts WHERE {replaced_where}"), [first])?;
+    // A trace's attempts are one revision, numbered by the write of its
+    // newest spans: the lake keeps each trace's newest revision whole
+    // (docs/lake.md), so the calls that did not change are renumbered too.
+    conn.execute(
+        "UPDATE attempts SET ingest_seq = ?
+         WHERE ingest_seq >= ? AND ingest_seq < ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)",
+        [upper, first, upper],
+    )?;
     // What each trace's shape could not account for, as of its spans now.
     conn.execute_batch(
         "DELETE FROM trace_gaps WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);

@@ -62,6 +62,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "span_id_lengths",
         sql: include_str!("../../migrations/0013_span_id_lengths.sql"),
     },
+    Migration { version: 14, name: "lake", sql: include_str!("../../migrations/0014_lake.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -10,6 +10,7 @@ mod derived;
 mod deriver;
 mod functions;
 mod known;
+mod lake;
 mod migrate;
 pub mod queries;
 mod temp;
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use duckdb::Connection;
 
 pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
+pub use lake::{ExportSlice, Horizon, LakeLoad, Partition};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
 pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
@@ -85,6 +87,11 @@ pub enum StoreError {
          restart on it (systemd: RestartPreventExitStatus={EXIT_DAMAGED_WAL})."
     )]
     DamagedWal { db: String, wal: String, detail: String },
+    #[error(
+        "this database is lake node `{stored}`, not `{asked}`: a database keeps the node id it was first \
+         given (every row it exported carries it); drop --node-id or pass --node-id {stored}"
+    )]
+    NodeId { stored: String, asked: String },
 }
 
 /// The first and the last minute holding a workflow's first attempt.
@@ -1099,14 +1106,15 @@ mod tests {
                 record(&[0xaa, 0xbb, 0xcc, 0xdd], &[0xee, 0xff, 0x00, 0x11]),
             ];
             store.write_batches(&[Batch { attempts: &[], spans: &spans }]).unwrap();
-            // As an earlier build left them: one id for both pairs, the
-            // second taken for a redelivery of the first.
+            // As an earlier build (schema 12) left them: one id for both
+            // pairs, the second taken for a redelivery of the first.
             store
                 .conn
                 .execute_batch(
                     "DELETE FROM attempts WHERE workflow_id = 'aabbccdd';
                      UPDATE attempts SET attempt_id = replace(attempt_id, ':', '');
-                     DELETE FROM schema_migrations WHERE version = 13;",
+                     DELETE FROM schema_migrations WHERE version >= 13;
+                     DROP TABLE lake_node; DROP TABLE lake_exports;",
                 )
                 .unwrap();
         }

@@ -181,6 +181,44 @@ impl DerivationRoundFailed<'_> {
     }
 }
 
+/// An export to the attempt lake completed.
+pub struct LakeExported {
+    pub through: i64,
+    pub attempts: u64,
+    pub files: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl LakeExported {
+    pub fn emit(self) {
+        tracing::info!(
+            through = self.through,
+            attempts = self.attempts,
+            files = self.files,
+            bytes = self.bytes,
+            seconds = self.seconds,
+            "exported to the lake"
+        );
+        let f = families();
+        f.lake_exports.inc();
+        f.lake_exported_attempts.inc_by(self.attempts);
+        f.lake_exported_bytes.inc_by(self.bytes);
+    }
+}
+
+/// An export to the attempt lake failed; the next check does it again.
+pub struct LakeExportFailed<'a> {
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl LakeExportFailed<'_> {
+    pub fn emit(self) {
+        tracing::error!(error = %self.error, "export to the lake failed; retrying at the next check");
+        families().lake_export_failures.inc();
+    }
+}
+
 /// What became of one notification to one receiver.
 #[derive(Debug, Clone, Copy)]
 pub enum Delivery {

@@ -62,6 +62,10 @@ families! {
         "Derivation rounds that failed on storage (or panicked) and were retried.",
     derivation_clamped_values: Counter =
         "Attempts whose duration, TTFT or retry-after (stored before the 30-day bound) was clamped to it.",
+    lake_exports: Counter = "Exports to the attempt lake that completed (serve --lake).",
+    lake_export_failures: Counter = "Exports to the attempt lake that failed (retried at the next check).",
+    lake_exported_attempts: Counter = "Attempts written to the attempt lake.",
+    lake_exported_bytes: Counter = "Bytes of Parquet written to the attempt lake.",
     notifications: Family<Labels, Counter> = "Alert notifications, by receiver and result.",
     notification_retries: Family<Labels, Counter> = "Failed deliveries that were retried.",
 }

@@ -9,6 +9,7 @@ mod derived;
 mod gateways;
 mod grpc_bounds;
 mod house;
+mod lake;
 mod prometheus;
 mod properties;
 mod readme;

@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""The report of an attempt lake, from Spark, ClickHouse or DuckDB.
+
+    scripts/lake-report.py --engine spark|clickhouse|duckdb LAKE \
+        [--since T] [--until T] [--workflow NAME] [--horizon 48h]
+
+prints the report as JSON, with the keys of `attempt-ledger report --format
+json`: `duckdb` runs `attempt-ledger report --lake` (the product's own rules
+over the lake, every section); `spark` and `clickhouse` run
+queries/lake/<engine>/report.sql and shape its results here, for the
+sections those queries derive (workflows, rates, attempts, tokens, cost_usd,
+waste_share, by_served_provider, by_served_model, by_workflow,
+amplification, by_primary_route, fallbacks). Each adds a `lake` section:
+what was read, and how many attempts of the reported workflows fell outside
+the horizon around the window.
+
+spark needs pyspark (and Java); clickhouse needs chdb. Both are in
+tests/python/lake/requirements.txt. The SQL files run unchanged on a
+cluster: see docs/scale-out.md.
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUERIES = ROOT / "queries" / "lake"
+
+# The report's bounds on its lists (src/report/fold.rs).
+WORKFLOWS = 100
+ROUTES = 50
+FALLBACKS = 50
+OTHER = "other"
+PER_USD = 1e12
+OUTCOMES = ["primary_success", "retry_recovery", "fallback_recovery", "degraded", "fail_closed", "queued",
+            "in_flight"]
+TERMINAL = OUTCOMES[:5]
+
+
+def parse_time(text):
+    """RFC 3339 or a date (midnight UTC), as `report` takes them."""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a time: RFC 3339 or YYYY-MM-DD")
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"`{text}` has no time zone: add Z or an offset")
+    return value.astimezone(dt.timezone.utc)
+
+
+def parse_horizon(text):
+    match = re.fullmatch(r"(\d+)\s*([smhd]?)", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a duration such as 48h, 90m or 2d")
+    unit = {"": 3600, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    seconds = int(match.group(1)) * unit
+    if seconds > 366 * 86400:
+        raise argparse.ArgumentTypeError("the horizon is at most a year")
+    return dt.timedelta(seconds=seconds)
+
+
+def statements(sql):
+    """The file's statements, each with the result name a `-- result:` line
+    before it gives (None for the others)."""
+    out, current, name = [], [], None
+    for line in sql.splitlines():
+        marker = re.match(r"\s*--\s*result:\s*(\w+)", line)
+        if marker:
+            name = marker.group(1)
+            continue
+        code = re.sub(r"--.*$", "", line) if line.lstrip().startswith("--") else line
+        current.append(code)
+        if code.rstrip().endswith(";"):
+            text = "\n".join(current).strip().rstrip(";").strip()
+            if text:
+                out.append((name, text))
+            current, name = [], None
+    return out
+
+
+def substitute(sql, values):
+    return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], sql)
+
+
+class Spark:
+    name = "spark"
+
+    def __init__(self, lake):
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder
+        # Under spark-submit (or Databricks) the cluster's master stands;
+        # run by itself, a local Spark on two cores.
+        if "ATTEMPT_LEDGER_SPARK_MASTER" in os.environ or "PYSPARK_GATEWAY_PORT" not in os.environ:
+            builder = builder.master(os.environ.get("ATTEMPT_LEDGER_SPARK_MASTER", "local[2]"))
+        self.spark = (
+            builder
+            .appName("attempt-ledger lake report")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", os.environ.get("ATTEMPT_LEDGER_SPARK_PARTITIONS", "8"))
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.spark.read.option("basePath", str(lake / "attempts")).parquet(str(lake / "attempts")) \
+            .createOrReplaceTempView("lake_rows")
+        self.spark.read.parquet(str(lake / "prices")).createOrReplaceTempView("lake_price_rows")
+
+    def timestamp(self, t):
+        if t is None:
+            return "CAST(NULL AS TIMESTAMP_NTZ)"
+        return f"TIMESTAMP_NTZ '{t.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+
+    def text(self, s):
+        if s is None:
+            return "CAST(NULL AS STRING)"
+        # Spark's string literals take backslash escapes: hex says it exactly.
+        return f"decode(unhex('{s.encode().hex()}'), 'UTF-8')"
+
+    def params(self):
+        return {}
+
+    def reset(self):
+        """Drops what one report cached, so the next runs in the same session."""
+        self.spark.catalog.clearCache()
+        for table in self.spark.catalog.listTables():
+            if table.isTemporary and table.name not in ("lake_rows", "lake_price_rows"):
+                self.spark.catalog.dropTempView(table.name)
+
+    def run(self, sql, want):
+        frame = self.spark.sql(sql)
+        if not want:
+            return None
+        return [row.asDict() for row in frame.collect()]
+
+
+class ClickHouse:
+    name = "clickhouse"
+    renamed = {"route_provider": "primary_provider", "route_model": "primary_model",
+               "to_provider": "fallback_provider", "to_model": "fallback_model"}
+
+    def __init__(self, lake, sources=None, connect=True):
+        self.lake = lake
+        self.sources = sources or {}
+        if connect:
+            from chdb import session
+
+            self.session = session.Session()
+
+    def timestamp(self, t):
+        if t is None:
+            return "CAST(NULL AS Nullable(DateTime64(6, 'UTC')))"
+        return f"toDateTime64('{t.strftime('%Y-%m-%d %H:%M:%S.%f')}', 6, 'UTC')"
+
+    def text(self, s):
+        if s is None:
+            return "CAST(NULL AS Nullable(String))"
+        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    def params(self):
+        quote = lambda p: "'" + str(p).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return {
+            "attempts_files": self.sources.get("attempts")
+            or f"file({quote(self.lake / 'attempts' / '*' / '*' / '*.parquet')}, Parquet)",
+            "price_files": self.sources.get("prices") or f"file({quote(self.lake / 'prices' / '*.parquet')}, Parquet)",
+            "db": f"lake_report_{os.getpid()}",
+        }
+
+    def reset(self):
+        pass
+
+    def run(self, sql, want):
+        result = self.session.query(sql, "JSONEachRow" if want else "CSV")
+        if not want:
+            return None
+        text = result.bytes().decode()
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [{self.renamed.get(k, k): v for k, v in row.items()} for row in rows]
+
+
+def number(value):
+    """Integers as the engines return them (Decimal, a quoted Int128) as int."""
+    return None if value is None else int(value)
+
+
+def usd(pico):
+    return float(int(pico)) / PER_USD
+
+
+def share(part, whole):
+    whole = float(whole)
+    return None if whole == 0.0 else float(part) / whole
+
+
+def fold(rows, keep, key, renamed, add):
+    """src/report/fold.rs: keep the first `keep`, add the rest into their
+    `other` row (a kept one of that key, else a new one at the end)."""
+    if len(rows) <= keep:
+        return rows
+    kept = rows[:keep]
+    for row in rows[keep:]:
+        other = renamed(row)
+        for k in kept:
+            if key(k) == key(other):
+                add(k, row)
+                break
+        else:
+            kept.append(other)
+    return kept
+
+
+def counts(row):
+    total = {"total": number(row["workflows"])}
+    total.update({o: number(row[o]) for o in OUTCOMES})
+    return total
+
+
+def rates(c):
+    terminal = sum(c[o] for o in TERMINAL)
+    return {o: share(c[o], terminal) for o in TERMINAL}
+
+
+def shape(results, lake_section):
+    outcomes = results["outcomes"]
+    total = next((r for r in outcomes if r["is_total"] in (True, 1)), None)
+    by_name = [dict(r) for r in outcomes if r["is_total"] not in (True, 1)]
+    w = {k: number(v) for k, v in results["waste"][0].items()}
+    workflows = counts(total) if total else {"total": 0, **{o: 0 for o in OUTCOMES}}
+    amplification = results["amplification"]
+
+    def per_workflow(row):
+        return {"mean": share(number(row["attempts"]), number(row["workflows"])), "p50": number(row["p50"]),
+                "p99": number(row["p99"]), "max": number(row["max"])}
+
+    all_layers = next((r for r in amplification if r["layer"] == "all"), None)
+
+    def add_named(into, row):
+        for k in ["workflows", *OUTCOMES, "attempts", "wasted_attempts", "cost_pusd", "wasted_cost_pusd"]:
+            into[k] = number(into[k]) + number(row[k])
+
+    by_name = fold(by_name, WORKFLOWS, lambda r: r["workflow_name"], lambda r: {**r, "workflow_name": OTHER},
+                   add_named)
+
+    def route_key(r, prefix):
+        return (r[f"{prefix}_route_group"], r[f"{prefix}_provider"], r[f"{prefix}_model"])
+
+    other_route = {"route_group": None, "provider": OTHER, "model": OTHER}
+
+    def renamed_route(r, prefixes):
+        out = dict(r)
+        for prefix in prefixes:
+            for part, value in other_route.items():
+                out[f"{prefix}_{part}"] = value
+        return out
+
+    def add_fields(fields):
+        def add(into, row):
+            for k in fields:
+                into[k] = number(into[k]) + number(row[k])
+        return add
+
+    route_counts = ["workflows", "terminal", *TERMINAL]
+    routes = fold([dict(r) for r in results["routes"]], ROUTES, lambda r: route_key(r, "primary"),
+                  lambda r: renamed_route(r, ["primary"]), add_fields(route_counts))
+    fallbacks = fold([dict(r) for r in results["fallbacks"]], FALLBACKS,
+                     lambda r: (route_key(r, "primary"), route_key(r, "fallback"), r["reason"]),
+                     lambda r: renamed_route(r, ["primary", "fallback"]), add_fields(["workflows", "recovered"]))
+    served = results["served"]
+    return {
+        "workflows": workflows,
+        "rates": rates(workflows),
+        "attempts": {
+            "total": w["attempts"],
+            "wasted": w["wasted_attempts"],
+            "per_workflow": per_workflow(all_layers) if all_layers
+            else {"mean": None, "p50": None, "p99": None, "max": None},
+        },
+        "tokens": {
+            "total": {"input": w["input_tokens"], "output": w["output_tokens"],
+                      "cached_input": w["cached_input_tokens"], "cache_write_input": w["cache_write_input_tokens"]},
+            "wasted": {"input": w["wasted_input_tokens"], "output": w["wasted_output_tokens"],
+                       "cached_input": w["wasted_cached_input_tokens"],
+                       "cache_write_input": w["wasted_cache_write_input_tokens"]},
+        },
+        "cost_usd": {
+            "total": usd(w["cost_pusd"]),
+            "wasted": usd(w["wasted_cost_pusd"]),
+            "unknown_cost_attempts": w["unknown_cost_attempts"],
+            "wasted_unknown_cost_attempts": w["wasted_unknown_cost_attempts"],
+        },
+        "waste_share": {
+            "attempts": share(w["wasted_attempts"], w["attempts"]),
+            "tokens": share(float(w["wasted_input_tokens"] + w["wasted_output_tokens"]),
+                            float(w["input_tokens"] + w["output_tokens"])),
+            "input_tokens": share(w["wasted_input_tokens"], w["input_tokens"]),
+            "output_tokens": share(w["wasted_output_tokens"], w["output_tokens"]),
+            "cost": share(w["wasted_cost_pusd"], w["cost_pusd"]),
+        },
+        "by_served_provider": [
+            {"served_provider": r["served_provider"], "attempts": number(r["attempts"]),
+             "rerouted_attempts": number(r["rerouted_attempts"]), "cost_usd": usd(r["cost_pusd"]),
+             "wasted_cost_usd": usd(r["wasted_cost_pusd"]), "unknown_cost_attempts": number(r["unknown_cost_attempts"])}
+            for r in served if r["served_model"] is None
+        ],
+        "by_served_model": [
+            {"served_provider": r["served_provider"], "served_model": r["served_model"],
+             "attempts": number(r["attempts"]), "wasted_attempts": number(r["wasted_attempts"]),
+             "rerouted_attempts": number(r["rerouted_attempts"]), "input_tokens": number(r["input_tokens"]),
+             "output_tokens": number(r["output_tokens"]), "cached_input_tokens": number(r["cached_input_tokens"]),
+             "cost_usd": usd(r["cost_pusd"]), "wasted_cost_usd": usd(r["wasted_cost_pusd"]),
+             "unknown_cost_attempts": number(r["unknown_cost_attempts"])}
+            for r in served if r["served_model"] is not None
+        ],
+        "by_workflow": [
+            {"workflow": r["workflow_name"], "workflows": counts(r), "rates": rates(counts(r)),
+             "attempts": number(r["attempts"]), "wasted_attempts": number(r["wasted_attempts"]),
+             "cost_usd": usd(r["cost_pusd"]), "wasted_cost_usd": usd(r["wasted_cost_pusd"])}
+            for r in by_name
+        ],
+        "amplification": [
+            {"layer": r["layer"], "attempts": number(r["attempts"]), "per_workflow": per_workflow(r)}
+            for r in amplification
+        ],
+        "by_primary_route": [
+            {"route_group": r["primary_route_group"], "provider": r["primary_provider"],
+             "model": r["primary_model"], **{k: number(r[k]) for k in route_counts},
+             "primary_success_rate": share(number(r["primary_success"]), number(r["terminal"]))}
+            for r in routes
+        ],
+        "fallbacks": [
+            {"primary_route_group": r["primary_route_group"], "primary_provider": r["primary_provider"],
+             "primary_model": r["primary_model"], "fallback_route_group": r["fallback_route_group"],
+             "fallback_provider": r["fallback_provider"], "fallback_model": r["fallback_model"],
+             "reason": r["reason"], "workflows": number(r["workflows"]), "recovered": number(r["recovered"])}
+            for r in fallbacks
+        ],
+        "lake": lake_section,
+    }
+
+
+def engine_report(engine, args):
+    engine.reset()
+    manifest = json.loads((args.lake / "_lake.json").read_text())
+    windowed = args.since is not None or args.until is not None
+    values = {
+        "read_from": engine.timestamp(args.since - args.horizon if args.since else None),
+        "read_until": engine.timestamp(args.until + args.horizon if args.until else None),
+        "since": engine.timestamp(args.since),
+        "until": engine.timestamp(args.until),
+        "workflow": engine.text(args.workflow),
+        **engine.params(),
+    }
+    sql = (QUERIES / engine.name / "report.sql").read_text()
+    results = {}
+    for number_in_file, (name, statement) in enumerate(statements(sql), 1):
+        try:
+            rows = engine.run(substitute(statement, values), name is not None)
+        except Exception as error:  # the engine's own error, named by the statement it failed on
+            first = statement.splitlines()[0]
+            sys.exit(f"error: {engine.name} failed on statement {number_in_file} of "
+                     f"queries/lake/{engine.name}/report.sql ({first}): {error}")
+        if name:
+            results[name] = rows
+    copies = results["copies"][0]
+    lake_section = {
+        "engine": engine.name,
+        "lake_id": manifest["lake_id"],
+        "copies_read": number(copies["copies_read"]),
+        "attempts": number(copies["attempts"]),
+        "horizon_hours": args.horizon.total_seconds() / 3600.0 if windowed else None,
+        "attempts_outside_horizon": number(results["outside"][0]["attempts_outside_horizon"]),
+    }
+    return shape(results, lake_section)
+
+
+def duckdb_report(args):
+    binary = os.environ.get("ATTEMPT_LEDGER_BIN", "attempt-ledger")
+    command = [binary, "report", "--lake", str(args.lake), "--format", "json", "--no-audit",
+               "--horizon", f"{int(args.horizon.total_seconds())}s"]
+    for flag, value in [("--since", args.since), ("--until", args.until)]:
+        if value is not None:
+            command += [flag, value.isoformat().replace("+00:00", "Z")]
+    if args.workflow is not None:
+        command += ["--workflow", args.workflow]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", required=True, choices=["spark", "clickhouse", "duckdb"])
+    parser.add_argument("lake", type=Path)
+    parser.add_argument("--since", type=parse_time)
+    parser.add_argument("--until", type=parse_time)
+    parser.add_argument("--workflow")
+    parser.add_argument("--horizon", type=parse_horizon, default=dt.timedelta(hours=48),
+                        help="how far around --since/--until the lake is read (48h)")
+    parser.add_argument("--print-sql", action="store_true",
+                        help="clickhouse: print the statements with their parameters instead of running them "
+                             "(for clickhouse-client --multiquery on a server)")
+    parser.add_argument("--attempts-source", metavar="EXPR",
+                        help="clickhouse: the table function of the attempts files, e.g. "
+                             "s3('https://bucket.s3.amazonaws.com/lake/attempts/*/*/*.parquet', 'Parquet')")
+    parser.add_argument("--prices-source", metavar="EXPR", help="clickhouse: the same for the prices files")
+    parser.add_argument("--batch", type=Path, metavar="FILE",
+                        help="a JSON list of {since, until, workflow, horizon} objects: one engine session "
+                             "answers each, and a JSON list of reports is printed")
+    args = parser.parse_args()
+    args.lake = args.lake.resolve()
+    if not (args.lake / "_lake.json").exists():
+        sys.exit(f"error: no attempt lake at {args.lake}: its _lake.json is missing")
+    cases = [args]
+    if args.batch:
+        cases = []
+        for i, case in enumerate(json.loads(args.batch.read_text())):
+            try:
+                cases.append(argparse.Namespace(
+                    lake=args.lake,
+                    since=parse_time(case["since"]) if case.get("since") else None,
+                    until=parse_time(case["until"]) if case.get("until") else None,
+                    workflow=case.get("workflow"),
+                    horizon=parse_horizon(case["horizon"]) if case.get("horizon") else args.horizon,
+                ))
+            except (argparse.ArgumentTypeError, AttributeError, TypeError) as error:
+                sys.exit(f"error: {args.batch}: case {i}: {error}")
+    sources = {"attempts": args.attempts_source, "prices": args.prices_source}
+    if args.print_sql:
+        if args.engine != "clickhouse":
+            sys.exit("error: --print-sql is for --engine clickhouse (Spark runs the file itself: see docs/scale-out.md)")
+        engine = ClickHouse(args.lake, sources, connect=False)
+        values = {
+            "read_from": engine.timestamp(args.since - args.horizon if args.since else None),
+            "read_until": engine.timestamp(args.until + args.horizon if args.until else None),
+            "since": engine.timestamp(args.since),
+            "until": engine.timestamp(args.until),
+            "workflow": engine.text(args.workflow),
+            **engine.params(),
+        }
+        sql = (QUERIES / "clickhouse" / "report.sql").read_text()
+        for name, statement in statements(sql):
+            print(f"-- result: {name}" if name else "", substitute(statement, values) + ";", sep="\n")
+        return
+    engine = None
+    if args.engine == "spark":
+        engine = Spark(args.lake)
+    elif args.engine == "clickhouse":
+        engine = ClickHouse(args.lake, sources)
+    reports = [duckdb_report(case) if engine is None else engine_report(engine, case) for case in cases]
+    json.dump(reports if args.batch else reports[0], sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

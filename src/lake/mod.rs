@@ -1,0 +1,268 @@
+//! The attempt lake: the attempts of one or many nodes as Parquet files
+//! that Spark, ClickHouse and DuckDB read (docs/lake.md).
+//!
+//! ```text
+//! LAKE/_lake.json                      format version, bucket count, schema
+//! LAKE/prices/<node>.parquet           each node's resolved prices, rewritten at each export
+//! LAKE/attempts/day=YYYY-MM-DD/bucket=NN/<node>-<seq_from>-<seq_to>[-k].parquet
+//! ```
+//!
+//! The DuckDB file stays the truth: an export writes the attempts derived
+//! since the last one (`export.rs`), and `read.rs` answers a report from
+//! the lake with the product's own rules.
+
+pub mod export;
+pub mod read;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+use crate::store::StoreError;
+
+/// The layout and column set this binary writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Buckets of a new lake: Iceberg's `bucket[16]` of `workflow_id`.
+pub const DEFAULT_BUCKETS: u32 = 16;
+/// Bounds of `--lake-buckets`: a partition per bucket and day, so a few
+/// hundred at most keep files from getting tiny.
+pub const MAX_BUCKETS: u32 = 1024;
+/// Rows of one partition in one file at most; an export with more writes
+/// `-1`, `-2`, ... beside it (a few tens of MiB each).
+pub const ROWS_PER_FILE: u64 = 1_000_000;
+
+const MANIFEST: &str = "_lake.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LakeError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("lake {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path} is not an attempt lake's manifest: {detail}")]
+    Manifest { path: String, detail: String },
+    #[error(
+        "{path} is lake format version {found}; this attempt-ledger writes and reads version {FORMAT_VERSION}"
+    )]
+    Version { path: String, found: u32 },
+    #[error("the lake {path} has {found} buckets; --lake-buckets {asked} applies only to a new lake")]
+    Buckets { path: String, found: u32, asked: u32 },
+    #[error("no attempt lake at {0}: its _lake.json is missing (export to it first)")]
+    Missing(String),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
+    move |source| LakeError::Io { path: path.display().to_string(), source }
+}
+
+/// `_lake.json`: what a reader needs to know before it reads a file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// Random, made when the lake is: a database's exports are recorded
+    /// per lake, so a new (empty) lake at an old path gets everything.
+    pub lake_id: String,
+    pub created_at: String,
+    pub buckets: u32,
+    /// How rows are partitioned and ordered in their files.
+    pub partitioning: Partitioning,
+    /// The columns of every attempts file, with their DuckDB types.
+    pub schema: Vec<Column>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Partitioning {
+    pub day: String,
+    pub bucket: String,
+    pub sort: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Column {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+}
+
+/// A lake directory whose manifest has been read (or written).
+#[derive(Debug, Clone)]
+pub struct Lake {
+    root: PathBuf,
+    manifest: Manifest,
+}
+
+impl Lake {
+    /// The lake at `root`, created with `buckets` (default 16) when it has
+    /// no manifest yet. Several nodes may create one lake at once: the
+    /// manifest is linked into place only if none is there, and every node
+    /// then reads the one that won.
+    pub fn open_or_create(root: &Path, buckets: Option<u32>, schema: Vec<Column>) -> Result<Self, LakeError> {
+        let path = root.join(MANIFEST);
+        if !path.exists() {
+            std::fs::create_dir_all(root).map_err(io_error(root))?;
+            let manifest = Manifest {
+                format_version: FORMAT_VERSION,
+                lake_id: random_id("lake"),
+                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                buckets: buckets.unwrap_or(DEFAULT_BUCKETS),
+                partitioning: Partitioning {
+                    day: "the UTC date of started_at".into(),
+                    bucket: "Iceberg bucket[N] of workflow_id: (murmur3_x86_32(UTF-8 bytes, seed 0) & \
+                             2147483647) % N"
+                        .into(),
+                    sort: ["workflow_id", "started_at", "attempt_id"].map(String::from).to_vec(),
+                },
+                schema,
+            };
+            let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
+            let staged = root.join(format!(".{MANIFEST}.{}", manifest.lake_id));
+            write_synced(&staged, text.as_bytes())?;
+            // A hard link fails if another node's manifest won the race; a
+            // file system without links gets a rename.
+            match std::fs::hard_link(&staged, &path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(_) => std::fs::rename(&staged, &path).map_err(io_error(&path))?,
+            }
+            let _ = std::fs::remove_file(&staged);
+        }
+        let lake = Self::open(root)?;
+        if let Some(asked) = buckets.filter(|b| *b != lake.manifest.buckets) {
+            return Err(LakeError::Buckets {
+                path: root.display().to_string(),
+                found: lake.manifest.buckets,
+                asked,
+            });
+        }
+        Ok(lake)
+    }
+
+    /// The existing lake at `root`.
+    pub fn open(root: &Path) -> Result<Self, LakeError> {
+        let path = root.join(MANIFEST);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(LakeError::Missing(root.display().to_string()));
+            }
+            Err(e) => return Err(io_error(&path)(e)),
+        };
+        let bad = |detail: String| LakeError::Manifest { path: path.display().to_string(), detail };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let found = value.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if found != FORMAT_VERSION {
+            return Err(LakeError::Version { path: path.display().to_string(), found });
+        }
+        let manifest: Manifest = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        if !(1..=MAX_BUCKETS).contains(&manifest.buckets) {
+            return Err(bad(format!("buckets is {}, not 1 to {MAX_BUCKETS}", manifest.buckets)));
+        }
+        Ok(Self { root: root.to_path_buf(), manifest })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The bucket of a workflow id in this lake.
+    pub fn bucket_of(&self, workflow_id: &str) -> u32 {
+        iceberg_bucket(workflow_id, self.manifest.buckets)
+    }
+
+    /// The folder of one day and bucket.
+    pub fn partition_dir(&self, day: NaiveDate, bucket: u32) -> PathBuf {
+        self.root.join("attempts").join(format!("day={day}")).join(format!("bucket={bucket:02}"))
+    }
+
+    pub fn prices_path(&self, node: &str) -> PathBuf {
+        self.root.join("prices").join(format!("{node}.parquet"))
+    }
+}
+
+/// The name of part `k` of what one export of `node`, covering the writes
+/// numbered `from..=through`, holds of one partition: the same export
+/// always writes the same names.
+pub fn file_name(node: &str, from: i64, through: i64, part: u64) -> String {
+    match part {
+        0 => format!("{node}-{from}-{through}.parquet"),
+        k => format!("{node}-{from}-{through}-{k}.parquet"),
+    }
+}
+
+/// Iceberg's bucket transform of a string (the table spec's "Bucket
+/// Transform Details"): murmur3_x86_32 of its UTF-8 bytes with seed 0,
+/// made non-negative, modulo the bucket count.
+pub fn iceberg_bucket(value: &str, buckets: u32) -> u32 {
+    let hash = murmur3::murmur3_32(&mut std::io::Cursor::new(value.as_bytes()), 0).unwrap_or(0);
+    ((hash as i32 & i32::MAX) as u32) % buckets.max(1)
+}
+
+/// A node id as `--node-id` takes it: it names files that Spark must not
+/// skip (no leading `.` or `_`) and that every file system accepts.
+pub fn check_node_id(id: &str) -> Result<String, String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let first_ok = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if (1..=64).contains(&id.len()) && first_ok && id.chars().all(ok_char) {
+        Ok(id.to_string())
+    } else {
+        Err(format!(
+            "`{id}` is not a node id: 1 to 64 letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+        ))
+    }
+}
+
+/// `--lake-buckets`: 1 to `MAX_BUCKETS`.
+pub fn check_buckets(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(n),
+        _ => Err(format!("`{text}` is not a bucket count: a whole number from 1 to {MAX_BUCKETS}")),
+    }
+}
+
+fn random_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        bytes = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0).to_le_bytes();
+    }
+    format!("{prefix}-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// Writes `bytes` to `path` and flushes them to the disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
+    let mut file = std::fs::File::create(path).map_err(io_error(path))?;
+    file.write_all(bytes).and_then(|_| file.sync_all()).map_err(io_error(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Iceberg table spec's test vectors for the bucket hash (appendix
+    /// B): a lake written with them can be registered as an Iceberg table.
+    #[test]
+    fn buckets_are_icebergs() {
+        let hash = |s: &str| murmur3::murmur3_32(&mut std::io::Cursor::new(s.as_bytes()), 0).unwrap();
+        assert_eq!(hash("iceberg") as i32, 1210000089);
+        assert_eq!(iceberg_bucket("iceberg", 16), 1210000089 % 16);
+        // A negative hash is made non-negative by masking, not abs().
+        let negative = (0..1000).map(|i| format!("wf-{i}")).find(|s| (hash(s) as i32) < 0).unwrap();
+        assert_eq!(iceberg_bucket(&negative, 16), ((hash(&negative) as i32) & i32::MAX) as u32 % 16);
+    }
+
+    #[test]
+    fn node_ids_are_checked() {
+        assert!(check_node_id("ingest-1.eu_west").is_ok());
+        for bad in ["", "_hidden", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            assert!(check_node_id(bad).is_err(), "{bad}");
+        }
+        assert_eq!(file_name("n1", 0, 7, 0), "n1-0-7.parquet");
+        assert_eq!(file_name("n1", 0, 7, 2), "n1-0-7-2.parquet");
+        assert!(check_buckets("0").is_err() && check_buckets("1025").is_err() && check_buckets("16").is_ok());
+    }
+}

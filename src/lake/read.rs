@@ -1,0 +1,71 @@
+//! `report --lake`: the report of a lake, by the product's own rules.
+//!
+//! The lake's rows (inside the horizon around a window) are deduplicated
+//! as every engine does (`queries/lake/dedup.sql`) into a scratch database
+//! in a temporary folder, derived there like any write, and read with the
+//! same `Reader` as a node's database: one report over every node.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::Duration;
+
+use super::{Lake, LakeError};
+use crate::pricing::PriceTable;
+use crate::read::{ReadError, Reader};
+use crate::report::audit::LoadedPolicy;
+use crate::report::{LakeSource, Report};
+use crate::request::ReportFilter;
+use crate::store::{Horizon, Store};
+
+/// How far around a window the lake is read by default: a workflow's
+/// attempts seldom span more than two days.
+pub const DEFAULT_HORIZON: Duration = Duration::hours(48);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LakeReadError {
+    #[error("{0}")]
+    Lake(#[from] LakeError),
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot make a scratch database: {0}")]
+    Scratch(std::io::Error),
+}
+
+/// The report of the lake at `root` for `filter`.
+pub fn lake_report(
+    root: &Path,
+    filter: &ReportFilter,
+    horizon: Duration,
+    prices: Arc<PriceTable>,
+    policy: Arc<LoadedPolicy>,
+    with_audit: bool,
+) -> Result<Report, LakeReadError> {
+    let lake = Lake::open(root)?;
+    let scratch =
+        tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
+    let store = Store::open(&scratch.path().join("lake.duckdb"))?;
+    let windowed = filter.since.is_some() || filter.until.is_some();
+    let read = Horizon { from: filter.since.map(|t| t - horizon), until: filter.until.map(|t| t + horizon) };
+    let loaded = store.load_lake(lake.root(), read)?;
+    store.catch_up()?;
+    let outside = store.lake_outside_horizon(
+        lake.root(),
+        read,
+        filter.since,
+        filter.until,
+        filter.workflow.as_deref(),
+    )?;
+    let mut report = Reader::new(&store, prices, policy).report(filter, with_audit)?;
+    report.lake = Some(LakeSource {
+        engine: "duckdb".to_string(),
+        lake_id: lake.manifest().lake_id.clone(),
+        copies_read: loaded.copies,
+        attempts: loaded.attempts,
+        horizon_hours: windowed.then(|| horizon.num_seconds() as f64 / 3600.0),
+        attempts_outside_horizon: outside,
+    });
+    Ok(report)
+}

@@ -1,0 +1,562 @@
+//! The attempt lake: three `serve --lake` nodes write one lake, and Spark,
+//! ClickHouse (chdb) and `report --lake` each answer exactly as one node
+//! that received everything; an export killed half-way is done again
+//! exactly once; `prune` keeps what the lake lacks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AttrValue;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status as SpanStatus};
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::service::{Service, cli_report_with};
+
+const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn simulated(scenario: &str, workflows: u32) -> Vec<Value> {
+    run(&["simulate", "--scenario", scenario, "--workflows", &workflows.to_string()])
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The interpreter of the lake engines' environment (tests/python/lake).
+fn python_lake() -> Command {
+    let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON_LAKE").unwrap_or_else(|| {
+        panic!(
+            "this test reads the lake with Spark and chdb from the pinned environment of \
+             tests/python/lake/requirements.txt that scripts/test.sh creates; run the suite with \
+             scripts/test.sh (or set ATTEMPT_LEDGER_TEST_PYTHON_LAKE)"
+        )
+    });
+    Command::new(path)
+}
+
+/// `scripts/lake-report.py --engine ENGINE LAKE --batch CASES`: one engine
+/// session, a report per case.
+fn engine_reports(engine: &str, lake: &Path, cases: &Value) -> Vec<Value> {
+    let batch = lake.with_extension(format!("{engine}-cases.json"));
+    std::fs::write(&batch, cases.to_string()).unwrap();
+    let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
+    let out = if engine == "duckdb" {
+        Command::new("python3")
+            .args([&script, "--engine", engine, lake.to_str().unwrap(), "--batch", batch.to_str().unwrap()])
+            .env("ATTEMPT_LEDGER_BIN", BIN)
+            .output()
+            .unwrap()
+    } else {
+        python_lake()
+            .args([&script, "--engine", engine, lake.to_str().unwrap(), "--batch", batch.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+}
+
+fn kv(key: &str, value: AttrValue) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
+}
+
+/// One SDK call of trace `trace`: a GenAI span and its HTTP attempts
+/// (`statuses`, the last one answered), `start_ms` after 2026-11-28T02:00Z.
+fn sdk_call(trace: u8, start_ms: u64, statuses: &[i64]) -> (Span, Vec<Span>) {
+    let span = |id: u8, parent: Option<u8>, offset_ms: u64, attributes: Vec<KeyValue>, error: bool| {
+        let start = 1_795_831_200_000_000_000 + (start_ms + offset_ms) * 1_000_000;
+        Span {
+            trace_id: vec![trace; 16],
+            span_id: vec![id; 8],
+            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+            name: "chat".into(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: start + 200_000_000,
+            attributes,
+            status: Some(SpanStatus { code: if error { 2 } else { 1 }, message: String::new() }),
+            ..Span::default()
+        }
+    };
+    let s = |v: &str| AttrValue::StringValue(v.into());
+    let parent = span(
+        1,
+        None,
+        0,
+        vec![
+            kv("gen_ai.operation.name", s("chat")),
+            kv("gen_ai.provider.name", s("anthropic")),
+            kv("gen_ai.request.model", s("claude-sonnet-4-5")),
+            kv("gen_ai.usage.input_tokens", AttrValue::IntValue(1200 + trace as i64)),
+            kv("gen_ai.usage.output_tokens", AttrValue::IntValue(300)),
+        ],
+        false,
+    );
+    let children = statuses
+        .iter()
+        .enumerate()
+        .map(|(i, status)| {
+            span(
+                2 + i as u8,
+                Some(1),
+                700 * i as u64,
+                vec![
+                    kv("http.request.method", s("POST")),
+                    kv("http.response.status_code", AttrValue::IntValue(*status)),
+                ],
+                *status >= 400,
+            )
+        })
+        .collect();
+    (parent, children)
+}
+
+fn otlp(spans: Vec<Span>) -> Vec<u8> {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
+            ..ResourceSpans::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// What one node (or the reference) is sent, in order.
+#[derive(Default, Clone)]
+struct Sends {
+    jsonl: Vec<String>,
+    spans: Vec<Span>,
+}
+
+fn deliver(service: &Service, sends: &Sends) {
+    if !sends.jsonl.is_empty() {
+        let body = sends.jsonl.join("\n");
+        let (status, answer, _) = service.post("/v1/attempts", "application/x-ndjson", None, body.as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    }
+    if !sends.spans.is_empty() {
+        let (status, answer, _) =
+            service.post("/v1/traces", "application/x-protobuf", None, &otlp(sends.spans.clone()));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    }
+}
+
+/// The node a workflow's JSONL goes to, as a gateway that routes by its
+/// own workflow id would; every seventh workflow is split across nodes
+/// attempt by attempt instead.
+fn jsonl_node(record: &Value, index: usize) -> usize {
+    let id = record["workflow_id"].as_str().unwrap();
+    let hash = id.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    if hash % 7 == 0 { index % 3 } else { (hash % 3) as usize }
+}
+
+/// The report sections every engine derives, as `report --format json` has them.
+const SECTIONS: [&str; 12] = [
+    "workflows",
+    "rates",
+    "attempts",
+    "tokens",
+    "cost_usd",
+    "waste_share",
+    "by_served_provider",
+    "by_served_model",
+    "by_workflow",
+    "amplification",
+    "by_primary_route",
+    "fallbacks",
+];
+
+fn sections(report: &Value) -> Value {
+    Value::Object(SECTIONS.iter().map(|k| (k.to_string(), report[*k].clone())).collect())
+}
+
+/// Where two reports differ, by JSON path (the first few): a failure names
+/// the numbers that moved, not two pages of JSON.
+fn differences(got: &Value, want: &Value, path: &str, out: &mut Vec<String>) {
+    match (got, want) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                differences(
+                    a.get(key).unwrap_or(&Value::Null),
+                    b.get(key).unwrap_or(&Value::Null),
+                    &format!("{path}.{key}"),
+                    out,
+                );
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        (a, b) if a != b => out.push(format!("{path}: {a} instead of {b}")),
+        _ => {}
+    }
+}
+
+#[track_caller]
+fn assert_same(got: &Value, want: &Value, what: &str) {
+    let mut out = Vec::new();
+    differences(got, want, "", &mut out);
+    assert!(
+        out.is_empty(),
+        "{what} differs from the reference:\n{}",
+        out.iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+fn start_node(dir: &Path, node: usize, lake: &Path) -> Service {
+    let db = dir.join(format!("node{node}.duckdb"));
+    let node_id = format!("n{node}");
+    Service::start(&db, &["--lake", lake.to_str().unwrap(), "--node-id", &node_id, "--lake-interval", "1s"])
+}
+
+/// Files in the lake's attempts folder, by node.
+fn lake_files(lake: &Path) -> BTreeMap<String, usize> {
+    let mut files = BTreeMap::new();
+    let Ok(days) = std::fs::read_dir(lake.join("attempts")) else { return files };
+    for day in days.flatten() {
+        for bucket in std::fs::read_dir(day.path()).unwrap().flatten() {
+            for file in std::fs::read_dir(bucket.path()).unwrap().flatten() {
+                let name = file.file_name().to_string_lossy().to_string();
+                if name.ends_with(".parquet") {
+                    *files.entry(name.split('-').next().unwrap().to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let mut records: Vec<Value> = Vec::new();
+    for (scenario, workflows) in [
+        ("rate-limit-fallback", 300),
+        ("gateway-reroute", 200),
+        ("naive-retries", 150),
+        ("unsafe-fallback", 120),
+    ] {
+        records.extend(simulated(scenario, workflows));
+    }
+    let ids: BTreeSet<&str> = records.iter().map(|r| r["attempt_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), records.len(), "the scenarios' attempt ids are distinct");
+
+    // Phase 1: every node gets its share; phase 2 (after each node exported
+    // and restarted) brings what a lake must deduplicate.
+    let mut first = vec![Sends::default(); 3];
+    let mut second = vec![Sends::default(); 3];
+    for (i, record) in records.iter().enumerate() {
+        first[jsonl_node(record, i)].jsonl.push(record.to_string());
+    }
+    // Late attempts of workflows from days before.
+    for (n, day) in ["2026-11-21", "2026-11-24", "2026-11-26"].iter().enumerate() {
+        for k in 0..5 {
+            let workflow = format!("late-{day}-{k}");
+            let error = json!({"workflow_id": workflow, "attempt_id": format!("{workflow}-0"), "attempt": 0,
+                "started_at": format!("{day}T23:59:0{k}Z"), "workflow": "nightly-batch", "layer": "app",
+                "provider": "openai", "model": "gpt-4o", "status": "error", "http_status": 429,
+                "input_tokens": 0, "output_tokens": 0});
+            let ok = json!({"workflow_id": workflow, "attempt_id": format!("{workflow}-1"), "attempt": 1,
+                "started_at": format!("{day}T23:59:3{k}Z"), "workflow": "nightly-batch", "layer": "app",
+                "provider": "anthropic", "model": "claude-sonnet-4-5", "status": "ok",
+                "input_tokens": 900, "output_tokens": 120, "cached_input_tokens": 100});
+            second[n].jsonl.extend([error.to_string(), ok.to_string()]);
+        }
+    }
+    // Identical redeliveries to another node, and conflicting ones (the
+    // same id, other content: the first stored copy must win everywhere).
+    for (i, record) in records.iter().enumerate().filter(|(i, _)| i % 23 == 0) {
+        let node = (jsonl_node(record, i) + 1) % 3;
+        if i % 2 == 0 {
+            second[node].jsonl.push(record.to_string());
+        } else {
+            let mut conflicting = record.clone();
+            conflicting["status"] = json!("error");
+            conflicting["http_status"] = json!(500);
+            conflicting["input_tokens"] = json!(77_777);
+            second[node].jsonl.push(conflicting.to_string());
+        }
+    }
+    // OTLP, routed by trace id as the Collector's loadbalancing exporter
+    // does; trace 9's HTTP spans reach its node only after its first export.
+    for trace in 1..=12u8 {
+        let (parent, children) =
+            sdk_call(trace, trace as u64 * 60_000, &[529, 529, 200][..1 + trace as usize % 3]);
+        let node = trace as usize % 3;
+        first[node].spans.push(parent);
+        if trace == 9 {
+            second[node].spans.extend(children);
+        } else {
+            first[node].spans.extend(children);
+        }
+    }
+
+    let reference = Service::start(&dir.path().join("reference.duckdb"), &[]);
+    for phase in [&first, &second] {
+        let nodes: Vec<Service> = (0..3).map(|n| start_node(dir.path(), n, &lake)).collect();
+        for (node, sends) in nodes.iter().zip(phase.iter()) {
+            deliver(node, sends);
+            deliver(&reference, sends);
+        }
+        // Derived, so a node's exports hold all it was sent; the first phase
+        // waits for a continuous export too, the second for the last one at
+        // shutdown.
+        for node in &nodes {
+            node.report("");
+        }
+        if std::ptr::eq(phase, &first) {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while lake_files(&lake).len() < 3 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no continuous export: {:?}",
+                    lake_files(&lake)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        }
+        for node in nodes {
+            assert!(node.terminate().success());
+        }
+    }
+    let whole = reference.report("");
+    reference.terminate();
+    assert_eq!(lake_files(&lake).keys().collect::<Vec<_>>(), ["n0", "n1", "n2"]);
+
+    let window_since = "2026-11-28T02:30:00Z";
+    let window_until = "2026-11-28T03:15:00Z";
+    let cases = json!([
+        {},
+        {"since": window_since, "until": window_until},
+        {"workflow": "chat-interactive"},
+    ]);
+    let ref_db = dir.path().join("reference.duckdb");
+    let expected: Vec<Value> = [
+        cli_report_with(&ref_db, &["--no-audit"]),
+        cli_report_with(&ref_db, &["--no-audit", "--since", window_since, "--until", window_until]),
+        cli_report_with(&ref_db, &["--no-audit", "--workflow", "chat-interactive"]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sections(&expected[0]), sections(&whole), "the reference's CLI and service agree");
+    let all = &expected[0];
+    assert!(all["fallbacks"].as_array().unwrap().len() > 1, "{all:#}");
+    assert!(all["by_served_provider"].as_array().unwrap().iter().any(|p| p["rerouted_attempts"] != 0));
+
+    // `report --lake`: every section, the audit too, equal to the reference's.
+    for (case, want) in cases.as_array().unwrap().iter().zip(&expected) {
+        let mut args: Vec<String> =
+            ["report", "--lake", lake.to_str().unwrap(), "--format", "json", "--no-audit"]
+                .map(String::from)
+                .into();
+        for key in ["since", "until", "workflow"] {
+            if let Some(value) = case[key].as_str() {
+                args.extend([format!("--{key}"), value.to_string()]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut got: Value = serde_json::from_str(&run(&args)).unwrap();
+        let read = got.as_object_mut().unwrap().remove("lake").unwrap();
+        assert_same(&got, want, &format!("report --lake {case}"));
+        assert_eq!(read["attempts_outside_horizon"], 0, "{read}");
+        if case.as_object().unwrap().is_empty() {
+            let copies = read["copies_read"].as_u64().unwrap();
+            let attempts = read["attempts"].as_u64().unwrap();
+            assert!(
+                copies > attempts,
+                "the lake holds redelivered copies and a trace's two revisions: {read}"
+            );
+            assert_eq!(attempts, want["attempts"]["total"].as_u64().unwrap());
+        }
+    }
+    let with_audit = cli_report_with(&ref_db, &[]);
+    let mut lake_audit: Value =
+        serde_json::from_str(&run(&["report", "--lake", lake.to_str().unwrap(), "--format", "json"]))
+            .unwrap();
+    lake_audit.as_object_mut().unwrap().remove("lake");
+    assert_same(&lake_audit["audit"], &with_audit["audit"], "the audit from the lake");
+
+    // The runner as the README shows it: one report, no batch.
+    let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
+    let out = python_lake()
+        .args([&script, "--engine", "clickhouse", lake.to_str().unwrap(), "--workflow", "chat-interactive"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let one: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_same(&sections(&one), &sections(&expected[2]), "lake-report.py --engine clickhouse --workflow");
+
+    for engine in ["clickhouse", "spark", "duckdb"] {
+        let got = engine_reports(engine, &lake, &cases);
+        for ((case, want), report) in cases.as_array().unwrap().iter().zip(&expected).zip(&got) {
+            assert_same(&sections(report), &sections(want), &format!("{engine} {case}"));
+            assert_eq!(report["lake"]["engine"], engine);
+            assert_eq!(report["lake"]["attempts_outside_horizon"], 0);
+        }
+    }
+}
+
+fn attempts_in_lake(lake: &Path) -> Vec<(String, String, i64)> {
+    // The lake read back by DuckDB itself, every copy.
+    let conn = duckdb::Connection::open_in_memory().unwrap();
+    let glob = lake.join("attempts/*/*/*.parquet");
+    let sql = format!(
+        "SELECT attempt_id, ingest_node, ingest_seq FROM read_parquet('{}') ORDER BY ALL",
+        glob.display()
+    );
+    let mut statement = conn.prepare(&sql).unwrap();
+    statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+}
+
+fn fixture_db(dir: &Path, name: &str) -> PathBuf {
+    let db = dir.join(name);
+    let file = dir.join("records.jsonl");
+    let records = run(&["simulate", "--scenario", "overnight-529-storm", "--workflows", "20000"]);
+    std::fs::write(&file, records).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
+    db
+}
+
+#[test]
+fn an_export_killed_mid_way_is_done_again_and_the_lake_holds_each_attempt_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture_db(dir.path(), "a.duckdb");
+    let expected = cli_report_with(&db, &["--no-audit"]);
+    let stored = expected["attempts"]["total"].as_u64().unwrap() as usize;
+    let lake = dir.path().join("lake");
+    // Kill the export later and later until a kill lands mid-way: some of
+    // its files renamed into place, others not yet (a staged file, or no
+    // prices, which are written last).
+    let mut mid_way = 0;
+    for delay_ms in (20..3000u64).step_by(40) {
+        let mut child = Command::new(BIN)
+            .args([
+                "export",
+                "--db",
+                db.to_str().unwrap(),
+                "--lake",
+                lake.to_str().unwrap(),
+                "--node-id",
+                "a",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let running = child.try_wait().unwrap().is_none();
+        if running {
+            Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap();
+        }
+        child.wait().unwrap();
+        let files = walk(&lake);
+        let staged = files.iter().any(|p| p.to_string_lossy().ends_with(".tmp"));
+        let placed = files.iter().filter(|p| p.to_string_lossy().ends_with(".parquet")).count();
+        let priced = files
+            .iter()
+            .any(|p| p.starts_with(lake.join("prices")) && !p.to_string_lossy().ends_with(".tmp"));
+        if running && placed > 0 && (staged || !priced) {
+            mid_way += 1;
+        }
+        if !running || mid_way >= 2 {
+            break;
+        }
+    }
+    assert!(mid_way > 0, "no kill landed mid-way through an export");
+    run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    let again = run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    assert!(again.contains("already holds every attempt"), "{again}");
+    let copies = attempts_in_lake(&lake);
+    let distinct: BTreeSet<&String> = copies.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(copies.len(), stored, "one copy of each attempt, no more");
+    assert_eq!(distinct.len(), stored);
+    assert!(copies.iter().all(|(_, node, _)| node == "a"), "the node id was kept");
+    // The export done again renamed every staged file of the killed one.
+    let files = walk(&lake);
+    assert!(files.iter().all(|p| p.extension().is_some_and(|e| e == "parquet" || e == "json")), "{files:?}");
+    let mut from_lake: Value = serde_json::from_str(&run(&[
+        "report",
+        "--lake",
+        lake.to_str().unwrap(),
+        "--format",
+        "json",
+        "--no-audit",
+    ]))
+    .unwrap();
+    from_lake.as_object_mut().unwrap().remove("lake");
+    assert_same(&from_lake, &expected, "report --lake after the killed exports");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn prune_refuses_to_delete_what_the_lake_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.duckdb");
+    let lake = dir.path().join("lake");
+    let record = |id: &str, day: &str| {
+        json!({"workflow_id": id, "attempt_id": format!("{id}-0"), "started_at": format!("{day}T10:00:00Z"),
+               "provider": "openai", "model": "gpt-4o", "status": "ok", "input_tokens": 10, "output_tokens": 5})
+        .to_string()
+    };
+    let file = dir.path().join("r.jsonl");
+    std::fs::write(&file, [record("old", "2026-11-01"), record("new", "2026-11-20")].join("\n")).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
+    // Without a lake, prune is retention as before.
+    let before = ["prune", "--db", db.to_str().unwrap(), "--before", "2026-10-01"];
+    run(&before);
+    run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    std::fs::write(&file, record("late", "2026-11-02")).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
+
+    let prune = ["prune", "--db", db.to_str().unwrap(), "--before", "2026-11-10"];
+    let refused = Command::new(BIN).args(prune).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refusing to prune: 1 of the attempts to delete are not in the lake"),
+        "{stderr}"
+    );
+    assert_eq!(cli_report_with(&db, &["--no-audit"])["attempts"]["total"], 3, "nothing was deleted");
+
+    run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    let pruned = run(&prune);
+    assert!(pruned.contains("deleted 2 workflows (2 attempts)"), "{pruned}");
+
+    // Past the lake, with the flag that says so; writes after a prune of
+    // every row are numbered above what was derived and exported.
+    std::fs::write(&file, record("later", "2026-11-03")).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
+    let forced = Command::new(BIN).args(prune).arg("--allow-unexported").output().unwrap();
+    assert!(forced.status.success());
+    assert!(String::from_utf8_lossy(&forced.stderr).contains("deleting 1 attempts the lake"));
+    let all = ["prune", "--db", db.to_str().unwrap(), "--before", "2026-12-01"];
+    run(&all);
+    std::fs::write(&file, record("after", "2026-11-25")).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
+    assert_eq!(cli_report_with(&db, &["--no-audit"])["attempts"]["total"], 1, "a write after a prune of all");
+    let exported = run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    assert!(exported.starts_with("exported 1 attempts"), "{exported}");
+}
