@@ -128,6 +128,9 @@ class Spark:
     def params(self):
         return {}
 
+    def close(self):
+        self.spark.stop()
+
     def reset(self):
         """Drops what one report cached, so the next runs in the same session."""
         self.spark.catalog.clearCache()
@@ -176,6 +179,12 @@ class ClickHouse:
 
     def reset(self):
         pass
+
+    def close(self):
+        # Closed before the interpreter exits: a session left open makes
+        # the exit wait some ten seconds for chdb's background threads.
+        self.session.query(f"DROP DATABASE IF EXISTS {self.params()['db']}", "CSV")
+        self.session.close()
 
     def run(self, sql, want):
         result = self.session.query(sql, "JSONEachRow" if want else "CSV")
@@ -346,11 +355,9 @@ def shape(results, lake_section):
     }
 
 
-def engine_report(engine, args):
-    engine.reset()
-    manifest = json.loads((args.lake / "_lake.json").read_text())
-    windowed = args.since is not None or args.until is not None
-    values = {
+def parameters(engine, args):
+    """The SQL file's parameters for one report, as the engine's literals."""
+    return {
         "read_from": engine.timestamp(args.since - args.horizon if args.since else None),
         "read_until": engine.timestamp(args.until + args.horizon if args.until else None),
         "since": engine.timestamp(args.since),
@@ -358,6 +365,13 @@ def engine_report(engine, args):
         "workflow": engine.text(args.workflow),
         **engine.params(),
     }
+
+
+def engine_report(engine, args):
+    engine.reset()
+    manifest = json.loads((args.lake / "_lake.json").read_text())
+    windowed = args.since is not None or args.until is not None
+    values = parameters(engine, args)
     sql = (QUERIES / engine.name / "report.sql").read_text()
     results = {}
     for number_in_file, (name, statement) in enumerate(statements(sql), 1):
@@ -438,14 +452,7 @@ def main():
         if args.engine != "clickhouse":
             sys.exit("error: --print-sql is for --engine clickhouse (Spark runs the file itself: see docs/scale-out.md)")
         engine = ClickHouse(args.lake, sources, connect=False)
-        values = {
-            "read_from": engine.timestamp(args.since - args.horizon if args.since else None),
-            "read_until": engine.timestamp(args.until + args.horizon if args.until else None),
-            "since": engine.timestamp(args.since),
-            "until": engine.timestamp(args.until),
-            "workflow": engine.text(args.workflow),
-            **engine.params(),
-        }
+        values = parameters(engine, args)
         sql = (QUERIES / "clickhouse" / "report.sql").read_text()
         for name, statement in statements(sql):
             print(f"-- result: {name}" if name else "", substitute(statement, values) + ";", sep="\n")
@@ -455,7 +462,11 @@ def main():
         engine = Spark(args.lake)
     elif args.engine == "clickhouse":
         engine = ClickHouse(args.lake, sources)
-    reports = [duckdb_report(case) if engine is None else engine_report(engine, case) for case in cases]
+    try:
+        reports = [duckdb_report(case) if engine is None else engine_report(engine, case) for case in cases]
+    finally:
+        if engine is not None:
+            engine.close()
     json.dump(reports if args.batch else reports[0], sys.stdout, indent=2)
     sys.stdout.write("\n")
 

@@ -51,6 +51,8 @@ pub enum LakeError {
     Buckets { path: String, found: u32, asked: u32 },
     #[error("no attempt lake at {0}: its _lake.json is missing (export to it first)")]
     Missing(String),
+    #[error("the attempt lake {0} holds no attempts yet: export to it first")]
+    Empty(String),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
@@ -178,6 +180,21 @@ impl Lake {
     /// The folder of one day and bucket.
     pub fn partition_dir(&self, day: NaiveDate, bucket: u32) -> PathBuf {
         self.root.join("attempts").join(format!("day={day}")).join(format!("bucket={bucket:02}"))
+    }
+
+    /// Whether any attempts file is in place (a reader's glob matches none
+    /// in a lake only just created).
+    pub fn has_attempts(&self) -> bool {
+        let Ok(days) = std::fs::read_dir(self.root.join("attempts")) else { return false };
+        days.flatten().any(|day| {
+            std::fs::read_dir(day.path()).into_iter().flatten().flatten().any(|bucket| {
+                std::fs::read_dir(bucket.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|f| f.file_name().to_string_lossy().ends_with(".parquet"))
+            })
+        })
     }
 
     pub fn prices_path(&self, node: &str) -> PathBuf {

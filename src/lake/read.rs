@@ -44,6 +44,9 @@ pub fn lake_report(
     with_audit: bool,
 ) -> Result<Report, LakeReadError> {
     let lake = Lake::open(root)?;
+    if !lake.has_attempts() {
+        return Err(LakeError::Empty(root.display().to_string()).into());
+    }
     let scratch =
         tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
     let store = Store::open(&scratch.path().join("lake.duckdb"))?;

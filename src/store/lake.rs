@@ -224,16 +224,21 @@ impl Store {
             [after, through],
         )?;
         conn.execute_batch("DROP TABLE temp.lake_buckets;")?;
+        // Days as days since 1970: a stored timestamp is a valid date.
         let partitions: Vec<Partition> = conn
-            .prepare("SELECT day::VARCHAR, bucket, count(*) FROM temp.lake_slice GROUP BY ALL ORDER BY ALL")?
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?
+            .prepare(
+                "SELECT day - DATE '1970-01-01', bucket, count(*) FROM temp.lake_slice GROUP BY day, bucket
+                 ORDER BY day, bucket",
+            )?
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
-            .map(|(day, bucket, rows)| {
-                let day = day.parse().map_err(|e| StoreError::Dimension(format!("day {day}: {e}")))?;
-                Ok(Partition { day, bucket: bucket as u32, rows: rows as u64 })
+            .map(|(days, bucket, rows)| Partition {
+                day: DateTime::from_timestamp(days * 86_400, 0).unwrap_or_default().date_naive(),
+                bucket: bucket as u32,
+                rows: rows as u64,
             })
-            .collect::<Result<_, StoreError>>()?;
+            .collect();
         let attempts = partitions.iter().map(|p| p.rows).sum();
         Ok(Some(ExportSlice { after, through, attempts, partitions }))
     }

@@ -238,7 +238,7 @@ fn openinference_openai_spans_with_httpx_retries_are_the_sdk_attempts() {
     service.terminate();
 }
 
-fn kv(key: &str, value: AttrValue) -> KeyValue {
+pub(crate) fn kv(key: &str, value: AttrValue) -> KeyValue {
     KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
 }
 
@@ -257,7 +257,7 @@ fn span(id: u8, parent: Option<u8>, offset_ms: u64, attributes: Vec<KeyValue>, e
     }
 }
 
-fn export(spans: Vec<Span>) -> Vec<u8> {
+pub(crate) fn export(spans: Vec<Span>) -> Vec<u8> {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],

@@ -7,13 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AttrValue;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status as SpanStatus};
-use prost::Message;
+use opentelemetry_proto::tonic::trace::v1::{Span, Status as SpanStatus};
 use serde_json::{Value, json};
 
+use crate::gateways::{export, kv};
 use crate::service::{Service, cli_report_with};
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
@@ -63,10 +62,6 @@ fn engine_reports(engine: &str, lake: &Path, cases: &Value) -> Vec<Value> {
     };
     assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
-}
-
-fn kv(key: &str, value: AttrValue) -> KeyValue {
-    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
 }
 
 /// One SDK call of trace `trace`: a GenAI span and its HTTP attempts
@@ -119,16 +114,6 @@ fn sdk_call(trace: u8, start_ms: u64, statuses: &[i64]) -> (Span, Vec<Span>) {
     (parent, children)
 }
 
-fn otlp(spans: Vec<Span>) -> Vec<u8> {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
-            ..ResourceSpans::default()
-        }],
-    }
-    .encode_to_vec()
-}
-
 /// What one node (or the reference) is sent, in order.
 #[derive(Default, Clone)]
 struct Sends {
@@ -144,7 +129,7 @@ fn deliver(service: &Service, sends: &Sends) {
     }
     if !sends.spans.is_empty() {
         let (status, answer, _) =
-            service.post("/v1/traces", "application/x-protobuf", None, &otlp(sends.spans.clone()));
+            service.post("/v1/traces", "application/x-protobuf", None, &export(sends.spans.clone()));
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
     }
 }
@@ -304,6 +289,7 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
     }
 
     let reference = Service::start(&dir.path().join("reference.duckdb"), &[]);
+    let mut node_reports: Vec<Value> = Vec::new();
     for phase in [&first, &second] {
         let nodes: Vec<Service> = (0..3).map(|n| start_node(dir.path(), n, &lake)).collect();
         for (node, sends) in nodes.iter().zip(phase.iter()) {
@@ -313,9 +299,7 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
         // Derived, so a node's exports hold all it was sent; the first phase
         // waits for a continuous export too, the second for the last one at
         // shutdown.
-        for node in &nodes {
-            node.report("");
-        }
+        node_reports = nodes.iter().map(|node| node.report("")).collect();
         if std::ptr::eq(phase, &first) {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while lake_files(&lake).len() < 3 {
@@ -334,6 +318,18 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
     let whole = reference.report("");
     reference.terminate();
     assert_eq!(lake_files(&lake).keys().collect::<Vec<_>>(), ["n0", "n1", "n2"]);
+    // Without the lake, the nodes' own reports do not add up to the whole:
+    // split workflows count on each node they reached, redeliveries twice.
+    let summed =
+        |key: &str, part: &str| node_reports.iter().map(|r| r[key][part].as_u64().unwrap()).sum::<u64>();
+    let (workflows, attempts) = (summed("workflows", "total"), summed("attempts", "total"));
+    eprintln!(
+        "three nodes' own reports: {workflows} workflows, {attempts} attempts; one node that received \
+         everything: {} workflows, {} attempts",
+        whole["workflows"]["total"], whole["attempts"]["total"]
+    );
+    assert!(workflows > whole["workflows"]["total"].as_u64().unwrap());
+    assert!(attempts > whole["attempts"]["total"].as_u64().unwrap());
 
     let window_since = "2026-11-28T02:30:00Z";
     let window_until = "2026-11-28T03:15:00Z";
@@ -559,4 +555,38 @@ fn prune_refuses_to_delete_what_the_lake_does_not_hold() {
     assert_eq!(cli_report_with(&db, &["--no-audit"])["attempts"]["total"], 1, "a write after a prune of all");
     let exported = run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
     assert!(exported.starts_with("exported 1 attempts"), "{exported}");
+}
+
+#[test]
+fn report_lake_names_a_missing_or_an_empty_lake() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let report =
+        |lake: &Path| Command::new(BIN).args(["report", "--lake", lake.to_str().unwrap()]).output().unwrap();
+    let missing = report(&lake);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("_lake.json is missing"), "{missing:?}");
+    let db = dir.path().join("empty.duckdb");
+    let nothing = dir.path().join("nothing.jsonl");
+    std::fs::write(&nothing, "").unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), nothing.to_str().unwrap()]);
+    let said = run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    assert!(said.contains("already holds every attempt"), "{said}");
+    let empty = report(&lake);
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("holds no attempts yet"), "{empty:?}");
+    let bad = Command::new(BIN)
+        .args(["export", "--db", db.to_str().unwrap(), "--lake"])
+        .arg(&lake)
+        .args(["--node-id", "_x"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "a bad node id is refused at start");
+    let other = Command::new(BIN)
+        .args(["export", "--db", db.to_str().unwrap(), "--lake"])
+        .arg(&lake)
+        .args(["--node-id", "someone-else"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&other.stderr).contains("this database is lake node"), "{other:?}");
 }

@@ -39,11 +39,19 @@ WHERE (${read_from} IS NULL OR (toDate(day) >= toDate(${read_from}) AND started_
 
 -- Dedup, as queries/lake/dedup.sql: the newest revision of each trace on
 -- its node, then the first stored copy of each attempt.
+-- Only the columns the report reads are kept (the Memory engine holds
+-- them uncompressed).
 CREATE TABLE ${db}.lake_attempts ENGINE = Memory AS
-SELECT * EXCEPT (trace_revision, copy_rank) FROM (
+SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
+       decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
+       cached_input_tokens, cache_write_input_tokens, cost_pusd FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) AS copy_rank
     FROM (
-        SELECT *, max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
+        SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
+               decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
+               cached_input_tokens, cache_write_input_tokens, cost_pusd,
+               ingested_at, ingest_node, ingest_seq, source_trace,
+               max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM ${db}.lake_read
     )
     WHERE source_trace IS NULL OR ingest_seq = trace_revision
