@@ -40,9 +40,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let db = &args.db.db;
-    if !db.exists() {
-        anyhow::bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", db.display());
-    }
+    super::existing_db(db)?;
     let prices = PriceTable::load(args.prices.as_deref())?;
     let store = Store::open(db)?;
     let node = store.node_id(args.node.node_id.as_deref())?;

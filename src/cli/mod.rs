@@ -171,14 +171,21 @@ fn reader_or_ask(
     policy: Option<&std::path::Path>,
     path_and_query: impl FnOnce() -> String,
 ) -> anyhow::Result<Option<crate::read::Reader>> {
-    if !db.exists() {
-        anyhow::bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", db.display());
-    }
+    existing_db(db)?;
     let loaded_prices = crate::pricing::PriceTable::load(prices)?;
     let loaded_policy = crate::report::audit::LoadedPolicy::load(policy)?;
     let files = [("--prices", prices.is_some()), ("--policy", policy.is_some())];
     let store = remote::open_or_ask(db, &files, path_and_query)?;
     Ok(store.map(|store| crate::read::Reader::new(store, loaded_prices.into(), loaded_policy.into())))
+}
+
+/// A command that reads a database refuses one that is not there (opening
+/// would create an empty one).
+fn existing_db(db: &std::path::Path) -> anyhow::Result<()> {
+    if !db.exists() {
+        anyhow::bail!("no database at {}: run `attempt-ledger ingest` first, or pass --db", db.display());
+    }
+    Ok(())
 }
 
 fn init_logging() {

@@ -243,9 +243,21 @@ pub(crate) fn kv(key: &str, value: AttrValue) -> KeyValue {
 }
 
 fn span(id: u8, parent: Option<u8>, offset_ms: u64, attributes: Vec<KeyValue>, error: bool) -> Span {
+    span_of_trace(0x5e, id, parent, offset_ms, attributes, error)
+}
+
+/// A span of trace `[trace; 16]`, `offset_ms` after 2026-11-28T02:00Z.
+pub(crate) fn span_of_trace(
+    trace: u8,
+    id: u8,
+    parent: Option<u8>,
+    offset_ms: u64,
+    attributes: Vec<KeyValue>,
+    error: bool,
+) -> Span {
     let start = 1_795_831_200_000_000_000 + offset_ms * 1_000_000;
     Span {
-        trace_id: vec![0x5e; 16],
+        trace_id: vec![trace; 16],
         span_id: vec![id; 8],
         parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
         name: "span".into(),

@@ -7,12 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AttrValue;
-use opentelemetry_proto::tonic::trace::v1::{Span, Status as SpanStatus};
+use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{Value, json};
 
-use crate::gateways::{export, kv};
+use crate::gateways::{export, kv, span_of_trace};
 use crate::service::{Service, cli_report_with};
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
@@ -67,19 +66,8 @@ fn engine_reports(engine: &str, lake: &Path, cases: &Value) -> Vec<Value> {
 /// One SDK call of trace `trace`: a GenAI span and its HTTP attempts
 /// (`statuses`, the last one answered), `start_ms` after 2026-11-28T02:00Z.
 fn sdk_call(trace: u8, start_ms: u64, statuses: &[i64]) -> (Span, Vec<Span>) {
-    let span = |id: u8, parent: Option<u8>, offset_ms: u64, attributes: Vec<KeyValue>, error: bool| {
-        let start = 1_795_831_200_000_000_000 + (start_ms + offset_ms) * 1_000_000;
-        Span {
-            trace_id: vec![trace; 16],
-            span_id: vec![id; 8],
-            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
-            name: "chat".into(),
-            start_time_unix_nano: start,
-            end_time_unix_nano: start + 200_000_000,
-            attributes,
-            status: Some(SpanStatus { code: if error { 2 } else { 1 }, message: String::new() }),
-            ..Span::default()
-        }
+    let span = |id, parent, offset_ms, attributes, error| {
+        span_of_trace(trace, id, parent, start_ms + offset_ms, attributes, error)
     };
     let s = |v: &str| AttrValue::StringValue(v.into());
     let parent = span(
