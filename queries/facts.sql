@@ -2,8 +2,8 @@
 -- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
 -- product is here, once; the reports read what this derives.
 -- Not a report itself: it builds temp.new_facts, temp.new_spend,
--- temp.new_latency and temp.new_findings (shaped like workflow_facts,
--- workflow_spend, workflow_latency and workflow_findings) for the workflows in temp.fact_input, through the
+-- temp.new_latency, temp.new_findings and temp.new_steps (shaped like workflow_facts,
+-- workflow_spend, workflow_latency, workflow_findings and workflow_steps) for the workflows in temp.fact_input, through the
 -- scratch tables temp.fact_ordered and temp.fact_workflows and the view
 -- temp.fact_attempts over them (left for the caller to read or drop: the
 -- workflow page reads fact_attempts). Flat rows, not lists per workflow:
@@ -27,6 +27,8 @@
 --                                the first attempt that says route = primary, else the first attempt
 --   outcome                      primary_success | retry_recovery | fallback_recovery |
 --                                degraded | queued | in_flight | fail_closed
+--   outcome_ms                   time to outcome: first attempt's start to the end of the
+--                                delivered attempt, or of the last-ending attempt
 --   fallback_provider, fallback_model, fallback_route_group
 --                                route of the first attempt off the primary route
 --   dim1, dim2, dim3             first non-NULL value of each dimension in attempt order
@@ -139,9 +141,13 @@ WITH per_workflow AS (
                         FILTER (WHERE seq = 1)) AS primary_route,
            -- A struct is never NULL, so a NULL route inside it is kept.
            arg_min({'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model,
-                    'route_group': route_group, 'route': route}, seq)
+                    'route_group': route_group, 'route': route, 'duration_ms': coalesce(duration_ms, 0)}, seq)
                FILTER (WHERE deliverable) AS delivered,
            arg_max({'decision': decision}, seq).decision AS last_decision,
+           -- Time to outcome: to the end of the delivered attempt, or of
+           -- the last-ending one (a duration not reported counts as 0).
+           coalesce(max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) FILTER (WHERE deliverable),
+                    max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000)) AS outcome_end_us,
            arg_min(dim1, seq) FILTER (WHERE dim1 IS NOT NULL) AS dim1,
            arg_min(dim2, seq) FILTER (WHERE dim2 IS NOT NULL) AS dim2,
            arg_min(dim3, seq) FILTER (WHERE dim3 IS NOT NULL) AS dim3
@@ -150,6 +156,9 @@ WITH per_workflow AS (
 )
 SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
        dim1, dim2, dim3, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
+       -- The first deliverable attempt ends the workflow; a later one does not count.
+       (coalesce(epoch_us(delivered.started_at) + delivered.duration_ms * 1000, outcome_end_us)
+        - epoch_us(first_at)) / 1000.0 AS outcome_ms,
        primary_route.provider AS primary_provider, primary_route.model AS primary_model,
        primary_route.route_group AS primary_route_group,
        CASE WHEN delivered.seq = 1 THEN 'primary_success'
@@ -203,7 +212,7 @@ fallbacks AS (
 )
 SELECT w.workflow_id, w.workflow_name, w.first_at, w.earliest_at, w.last_at, w.attempts, w.n_sdk, w.n_gateway,
        w.n_app, w.n_queue, w.delivered_at, w.delivered_seq, w.primary_provider, w.primary_model,
-       w.primary_route_group, w.outcome,
+       w.primary_route_group, w.outcome, w.outcome_ms,
        f.route.provider AS fallback_provider, f.route.model AS fallback_model,
        f.route.route_group AS fallback_route_group, f.reason AS fallback_reason,
        w.dim1, w.dim2, w.dim3
@@ -323,3 +332,33 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
        coalesce(sum(b.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
 FROM every_kind b
 GROUP BY ALL;
+
+-- What tune reads (migrations/0015_steps.sql): every attempt of the
+-- workflows with more than one, in their order.
+CREATE OR REPLACE TEMP TABLE new_steps AS
+SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
+       lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
+       a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
+       (epoch_us(a.started_at) - epoch_us(w.first_at)) / 1000.0 AS offset_ms,
+       coalesce(a.duration_ms, 0) AS duration_ms,
+       (max(epoch_us(a.started_at) + coalesce(a.duration_ms, 0) * 1000)
+            OVER (PARTITION BY a.workflow_id ORDER BY a.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+        - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
+       a.layer, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key, a.effective_route,
+       a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
+       CASE WHEN a.seq > 1 THEN CASE WHEN a.prev_status = 'error' THEN coalesce(a.prev_error_class, 'unknown')
+                                     ELSE 'none' END END AS after_class,
+       a.deliverable, a.decision,
+       CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
+            WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
+       a.effective_route = 'fallback'
+           AND a.seq = min(CASE WHEN a.effective_route = 'fallback' THEN a.seq END) OVER (PARTITION BY a.workflow_id)
+           AS first_fallback,
+       a.served_provider, a.served_model, a.cost_kind,
+       coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
+       coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
+       coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
+       coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
+FROM temp.fact_attempts a
+JOIN temp.fact_workflows w USING (workflow_id)
+WHERE w.attempts > 1;

@@ -56,7 +56,7 @@ pub fn default_start() -> DateTime<Utc> {
 
 /// Writes the scenario's records; returns how many.
 pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
-    simulate_with_truth(options, out).map(|(written, _)| written)
+    run(options, out, false).map(|(written, _)| written)
 }
 
 /// What the simulated callers did wrong, counted as they did it, in the
@@ -66,6 +66,69 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Truth {
     pub findings: std::collections::BTreeMap<FindingKind, (u64, u64)>,
+    /// Each workflow's attempts as the simulated callers made them: what
+    /// the replay tests' ground truth reads.
+    pub workflows: Vec<Vec<SimAttempt>>,
+}
+
+/// One simulated attempt, in the callers' own terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimAttempt {
+    /// 0 unless the SDK made it: then its retry's number in that SDK call (1, 2, ...).
+    pub sdk_retry: u32,
+    /// 0 unless the application retried: then its retry's number (1, 2, ...).
+    pub app_retry: u32,
+    pub fallback: bool,
+    /// The provider's error code; `None` when it succeeded.
+    pub error_code: Option<&'static str>,
+}
+
+impl Truth {
+    /// What a caller with `sdk_retries` SDK retries (per SDK call), at most
+    /// `max_attempts` attempts, no retry after `insufficient_quota` and no
+    /// fallback (each `None` or `false`: as simulated) would have kept of
+    /// each workflow's attempts, by the simulator's own bookkeeping: the
+    /// attempts it would not have made are dropped, and a workflow whose
+    /// success was dropped ends failed. Returns (workflows delivered,
+    /// attempts kept).
+    pub fn shorter(
+        &self,
+        sdk_retries: Option<u32>,
+        max_attempts: Option<usize>,
+        no_quota_retry: bool,
+        no_fallback: bool,
+    ) -> (u64, u64) {
+        let (mut delivered, mut attempts) = (0, 0);
+        for workflow in &self.workflows {
+            let mut kept = 0usize;
+            let mut previous_code: Option<&str> = None;
+            let mut skipping_sdk = false;
+            let mut ok = false;
+            for a in workflow {
+                let is_retry = !a.fallback && kept > 0 && (a.sdk_retry > 0 || a.app_retry > 0);
+                let refused_sdk =
+                    sdk_retries.is_some_and(|max| a.sdk_retry > max) || (a.sdk_retry > 0 && skipping_sdk);
+                let refused_class = is_retry && no_quota_retry && previous_code == Some("insufficient_quota");
+                if max_attempts.is_some_and(|max| kept >= max) || (a.fallback && no_fallback) {
+                    break;
+                }
+                if refused_sdk || refused_class {
+                    skipping_sdk = a.sdk_retry > 0;
+                    continue;
+                }
+                skipping_sdk = false;
+                kept += 1;
+                previous_code = a.error_code;
+                if a.error_code.is_none() {
+                    ok = true;
+                    break;
+                }
+            }
+            delivered += u64::from(ok);
+            attempts += kept as u64;
+        }
+        (delivered, attempts)
+    }
 }
 
 impl Truth {
@@ -119,6 +182,11 @@ impl Tally {
 
 /// Writes the scenario's records; returns how many, and the ground truth.
 pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Result<(u64, Truth)> {
+    run(options, out, true)
+}
+
+/// `keep_attempts`: also list each workflow's attempts in the truth.
+fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::Result<(u64, Truth)> {
     let mut truth = Truth::default();
     let spec = ScenarioSpec::of(options.scenario);
     // A shorter span only brings arrivals closer together: each workflow
@@ -137,6 +205,19 @@ pub fn simulate_with_truth(options: &SimOptions, out: &mut impl Write) -> io::Re
         let workflow_id = format!("{}-{index:06}", spec.prefix);
         let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut rng);
         truth.add(&tally.finish());
+        if keep_attempts {
+            truth.workflows.push(
+                records
+                    .iter()
+                    .map(|r| SimAttempt {
+                        sdk_retry: r.sdk_retry,
+                        app_retry: r.app_retry,
+                        fallback: r.route == "fallback",
+                        error_code: r.error_code,
+                    })
+                    .collect(),
+            );
+        }
         for (place, record) in records.iter().enumerate() {
             let minute = DateTime::parse_from_rfc3339(&record.started_at)
                 .map(|t| t.timestamp().div_euclid(60))
@@ -453,6 +534,10 @@ struct Record<'a> {
     output_tokens: i64,
     cached_input_tokens: i64,
     decision: &'static str,
+    #[serde(skip)]
+    sdk_retry: u32,
+    #[serde(skip)]
+    app_retry: u32,
 }
 
 /// Failures a retry of the same request cannot fix (classes quota,
@@ -477,6 +562,8 @@ fn run_workflow<'a>(
     let mut app_tries_left = spec.app_retries;
     let mut sdk_tries_left = spec.sdk_retries;
     let mut layer = spec.entry_layer;
+    // What the next attempt is in the callers' terms (SimAttempt).
+    let (mut sdk_retry, mut app_retry) = (0u32, 0u32);
     let input = rng.random_range(spec.input_tokens.0..=spec.input_tokens.1);
     let cached = (input as f64 * spec.cached_share * rng.random::<f64>()) as i64;
     let span_ms = spec.span.num_milliseconds() as f64;
@@ -518,6 +605,8 @@ fn run_workflow<'a>(
             output_tokens: 0,
             cached_input_tokens: 0,
             decision: "return",
+            sdk_retry,
+            app_retry,
         };
         if shown_before {
             tally.count(FindingKind::ReplayAfterCommit);
@@ -557,6 +646,7 @@ fn run_workflow<'a>(
                     sdk_tries_left -= 1;
                     record.decision = "retry";
                     let tried = spec.sdk_retries - sdk_tries_left;
+                    (sdk_retry, app_retry) = (tried, 0);
                     let backoff = 500.0 * 2f64.powi(tried as i32) * rng.random_range(0.5..1.0);
                     wait_ms = match retry_after_ms {
                         Some(after) if !spec.ignore_retry_after => after,
@@ -566,6 +656,7 @@ fn run_workflow<'a>(
                 } else if app_tries_left > 0 && (retryable(code) || spec.naive_app_retry) {
                     app_tries_left -= 1;
                     sdk_tries_left = spec.sdk_retries;
+                    (sdk_retry, app_retry) = (0, spec.app_retries - app_tries_left);
                     record.decision = "retry";
                     wait_ms = 2_000.0 * 2f64.powi((spec.app_retries - app_tries_left) as i32);
                     layer = spec.entry_layer;
@@ -578,6 +669,7 @@ fn run_workflow<'a>(
                     }
                     route_index = 1;
                     sdk_tries_left = spec.sdk_retries;
+                    (sdk_retry, app_retry) = (0, 0);
                     app_tries_left = 0;
                     record.decision = "fallback";
                     wait_ms = 50.0;

@@ -91,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = reader.report(&ReportFilter::default(), true)?;
     print!("{}", render(&report, Format::Table));
     let db_text = db.display();
+    println!("\n{}", tune_teaser(&reader, &db_text.to_string())?);
     let storm_file = dir.join("overnight-529-storm.jsonl");
     println!(
         "\nNext:\n  \
@@ -100,9 +101,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
          attempt-ledger report --db {db_text} --since 2026-11-28T02:40:00Z --until 2026-11-28T03:00:00Z\n  \
          attempt-ledger ingest --db my.duckdb {}                                # your own copy\n  \
          attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -\n  \
+         attempt-ledger tune --db {db_text}                                      # the value of each retry\n  \
          attempt-ledger alerts --check --db {db_text} --rules examples/alerts.toml --step 5m   # which alerts would have fired\n  \
          attempt-ledger serve --db {db_text} --rules examples/alerts.toml       # live: the dashboard at http://127.0.0.1:4318/, /metrics",
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line on what the night's SDK retries past the second bought, from
+/// a replay of `max_retries.sdk=2`, and the command that shows the rest.
+fn tune_teaser(reader: &Reader, db: &str) -> anyhow::Result<String> {
+    let set = ["max_retries.sdk=2".to_string(), "no_retry_on=quota".to_string()];
+    let candidate = crate::read::Candidate::from_flags(None, &set)?;
+    let tune = reader.tune(&ReportFilter::default(), candidate.as_ref())?;
+    let Some(replay) = tune.replay else { anyhow::bail!("a replay was asked for") };
+    let total = replay.before.total.max(1) as f64;
+    Ok(format!(
+        "Tune: with max_retries=2 at the SDK and no retry on quota, this night keeps all but {:.2} pp of its \
+         successes ({} workflows) for {} fewer attempts and ${:.2} less wasted; \
+         attempt-ledger tune --db {db} --set max_retries.sdk=2 --set no_retry_on=quota",
+        100.0 * replay.success_lost as f64 / total,
+        replay.success_lost,
+        replay.attempts.before - replay.attempts.after,
+        replay.wasted_cost_usd.before - replay.wasted_cost_usd.after,
+    ))
 }

@@ -14,6 +14,7 @@ mod remote;
 mod report;
 mod serve;
 mod simulate;
+mod tune;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -131,6 +132,9 @@ enum Command {
     Serve(Box<serve::Args>),
     /// Write realistic JSONL attempt records for a named scenario to stdout.
     Simulate(simulate::Args),
+    /// The value of each retry in recorded traffic, and exact replays of a
+    /// stricter recovery policy (--policy FILE, --set KEY=VALUE).
+    Tune(tune::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -149,6 +153,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Tune(args) => tune::run(args),
     };
     match result {
         Ok(code) => code,

@@ -13,6 +13,7 @@ use crate::pricing::PriceTable;
 use crate::report::Report;
 use crate::report::audit::{Audit, LoadedPolicy};
 use crate::report::timeseries::Timeseries;
+use crate::report::tune::{ReplayInput, Tune};
 use crate::report::workflow::WorkflowDetail;
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::queries::MetricRow;
@@ -34,6 +35,35 @@ impl From<StoreError> for ReadError {
             e @ StoreError::UnknownDimension { .. } => ReadError::Asked(e.to_string()),
             e => ReadError::Storage(e),
         }
+    }
+}
+
+/// A policy to replay: its limits (`--policy FILE`, `--set KEY=VALUE`) and
+/// how the answer names it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub limits: crate::policy::LimitSet,
+    pub description: String,
+}
+
+impl Candidate {
+    /// The policy file's sections with the assignments over each; `None`
+    /// when neither is given (no replay).
+    pub fn from_flags(
+        policy: Option<&std::path::Path>,
+        set: &[String],
+    ) -> Result<Option<Candidate>, crate::policy::PolicyError> {
+        if policy.is_none() && set.is_empty() {
+            return Ok(None);
+        }
+        let limits = match policy {
+            Some(path) => crate::policy::LimitSet::load(path)?,
+            None => crate::policy::LimitSet::default(),
+        };
+        let overrides = crate::policy::Limits::from_assignments(set)?;
+        let mut description: Vec<String> = policy.iter().map(|p| p.display().to_string()).collect();
+        description.extend(set.iter().cloned());
+        Ok(Some(Candidate { limits: limits.with_overrides(&overrides), description: description.join(" ") }))
     }
 }
 
@@ -90,6 +120,33 @@ impl<S: Borrow<Store>> Reader<S> {
     pub fn audit(&self, window: Window) -> Result<Audit, ReadError> {
         let rows = self.store().audit(&self.policy.filter(window), &self.prices)?;
         Ok(self.policy.audit(&rows))
+    }
+
+    /// The value-of-each-retry curve of the workflows `filter` selects and,
+    /// with a candidate policy, its replay against the same workflows' report.
+    pub fn tune(&self, filter: &ReportFilter, candidate: Option<&Candidate>) -> Result<Tune, ReadError> {
+        let with_budget = candidate.map(|c| {
+            std::iter::once(&c.limits.default)
+                .chain(c.limits.workflows.iter().map(|(_, l)| l))
+                .any(|l| l.retry_budget.is_some())
+        });
+        let (rows, curve, steps) = self.store().tune_rows(filter, &self.prices, with_budget)?;
+        let replay = match (candidate, &steps) {
+            (Some(candidate), Some(steps)) => {
+                let replayed =
+                    crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts }
+                        .run(&steps.workflows, |name| candidate.limits.for_workflow(name));
+                Some((candidate, replayed))
+            }
+            _ => None,
+        };
+        let input = replay.as_ref().zip(steps.as_ref()).map(|((candidate, replayed), steps)| ReplayInput {
+            policy: candidate.description.clone(),
+            workflows: &steps.workflows,
+            replayed,
+            single_outcome_ms: &steps.single_outcome_ms,
+        });
+        Ok(Tune::shape(&rows, &curve, input))
     }
 
     /// Every bucket of `range`.

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod fold;
 mod render;
 pub mod timeseries;
+pub mod tune;
 pub mod workflow;
 
 use chrono::{DateTime, SecondsFormat, Utc};

@@ -104,14 +104,14 @@ fn flatten(value: &Value, path: String, out: &mut Vec<(String, String)>) {
     }
 }
 
-fn new_table(header: &[&str]) -> Table {
+pub(super) fn new_table(header: &[&str]) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     table.set_header(header.iter().map(Cell::new));
     table
 }
 
-fn right(text: impl ToString) -> Cell {
+pub(super) fn right(text: impl ToString) -> Cell {
     Cell::new(text.to_string()).set_alignment(CellAlignment::Right)
 }
 
@@ -119,7 +119,7 @@ fn pct(rate: Option<f64>) -> String {
     rate.map_or("-".to_string(), |r| format!("{:.1} %", r * 100.0))
 }
 
-fn dollars(usd: f64) -> String {
+pub(super) fn dollars(usd: f64) -> String {
     if usd != 0.0 && usd.abs() < 0.01 { format!("${usd:.6}") } else { format!("${usd:.2}") }
 }
 

@@ -40,6 +40,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/audit", get(get_audit))
+        .route("/api/v1/tune", get(get_tune))
         .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
         .route("/api/v1/timeseries", get(get_timeseries))
         .route("/metrics", get(get_metrics))
@@ -534,6 +535,34 @@ async fn get_audit(State(state): State<AppState>, Query(params): Params) -> Resu
     match format {
         None => Ok(axum::Json(audit).into_response()),
         Some(format) => Ok(rendered(audit.render(format), format_type(format), Some(&freshness))),
+    }
+}
+
+/// `set=` parameters a tune request may hold: more is refused, not read.
+pub const MAX_TUNE_ASSIGNMENTS: usize = 64;
+
+/// The value of each retry and, with `set=KEY=VALUE` (repeatable), the
+/// replay of those limits (`tune --set`).
+async fn get_tune(
+    State(state): State<AppState>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ServiceError> {
+    let set: Vec<String> = pairs.iter().filter(|(k, _)| k == "set").map(|(_, v)| v.clone()).collect();
+    if set.len() > MAX_TUNE_ASSIGNMENTS {
+        return Err(ServiceError::BadRequest(format!(
+            "set: {} assignments; at most {MAX_TUNE_ASSIGNMENTS}",
+            set.len()
+        )));
+    }
+    let params: HashMap<String, String> = pairs.into_iter().filter(|(k, _)| k != "set").collect();
+    let filter = ReportFilter::from_params(&params, Utc::now())?;
+    let candidate = crate::read::Candidate::from_flags(None, &set)
+        .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    let format = rendering::<crate::report::Format>(&params)?;
+    let (tune, freshness) = state.read_fresh(move |reader| reader.tune(&filter, candidate.as_ref())).await?;
+    match format {
+        None => Ok(axum::Json(tune).into_response()),
+        Some(format) => Ok(rendered(tune.render(format), format_type(format), Some(&freshness))),
     }
 }
 

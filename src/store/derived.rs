@@ -74,20 +74,21 @@ pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
 /// The derived tables with rows per workflow (`facts.sql` builds each as
 /// `temp.new_<suffix>`); a write replaces a workflow's rows in all of them.
-pub(super) const PER_WORKFLOW: [&str; 4] =
-    ["workflow_facts", "workflow_spend", "workflow_latency", "workflow_findings"];
+pub(super) const PER_WORKFLOW: [&str; 5] =
+    ["workflow_facts", "workflow_spend", "workflow_latency", "workflow_findings", "workflow_steps"];
 
 /// Drops what `facts.sql` built, once stored.
 pub(super) const DROP_NEW_FACTS: &str =
     "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
-     DROP TABLE temp.new_findings;";
+     DROP TABLE temp.new_findings; DROP TABLE temp.new_steps;";
 
 /// Every derived table.
-pub(super) const TABLES: [&str; 14] = [
+pub(super) const TABLES: [&str; 15] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
     "workflow_findings",
+    "workflow_steps",
     "rollup_workflows",
     "rollup_attempts",
     "rollup_latency",

@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0013_span_id_lengths.sql"),
     },
     Migration { version: 14, name: "lake", sql: include_str!("../../migrations/0014_lake.sql") },
+    Migration { version: 15, name: "steps", sql: include_str!("../../migrations/0015_steps.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -14,6 +14,7 @@ mod lake;
 mod migrate;
 pub mod queries;
 mod temp;
+pub mod tune;
 mod writer;
 
 use std::path::Path;
@@ -812,6 +813,26 @@ impl Store {
                     Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
             }
             Ok(rows)
+        });
+        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+        rows
+    }
+
+    /// What `tune` reads, in one snapshot: the report of the workflows
+    /// `filter` selects (what a replay is compared with), the curve, and
+    /// with `replay` (`Some(with_retry_budget)`) the steps a replay reads.
+    pub fn tune_rows(
+        &self,
+        filter: &ReportFilter,
+        prices: &PriceTable,
+        replay: Option<bool>,
+    ) -> Result<(ReportRows, Vec<tune::CurveRow>, Option<tune::ReplayRows>), StoreError> {
+        self.conn.execute_batch("BEGIN TRANSACTION")?;
+        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
+            let report = queries::report_rows(&self.conn, filter, &Query::ALL)?;
+            let curve = tune::curve_rows(&self.conn)?;
+            let steps = replay.map(|with_budget| tune::replay_rows(&self.conn, with_budget)).transpose()?;
+            Ok((report, curve, steps))
         });
         self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
         rows

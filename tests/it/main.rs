@@ -20,6 +20,7 @@ mod snapshots;
 mod span_shapes;
 mod storage;
 mod tls;
+mod tune;
 
 use attempt_ledger::ingest::jsonl;
 use attempt_ledger::pricing::PriceTable;

@@ -1,5 +1,6 @@
 //! Results never depend on arrival order, batching or redelivery: the
-//! report, the derived tables and the recovery audit.
+//! report, the derived tables, the recovery audit and `tune` (the curve and
+//! a replay under every limit).
 
 use attempt_ledger::ingest::jsonl;
 use attempt_ledger::request::Window;
@@ -169,10 +170,33 @@ proptest! {
         shuffle(&mut shuffled, seed);
         let store = ingest_in_batches(&shuffled, batch);
         prop_assert_eq!(store.attempt_count().unwrap(), lines.len() as u64);
-        prop_assert_eq!(report_of(&store, &ReportFilter::default()), expected);
+        prop_assert_eq!(&report_of(&store, &ReportFilter::default()), &expected);
         prop_assert_eq!(audit_of(&store), audit_of(&fresh), "the recovery audit");
+        for set in [&REPLAY[..], &REPLAY[..1], &[]] {
+            let tune = crate::tune::tune_of(&store, &ReportFilter::default(), set);
+            prop_assert_eq!(&tune, &crate::tune::tune_of(&fresh, &ReportFilter::default(), set), "tune {:?}", set);
+            if let Some(replay) = &tune.replay {
+                prop_assert_eq!(&replay.before, &expected.workflows, "a replay starts from the report");
+            }
+        }
     }
 }
+
+/// Every replay limit at once, low enough for the generated workflows to
+/// cross (the first alone: the retry budget, whose replay couples workflows).
+const REPLAY: [&str; 11] = [
+    "retry_budget=0.5",
+    "max_retries.sdk=1",
+    "max_retries.app=2",
+    "max_route_attempts=3",
+    "max_total_attempts=4",
+    "max_elapsed_ms=3000",
+    "max_extra_cost_usd=0.001",
+    "no_retry_on=policy",
+    "fail_closed_on=quota",
+    "fallback_on=rate_limit,timeout,unknown",
+    "queue_allowed=false",
+];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

@@ -127,3 +127,107 @@ fn the_readme_audit_table_is_what_the_demo_prints() {
     let per_workflow = said.rsplit(' ').next().unwrap();
     assert!(printed.contains(&format!("stacked_retries ({per_workflow}x)")), "{said}");
 }
+
+/// The README's tables of the demo night's curve and replay are what `tune`
+/// answers on the demo's database.
+#[test]
+fn the_readme_tune_tables_are_what_tune_answers() {
+    let readme = include_str!("../../README.md");
+    let table = |header: &str| -> Vec<Vec<String>> {
+        readme
+            .lines()
+            .skip_while(|l| !l.starts_with(header))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+            .collect()
+    };
+    let curve = table("| attempt | undelivered before | delivered | success bought |");
+    let replay = table("| | recorded | replayed |");
+    assert!(curve.len() >= 5 && replay.len() >= 5, "{curve:?} {replay:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_attempt-ledger");
+    assert!(Command::new(bin).args(["demo", "--dir"]).arg(dir.path()).output().unwrap().status.success());
+    let out = Command::new(bin)
+        .args(["tune", "--db"])
+        .arg(dir.path().join("demo.duckdb"))
+        .args(["--set", "max_retries.sdk=2", "--set", "no_retry_on=quota", "--format", "json"])
+        .output()
+        .unwrap();
+    let tune: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let count = |v: &serde_json::Value| {
+        let n = v.as_i64().unwrap();
+        let digits = n.to_string();
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        grouped
+    };
+    let lines = tune["curve"].as_array().unwrap();
+    for row in &curve {
+        let line = lines
+            .iter()
+            .filter(|l| l["layer"] == "all" && l["after_class"] == "all" && l["primary_route"] == "all")
+            .find(|l| match row[0].as_str() {
+                "first fallback" => l["step"] == "first_fallback",
+                label => {
+                    let k: i64 = label.trim_start_matches('#').split(' ').next().unwrap().parse().unwrap();
+                    l["position"] == k && l["and_later"] == label.ends_with("and later")
+                }
+            })
+            .unwrap_or_else(|| panic!("tune has no line {}", row[0]));
+        let printed = [
+            count(&line["undelivered_before"]),
+            count(&line["delivered"]),
+            format!("{:.2} pp", line["marginal_success"].as_f64().unwrap()),
+            count(&line["attempts"]),
+            format!("${:.2}", line["cost_usd"].as_f64().unwrap()),
+        ];
+        assert_eq!(&row[1..6], &printed[..], "{}", row[0]);
+    }
+    let r = &tune["replay"];
+    for row in &replay {
+        let (before, after) = match row[0].as_str() {
+            "wasted cost" => (
+                format!("${:.2}", r["wasted_cost_usd"]["before"].as_f64().unwrap()),
+                format!("${:.2}", r["wasted_cost_usd"]["after"].as_f64().unwrap()),
+            ),
+            "time to outcome p99" => (
+                format!(
+                    "{} ms",
+                    count(&serde_json::json!(
+                        r["time_to_outcome_ms"]["before"]["p99"].as_f64().unwrap() as i64
+                    ))
+                ),
+                format!(
+                    "{} ms",
+                    count(&serde_json::json!(
+                        r["time_to_outcome_ms"]["after"]["p99"].as_f64().unwrap() as i64
+                    ))
+                ),
+            ),
+            "attempts" => (count(&r["attempts"]["before"]), count(&r["attempts"]["after"])),
+            outcome => (count(&r["before"][outcome]), count(&r["after"][outcome])),
+        };
+        assert_eq!((row[1].as_str(), row[2].as_str()), (before.as_str(), after.as_str()), "{}", row[0]);
+    }
+    let said = readme.split("and loses ").nth(1).unwrap();
+    assert!(said.starts_with(&format!("{} workflows", count(&r["success_lost"]))), "{said}");
+    let moved = format!(
+        "{} of\nthe {} workflows it changes",
+        count(&r["moved_attempt_workflows"]),
+        count(&r["changed_workflows"])
+    );
+    assert!(readme.contains(&moved), "README should say {moved:?}");
+    let printed =
+        String::from_utf8(Command::new(bin).args(["demo", "--dir"]).arg(dir.path()).output().unwrap().stdout)
+            .unwrap();
+    assert!(
+        printed.contains(&format!("({} workflows)", count(&r["success_lost"]).replace(',', ""))),
+        "the demo's teaser"
+    );
+}

@@ -18,5 +18,6 @@ pub mod model;
 pub mod policy;
 pub mod pricing;
 pub mod providers;
+pub mod replay;
 pub mod request;
 pub mod time_arg;

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 use strum::VariantNames;
 
-use crate::model::{ErrorClass, PicoUsd};
+use crate::model::{ErrorClass, Layer, PicoUsd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -113,15 +113,177 @@ pub struct PolicySet {
 /// joined by one).
 pub const LIST_SEPARATOR: char = '\u{1f}';
 
-impl PolicySet {
-    pub fn load(path: &Path) -> Result<PolicySet, PolicyError> {
+/// The keys one section of a policy file gave, checked, nothing filled in.
+/// A replay (`tune`) applies exactly these; the audit fills the keys a
+/// section leaves out from `[default]`, then from the built-in policy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Limits {
+    pub retryable: Option<Vec<ErrorClass>>,
+    /// Classes after which no retry of the same route may follow (a
+    /// fallback may).
+    pub no_retry_on: Option<Vec<ErrorClass>>,
+    pub fail_closed_on: Option<Vec<ErrorClass>>,
+    pub fail_closed_on_commit: Option<Vec<CommitMarker>>,
+    pub max_total_attempts: Option<u64>,
+    /// By layer (`Layer as usize`): retries of the same route that layer
+    /// may make for one call of the layers outside it.
+    pub max_retries: [Option<u64>; 4],
+    /// Attempts any one route may get in a workflow.
+    pub max_route_attempts: Option<u64>,
+    pub max_elapsed_ms: Option<f64>,
+    pub max_extra_cost_pusd: Option<i128>,
+    /// `false`: no attempt on a fallback route.
+    pub fallback: Option<bool>,
+    /// A workflow may move to a fallback route only after these classes.
+    pub fallback_on: Option<Vec<ErrorClass>>,
+    pub approved_fallbacks: Option<Vec<String>>,
+    pub queue_allowed: Option<bool>,
+    pub retry_budget: Option<f64>,
+    pub retry_budget_floor: Option<u64>,
+}
+
+/// The keys only `tune` reads so far: the audit refuses a file that sets
+/// one rather than pass it by unchecked.
+const REPLAY_ONLY_KEYS: [&str; 4] = ["max_retries", "max_route_attempts", "fallback", "fallback_on"];
+
+impl Limits {
+    /// These keys, the rest from `base`.
+    pub fn over(&self, base: &Limits) -> Limits {
+        let mut max_retries = base.max_retries;
+        for (slot, given) in max_retries.iter_mut().zip(self.max_retries) {
+            if given.is_some() {
+                *slot = given;
+            }
+        }
+        Limits {
+            retryable: self.retryable.clone().or_else(|| base.retryable.clone()),
+            no_retry_on: self.no_retry_on.clone().or_else(|| base.no_retry_on.clone()),
+            fail_closed_on: self.fail_closed_on.clone().or_else(|| base.fail_closed_on.clone()),
+            fail_closed_on_commit: self
+                .fail_closed_on_commit
+                .clone()
+                .or_else(|| base.fail_closed_on_commit.clone()),
+            max_total_attempts: self.max_total_attempts.or(base.max_total_attempts),
+            max_retries,
+            max_route_attempts: self.max_route_attempts.or(base.max_route_attempts),
+            max_elapsed_ms: self.max_elapsed_ms.or(base.max_elapsed_ms),
+            max_extra_cost_pusd: self.max_extra_cost_pusd.or(base.max_extra_cost_pusd),
+            fallback: self.fallback.or(base.fallback),
+            fallback_on: self.fallback_on.clone().or_else(|| base.fallback_on.clone()),
+            approved_fallbacks: self.approved_fallbacks.clone().or_else(|| base.approved_fallbacks.clone()),
+            queue_allowed: self.queue_allowed.or(base.queue_allowed),
+            retry_budget: self.retry_budget.or(base.retry_budget),
+            retry_budget_floor: self.retry_budget_floor.or(base.retry_budget_floor),
+        }
+    }
+
+    /// No key given: a replay under these changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// The keys given, by name (the audit refuses the replay-only ones).
+    fn given_replay_only(&self) -> Option<&'static str> {
+        let given = [
+            self.max_retries.iter().any(Option::is_some),
+            self.max_route_attempts.is_some(),
+            self.fallback.is_some(),
+            self.fallback_on.is_some(),
+        ];
+        REPLAY_ONLY_KEYS.iter().zip(given).find(|(_, given)| *given).map(|(key, _)| *key)
+    }
+
+    /// The built-in policy with these keys over it (the audit's rules).
+    fn resolve(&self, base: &Policy) -> Policy {
+        let mut retryable = self.retryable.clone().unwrap_or_else(|| base.retryable.clone());
+        if let Some(refused) = &self.no_retry_on {
+            retryable.retain(|class| !refused.contains(class));
+        }
+        Policy {
+            retryable,
+            fail_closed_on: self.fail_closed_on.clone().unwrap_or_else(|| base.fail_closed_on.clone()),
+            fail_closed_on_commit: self
+                .fail_closed_on_commit
+                .clone()
+                .unwrap_or_else(|| base.fail_closed_on_commit.clone()),
+            max_total_attempts: self.max_total_attempts.or(base.max_total_attempts),
+            max_elapsed_ms: self.max_elapsed_ms.or(base.max_elapsed_ms),
+            max_extra_cost_pusd: self.max_extra_cost_pusd.or(base.max_extra_cost_pusd),
+            approved_fallbacks: self.approved_fallbacks.clone().or_else(|| base.approved_fallbacks.clone()),
+            queue_allowed: self.queue_allowed.unwrap_or(base.queue_allowed),
+            retry_budget: self.retry_budget.unwrap_or(base.retry_budget),
+            retry_budget_floor: self.retry_budget_floor.unwrap_or(base.retry_budget_floor),
+        }
+    }
+
+    /// `tune --set KEY=VALUE` (repeatable): the policy file's keys, a value
+    /// as TOML writes it (`3`, `false`, `250.0`); a list as words joined by
+    /// commas (`no_retry_on=quota,auth`); a layer's retries as
+    /// `max_retries.sdk=2`.
+    pub fn from_assignments(assignments: &[String]) -> Result<Limits, PolicyError> {
+        const LISTS: [&str; 6] = [
+            "retryable",
+            "no_retry_on",
+            "fail_closed_on",
+            "fail_closed_on_commit",
+            "fallback_on",
+            "approved_fallbacks",
+        ];
+        let origin = "--set";
+        let mut text = String::from("[default]\n");
+        for assignment in assignments {
+            let Some((key, value)) = assignment.split_once('=') else {
+                return Err(PolicyError::Parse {
+                    path: origin.into(),
+                    message: format!("{assignment:?} is not KEY=VALUE"),
+                });
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+                return Err(PolicyError::Parse {
+                    path: origin.into(),
+                    message: format!("{key:?} is not a key"),
+                });
+            }
+            let value = if LISTS.contains(&key) {
+                let words: Vec<String> = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| toml::Value::String(w.to_string()).to_string())
+                    .collect();
+                format!("[{}]", words.join(", "))
+            } else if value.parse::<toml::Value>().is_ok()
+                || format!("v = {value}").parse::<toml::Table>().is_ok()
+            {
+                value.to_string()
+            } else {
+                toml::Value::String(value.to_string()).to_string()
+            };
+            text.push_str(&format!("{key} = {value}\n"));
+        }
+        Ok(LimitSet::parse(&text, origin)?.default)
+    }
+}
+
+/// Every section of a policy file as given: `[default]`, and each
+/// `[[workflow]]` with the default's keys under its own.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LimitSet {
+    pub default: Limits,
+    /// By workflow name, in file order, the default's keys filled in.
+    pub workflows: Vec<(String, Limits)>,
+}
+
+impl LimitSet {
+    pub fn load(path: &Path) -> Result<LimitSet, PolicyError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
-        PolicySet::parse(&text, &path.display().to_string())
+        LimitSet::parse(&text, &path.display().to_string())
     }
 
     /// `origin` names the text in errors (a path).
-    pub fn parse(text: &str, origin: &str) -> Result<PolicySet, PolicyError> {
+    pub fn parse(text: &str, origin: &str) -> Result<LimitSet, PolicyError> {
         let raw: RawFile = toml::from_str(text)
             .map_err(|err| PolicyError::Parse { path: origin.to_string(), message: err.to_string() })?;
         let invalid = |context: &str, message: String| PolicyError::Invalid {
@@ -129,7 +291,7 @@ impl PolicySet {
             context: context.to_string(),
             message,
         };
-        let default = raw.default.unwrap_or_default().resolve(&Policy::default(), "[default]", &invalid)?;
+        let default = raw.default.unwrap_or_default().check("[default]", &invalid)?;
         let mut names = HashSet::new();
         let mut workflows = Vec::new();
         for w in raw.workflows {
@@ -143,9 +305,61 @@ impl PolicySet {
             if !names.insert(w.name.clone()) {
                 return Err(invalid(&context, "another [[workflow]] has this name".into()));
             }
-            let policy = w.rules.resolve(&default, &context, &invalid)?;
-            workflows.push((w.name, policy));
+            let limits = w.rules.check(&context, &invalid)?.over(&default);
+            workflows.push((w.name, limits));
         }
+        Ok(LimitSet { default, workflows })
+    }
+
+    /// The limits of the workflows named `name` (the default's if no
+    /// section names it).
+    pub fn for_workflow(&self, name: Option<&str>) -> &Limits {
+        name.and_then(|name| self.workflows.iter().find(|(n, _)| n == name))
+            .map_or(&self.default, |(_, limits)| limits)
+    }
+
+    /// `overrides` over every section (`--set` over `--policy`).
+    pub fn with_overrides(mut self, overrides: &Limits) -> LimitSet {
+        self.default = overrides.over(&self.default);
+        for (_, limits) in &mut self.workflows {
+            *limits = overrides.over(limits);
+        }
+        self
+    }
+
+    /// No section gives any key.
+    pub fn is_empty(&self) -> bool {
+        self.default.is_empty() && self.workflows.iter().all(|(_, l)| l.is_empty())
+    }
+}
+
+impl PolicySet {
+    pub fn load(path: &Path) -> Result<PolicySet, PolicyError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+        PolicySet::parse(&text, &path.display().to_string())
+    }
+
+    /// `origin` names the text in errors (a path).
+    pub fn parse(text: &str, origin: &str) -> Result<PolicySet, PolicyError> {
+        let limits = LimitSet::parse(text, origin)?;
+        let sections = std::iter::once(("[default]".to_string(), &limits.default))
+            .chain(limits.workflows.iter().map(|(name, l)| (format!("workflow {name:?}"), l)));
+        for (context, section) in sections {
+            if let Some(key) = section.given_replay_only() {
+                return Err(PolicyError::Invalid {
+                    path: origin.to_string(),
+                    context,
+                    message: format!("`{key}` is a limit only `tune` replays; `audit` does not check it"),
+                });
+            }
+        }
+        let default = limits.default.resolve(&Policy::default());
+        let workflows = limits
+            .workflows
+            .iter()
+            .map(|(name, section)| (name.clone(), section.resolve(&Policy::default())))
+            .collect();
         Ok(PolicySet { default, workflows })
     }
 }
@@ -170,11 +384,16 @@ struct RawWorkflow {
 #[serde(deny_unknown_fields)]
 struct RawRules {
     retryable: Option<Vec<String>>,
+    no_retry_on: Option<Vec<String>>,
     fail_closed_on: Option<Vec<String>>,
     fail_closed_on_commit: Option<Vec<String>>,
     max_total_attempts: Option<u64>,
+    max_retries: Option<std::collections::BTreeMap<String, u64>>,
+    max_route_attempts: Option<u64>,
     max_elapsed_ms: Option<f64>,
     max_extra_cost_usd: Option<f64>,
+    fallback: Option<bool>,
+    fallback_on: Option<Vec<String>>,
     approved_fallbacks: Option<Vec<String>>,
     queue_allowed: Option<bool>,
     retry_budget: Option<f64>,
@@ -198,19 +417,20 @@ fn names<T: FromStr>(
 }
 
 impl RawRules {
-    /// Fields given here, the rest from `base`.
-    fn resolve(
+    /// The keys given, each checked; none filled in.
+    fn check(
         self,
-        base: &Policy,
         context: &str,
         invalid: &impl Fn(&str, String) -> PolicyError,
-    ) -> Result<Policy, PolicyError> {
-        let classes = |values: Option<Vec<String>>, field: &str, base: &Vec<ErrorClass>| match values {
-            Some(v) => names::<ErrorClass>(&v, field, ErrorClass::VARIANTS, context, invalid),
-            None => Ok(base.clone()),
+    ) -> Result<Limits, PolicyError> {
+        let classes = |values: Option<Vec<String>>, field: &str| {
+            values.map(|v| names::<ErrorClass>(&v, field, ErrorClass::VARIANTS, context, invalid)).transpose()
         };
         if self.max_total_attempts == Some(0) {
             return Err(invalid(context, "`max_total_attempts` must be 1 or more".into()));
+        }
+        if self.max_route_attempts == Some(0) {
+            return Err(invalid(context, "`max_route_attempts` must be 1 or more".into()));
         }
         if let Some(ratio) = self.retry_budget.filter(|r| !r.is_finite() || *r < 0.0) {
             return Err(invalid(
@@ -225,7 +445,7 @@ impl RawRules {
             return Err(invalid(context, format!("`max_elapsed_ms` = {ms} must be 0 or more")));
         }
         let max_extra_cost_pusd = match self.max_extra_cost_usd {
-            None => base.max_extra_cost_pusd,
+            None => None,
             Some(usd) if usd.is_finite() && (0.0..=1e9).contains(&usd) => {
                 Some((usd * PicoUsd::PER_USD).round() as i128)
             }
@@ -247,29 +467,48 @@ impl RawRules {
                 format!("`approved_fallbacks`: {bad:?} is not a route (a route group, or provider/model)"),
             ));
         }
-        Ok(Policy {
-            retryable: classes(self.retryable, "retryable", &base.retryable)?,
-            fail_closed_on: classes(self.fail_closed_on, "fail_closed_on", &base.fail_closed_on)?,
-            fail_closed_on_commit: match self.fail_closed_on_commit {
-                Some(v) => names::<CommitMarker>(
-                    &v,
-                    "fail_closed_on_commit",
-                    CommitMarker::VARIANTS,
+        let mut max_retries = [None; 4];
+        for (layer, retries) in self.max_retries.into_iter().flatten() {
+            let parsed = layer.parse::<Layer>().map_err(|_| {
+                invalid(
                     context,
-                    invalid,
-                )?,
-                None => base.fail_closed_on_commit.clone(),
-            },
-            max_total_attempts: self.max_total_attempts.or(base.max_total_attempts),
-            max_elapsed_ms: self.max_elapsed_ms.or(base.max_elapsed_ms),
+                    format!("`max_retries`: {layer:?} is not one of {}", Layer::VARIANTS.join(", ")),
+                )
+            })?;
+            if i64::try_from(retries).is_err() {
+                return Err(invalid(context, format!("`max_retries.{layer}` = {retries} is too large")));
+            }
+            max_retries[parsed as usize] = Some(retries);
+        }
+        Ok(Limits {
+            retryable: classes(self.retryable, "retryable")?,
+            no_retry_on: classes(self.no_retry_on, "no_retry_on")?,
+            fail_closed_on: classes(self.fail_closed_on, "fail_closed_on")?,
+            fail_closed_on_commit: self
+                .fail_closed_on_commit
+                .map(|v| {
+                    names::<CommitMarker>(
+                        &v,
+                        "fail_closed_on_commit",
+                        CommitMarker::VARIANTS,
+                        context,
+                        invalid,
+                    )
+                })
+                .transpose()?,
+            max_total_attempts: self.max_total_attempts,
+            max_retries,
+            max_route_attempts: self.max_route_attempts,
+            max_elapsed_ms: self.max_elapsed_ms,
             max_extra_cost_pusd,
+            fallback: self.fallback,
+            fallback_on: classes(self.fallback_on, "fallback_on")?,
             approved_fallbacks: self
                 .approved_fallbacks
-                .map(|routes| routes.into_iter().map(|r| r.trim().to_lowercase()).collect())
-                .or_else(|| base.approved_fallbacks.clone()),
-            queue_allowed: self.queue_allowed.unwrap_or(base.queue_allowed),
-            retry_budget: self.retry_budget.unwrap_or(base.retry_budget),
-            retry_budget_floor: self.retry_budget_floor.unwrap_or(base.retry_budget_floor),
+                .map(|routes| routes.into_iter().map(|r| r.trim().to_lowercase()).collect()),
+            queue_allowed: self.queue_allowed,
+            retry_budget: self.retry_budget,
+            retry_budget_floor: self.retry_budget_floor,
         })
     }
 }
@@ -322,7 +561,11 @@ queue_allowed = false
             err("[default]\nretryable = [\"transient\", \"flaky\"]")
                 .contains("[default]: `retryable`: \"flaky\" is not one of")
         );
-        assert!(err("[[workflow]]\nname = \"a\"\nmax_retries = 3").contains("unknown field `max_retries`"));
+        assert!(err("[[workflow]]\nname = \"a\"\nmax_tries = 3").contains("unknown field `max_tries`"));
+        assert!(
+            err("[default]\nmax_retries = { sdk = 2 }")
+                .contains("[default]: `max_retries` is a limit only `tune` replays")
+        );
         assert!(
             err("[[workflow]]\nname = \"a\"\n[[workflow]]\nname = \"a\"")
                 .contains("another [[workflow]] has this name")

@@ -1,0 +1,240 @@
+//! One case per limit where the replay changes the outcome and one where it
+//! does not, on workflows written out attempt by attempt.
+
+use super::*;
+use crate::model::ErrorClass as C;
+use crate::policy::LimitSet;
+
+const ROUTES: [&str; 3] = ["openai/gpt-4o", "anthropic/claude", "backup"];
+
+/// `spec`: one attempt per item, `layer:route:result[:decision]`, where
+/// route is an index of ROUTES (0 the primary), result `ok` or an error
+/// class; attempts start 1 s apart and last 100 ms, each costing 10 pUSD.
+fn workflow(id: &str, spec: &str) -> Workflow {
+    let steps: Vec<Step> = spec
+        .split_whitespace()
+        .enumerate()
+        .map(|(i, item)| {
+            let parts: Vec<&str> = item.split(':').collect();
+            let failure = (parts[2] != "ok").then(|| parts[2].parse::<C>().unwrap());
+            Step {
+                start_us: 1_000_000 * i as i64,
+                offset_ms: 1_000.0 * i as f64,
+                duration_ms: 100.0,
+                layer: parts[0].parse().unwrap(),
+                route: parts[1].parse().unwrap(),
+                on_fallback: parts[1] != "0",
+                failure,
+                deliverable: failure.is_none(),
+                decision: parts.get(3).map(|d| d.parse().unwrap()),
+                commit: (parts.get(4) == Some(&"committed")).then_some(CommitMarker::Committed),
+                tokens: 5,
+                cost_pusd: 10,
+                cost_unknown: false,
+            }
+        })
+        .collect();
+    let mut recorded =
+        Workflow { id: id.into(), name: None, outcome: Outcome::FailClosed, outcome_ms: 0.0, steps };
+    // The recorded outcome and time by the same rules, nothing removed.
+    let routes: Vec<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+    let first = HashMap::new();
+    let mut under_no_limit = Replay { routes: &routes, first_attempts: &first }.run_unfinished(&recorded);
+    recorded.outcome = under_no_limit.outcome;
+    under_no_limit.moved = false;
+    recorded.outcome_ms = under_no_limit.outcome_ms;
+    recorded
+}
+
+fn replay(workflow: &Workflow, set: &str) -> Replayed {
+    let limits =
+        Limits::from_assignments(&set.split_whitespace().map(String::from).collect::<Vec<_>>()).unwrap();
+    let routes: Vec<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+    let first = HashMap::from([((None, 0), 10)]);
+    let set = LimitSet { default: limits, workflows: vec![] };
+    Replay { routes: &routes, first_attempts: &first }
+        .run(std::slice::from_ref(workflow), |name| set.for_workflow(name))
+        .remove(0)
+}
+
+impl Replay<'_> {
+    /// The replay of one workflow under no limit, without the shortcut that
+    /// returns the recorded figures: what the tests' workflows record.
+    fn run_unfinished(&self, workflow: &Workflow) -> Replayed {
+        let limits = Limits::default();
+        let mut state = State::default();
+        let mut used = HashMap::new();
+        for index in 0..workflow.steps.len() {
+            self.step(workflow, index, &limits, &mut state, &mut used);
+        }
+        by_the_rules(workflow, state, false)
+    }
+}
+
+/// The attempts kept, the outcome, moved.
+fn summary(r: &Replayed) -> (u64, Outcome, bool) {
+    (r.attempts, r.outcome, r.moved)
+}
+
+const STORM: &str =
+    "app:0:transient sdk:0:transient sdk:0:transient sdk:0:transient app:0:transient:retry sdk:0:ok";
+
+#[test]
+fn no_limit_keeps_the_recorded_workflow() {
+    let w = workflow("w", STORM);
+    assert_eq!(w.outcome, Outcome::RetryRecovery);
+    assert_eq!(replay(&w, ""), Replayed::recorded(&w));
+}
+
+#[test]
+fn max_total_attempts() {
+    let w = workflow("w", STORM);
+    assert_eq!(summary(&replay(&w, "max_total_attempts=3")), (3, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "max_total_attempts=6")), (6, Outcome::RetryRecovery, false));
+}
+
+#[test]
+fn max_retries_of_an_inner_layer_moves_the_outer_retry_earlier() {
+    let w = workflow("w", STORM);
+    let r = replay(&w, "max_retries.sdk=1");
+    // app, sdk, (two sdk skipped), app moved, sdk: delivered.
+    assert_eq!(summary(&r), (4, Outcome::RetryRecovery, true));
+    // The app retry started 0.9 s after the last skipped attempt ended; it
+    // moves to 0.9 s after the kept sdk retry ended (at 2.0 s), and its sdk
+    // retry, 1 s later, delivers at 3.1 s.
+    assert!((r.outcome_ms - 3_100.0).abs() < 1e-9, "{}", r.outcome_ms);
+    assert_eq!(r.wasted_cost_pusd, 30);
+    assert_eq!(summary(&replay(&w, "max_retries.sdk=3")), (6, Outcome::RetryRecovery, false));
+    // No outer layer to go on: the workflow ends.
+    let sdk_only = workflow("s", "sdk:0:transient sdk:0:transient sdk:0:ok");
+    assert_eq!(summary(&replay(&sdk_only, "max_retries.sdk=1")), (2, Outcome::FailClosed, false));
+}
+
+#[test]
+fn max_retries_of_the_outer_layer_goes_on_at_its_fallback() {
+    let w = workflow("w", "app:0:rate_limit app:0:rate_limit app:0:rate_limit app:1:ok");
+    assert_eq!(summary(&replay(&w, "max_retries.app=1")), (3, Outcome::FallbackRecovery, true));
+    assert_eq!(summary(&replay(&w, "max_retries.app=2")), (4, Outcome::FallbackRecovery, false));
+    assert_eq!(summary(&replay(&w, "max_retries.app=0")), (2, Outcome::FallbackRecovery, true));
+}
+
+#[test]
+fn max_route_attempts() {
+    let w = workflow("w", "app:0:transient app:0:transient app:0:ok");
+    assert_eq!(summary(&replay(&w, "max_route_attempts=2")), (2, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "max_route_attempts=3")), (3, Outcome::RetryRecovery, false));
+}
+
+#[test]
+fn max_elapsed_ms() {
+    let w = workflow("w", "app:0:transient app:0:transient app:0:ok");
+    assert_eq!(summary(&replay(&w, "max_elapsed_ms=1500")), (2, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "max_elapsed_ms=2000")), (3, Outcome::RetryRecovery, false));
+}
+
+#[test]
+fn max_extra_cost_usd() {
+    // 10 pUSD an attempt: 20 pUSD wasted before the third.
+    let w = workflow("w", "app:0:transient app:0:transient app:0:ok");
+    assert_eq!(summary(&replay(&w, "max_extra_cost_usd=0.000000000015")), (2, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "max_extra_cost_usd=0.00000000002")), (3, Outcome::RetryRecovery, false));
+}
+
+#[test]
+fn retryable_and_no_retry_on() {
+    let w = workflow("w", "app:0:quota app:0:quota app:1:ok");
+    assert_eq!(summary(&replay(&w, "no_retry_on=quota")), (2, Outcome::FallbackRecovery, true));
+    assert_eq!(summary(&replay(&w, "no_retry_on=auth,request")), (3, Outcome::FallbackRecovery, false));
+    assert_eq!(summary(&replay(&w, "retryable=transient")), (2, Outcome::FallbackRecovery, true));
+    assert_eq!(summary(&replay(&w, "retryable=quota")), (3, Outcome::FallbackRecovery, false));
+    let no_fallback = workflow("n", "app:0:quota app:0:ok");
+    assert_eq!(summary(&replay(&no_fallback, "no_retry_on=quota")), (1, Outcome::FailClosed, false));
+}
+
+#[test]
+fn fail_closed_on_and_on_commit() {
+    let w = workflow("w", "app:0:auth app:1:ok");
+    assert_eq!(summary(&replay(&w, "fail_closed_on=auth")), (1, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "fail_closed_on=quota")), (2, Outcome::FallbackRecovery, false));
+    let committed = workflow("c", "app:0:timeout:retry:committed app:0:ok");
+    assert_eq!(
+        summary(&replay(&committed, "fail_closed_on_commit=committed")),
+        (1, Outcome::FailClosed, false)
+    );
+    assert_eq!(
+        summary(&replay(&committed, "fail_closed_on_commit=visible_output")),
+        (2, Outcome::RetryRecovery, false)
+    );
+}
+
+#[test]
+fn fallback_rules() {
+    let w = workflow("w", "app:0:rate_limit app:1:ok");
+    assert_eq!(summary(&replay(&w, "fallback=false")), (1, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "fallback=true")), (2, Outcome::FallbackRecovery, false));
+    assert_eq!(summary(&replay(&w, "fallback_on=transient")), (1, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "fallback_on=rate_limit")), (2, Outcome::FallbackRecovery, false));
+    let two = workflow("t", "app:0:rate_limit app:1:transient app:2:ok");
+    assert_eq!(summary(&replay(&two, "approved_fallbacks=backup")), (2, Outcome::FallbackRecovery, true));
+    assert_eq!(
+        summary(&replay(&two, "approved_fallbacks=anthropic/claude")),
+        (2, Outcome::FailClosed, false)
+    );
+    assert_eq!(
+        summary(&replay(&two, "approved_fallbacks=anthropic/claude,backup")),
+        (3, Outcome::FallbackRecovery, false)
+    );
+}
+
+#[test]
+fn queue_allowed() {
+    let w = workflow("w", "app:0:transient queue:0:ok");
+    assert_eq!(summary(&replay(&w, "queue_allowed=false")), (1, Outcome::FailClosed, false));
+    assert_eq!(summary(&replay(&w, "queue_allowed=true")), (2, Outcome::RetryRecovery, false));
+    let queued = workflow("q", "app:0:transient app:0:transient:queue");
+    assert_eq!(queued.outcome, Outcome::Queued);
+    assert_eq!(summary(&replay(&queued, "queue_allowed=false")), (2, Outcome::FailClosed, false));
+}
+
+#[test]
+fn retry_budget_admits_retries_in_order_of_start() {
+    // 10 first attempts in minute 0 (the test's table); a budget of 0.2
+    // admits 2 retries in it.
+    let routes: Vec<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+    let first = HashMap::from([((None, 0), 10)]);
+    let workflows: Vec<Workflow> = (0..3)
+        .map(|i| {
+            let mut w = workflow(&format!("w{i}"), "app:0:transient app:0:ok");
+            for s in &mut w.steps {
+                s.start_us += i * 1_000;
+            }
+            w
+        })
+        .collect();
+    let limits = Limits::from_assignments(&["retry_budget=0.2".into()]).unwrap();
+    let set = LimitSet { default: limits, workflows: vec![] };
+    let replayed =
+        Replay { routes: &routes, first_attempts: &first }.run(&workflows, |name| set.for_workflow(name));
+    let outcomes: Vec<_> = replayed.iter().map(|r| r.outcome).collect();
+    assert_eq!(outcomes, [Outcome::RetryRecovery, Outcome::RetryRecovery, Outcome::FailClosed]);
+    let set = LimitSet {
+        default: Limits::from_assignments(&["retry_budget=0.3".into()]).unwrap(),
+        workflows: vec![],
+    };
+    let replayed =
+        Replay { routes: &routes, first_attempts: &first }.run(&workflows, |name| set.for_workflow(name));
+    assert!(replayed.iter().all(|r| r.outcome == Outcome::RetryRecovery));
+}
+
+#[test]
+fn assignments_name_what_is_wrong() {
+    let err = |a: &str| Limits::from_assignments(&[a.to_string()]).unwrap_err().to_string();
+    assert!(err("max_total_attempts").contains("is not KEY=VALUE"));
+    assert!(err("max_total_attempts=0").contains("1 or more"));
+    assert!(err("no_retry_on=flaky").contains("`no_retry_on`: \"flaky\" is not one of"));
+    assert!(err("max_retries.robot=2").contains("`max_retries`: \"robot\" is not one of"));
+    assert!(err("max_tries=2").contains("unknown field `max_tries`"));
+    let limits = Limits::from_assignments(&["max_retries.sdk=2".into(), "no_retry_on=quota".into()]).unwrap();
+    assert_eq!(limits.max_retries[Layer::Sdk as usize], Some(2));
+    assert_eq!(limits.no_retry_on, Some(vec![C::Quota]));
+}

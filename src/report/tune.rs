@@ -1,0 +1,385 @@
+//! `tune`'s answer: the value-of-each-retry curve and, for a candidate
+//! policy, the replay's before and after (docs/record-format.md, "Tuning
+//! recovery"). Shaped from the curve's rows, the replayed workflows and the
+//! report they are compared with; no rule lives here.
+
+use comfy_table::Cell;
+use serde::Serialize;
+
+use super::{Format, Report, WorkflowCounts, usd};
+use crate::model::Outcome;
+use crate::replay::{Replayed, Workflow, is_success};
+use crate::store::ReportRows;
+use crate::store::tune::CurveRow;
+
+/// Workflow ids listed as examples of success lost.
+pub const SUCCESS_LOST_EXAMPLES: usize = 5;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tune {
+    /// Workflows in scope (the curve's shares are of these).
+    pub workflows: i64,
+    pub curve: Vec<CurveLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurveLine {
+    /// `retry` (an attempt position) or `first_fallback`.
+    pub step: String,
+    pub position: Option<i64>,
+    /// The line sums positions from `position` on (the last one).
+    pub and_later: bool,
+    pub layer: String,
+    pub after_class: String,
+    pub primary_route: String,
+    pub undelivered_before: i64,
+    pub delivered: i64,
+    /// Percentage points of all workflows in scope.
+    pub marginal_success: Option<f64>,
+    pub attempts: i64,
+    pub tokens: i128,
+    pub cost_usd: f64,
+    pub unknown_cost_attempts: i64,
+    pub elapsed_ms: f64,
+    /// Known cost per workflow delivered; `None` when none was.
+    pub cost_per_rescued_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BeforeAfter<T> {
+    pub before: T,
+    pub after: T,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Quantiles {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplaySummary {
+    /// What was replayed: the policy file and the `--set` assignments.
+    pub policy: String,
+    pub before: WorkflowCounts,
+    pub after: WorkflowCounts,
+    /// Workflows delivered as recorded and not in the replay.
+    pub success_lost: i64,
+    pub success_lost_examples: Vec<String>,
+    /// Workflows whose replay kept an attempt after a layer gave up (its
+    /// result recorded, its time moved earlier): the replay's one assumption.
+    pub moved_attempt_workflows: i64,
+    /// Workflows the replay changed at all (an attempt removed).
+    pub changed_workflows: i64,
+    pub attempts: BeforeAfter<i64>,
+    pub tokens: BeforeAfter<i128>,
+    pub cost_usd: BeforeAfter<f64>,
+    pub wasted_cost_usd: BeforeAfter<f64>,
+    pub unknown_cost_attempts: BeforeAfter<i64>,
+    pub time_to_outcome_ms: BeforeAfter<Quantiles>,
+}
+
+/// A replay's inputs: the workflows as recorded and as replayed, and the
+/// time to outcome of those with one attempt (which no policy changes).
+pub struct ReplayInput<'a> {
+    pub policy: String,
+    pub workflows: &'a [Workflow],
+    pub replayed: &'a [Replayed],
+    pub single_outcome_ms: &'a [f64],
+}
+
+impl Tune {
+    pub fn shape(rows: &ReportRows, curve: &[CurveRow], replay: Option<ReplayInput>) -> Tune {
+        let report = Report::from_unfolded_rows(rows, crate::request::DEFAULT_RETRY_BUDGET);
+        let workflows = report.workflows.total;
+        let curve = curve
+            .iter()
+            .map(|r| CurveLine {
+                step: r.step.clone(),
+                position: r.position,
+                and_later: r.and_later,
+                layer: r.layer.clone(),
+                after_class: r.after_class.clone(),
+                primary_route: r.primary_route.clone(),
+                undelivered_before: r.undelivered_before,
+                delivered: r.delivered,
+                marginal_success: (workflows > 0).then(|| 100.0 * r.delivered as f64 / workflows as f64),
+                attempts: r.attempts,
+                tokens: r.tokens,
+                cost_usd: usd(r.cost_pusd),
+                unknown_cost_attempts: r.unknown_cost_attempts,
+                elapsed_ms: r.elapsed_ms,
+                cost_per_rescued_usd: (r.delivered > 0).then(|| usd(r.cost_pusd) / r.delivered as f64),
+            })
+            .collect();
+        let replay = replay.map(|input| summarise(rows, &report, input));
+        Tune { workflows, curve, replay }
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Json => serde_json::to_string_pretty(self).expect("tune always serialises") + "\n",
+            Format::Csv => self.csv(),
+            Format::Table => self.table(),
+        }
+    }
+
+    /// The curve's lines, then the replay's figures as metric,before,after.
+    fn csv(&self) -> String {
+        let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        let _ = writer.write_record([
+            "step",
+            "position",
+            "and_later",
+            "layer",
+            "after_class",
+            "primary_route",
+            "undelivered_before",
+            "delivered",
+            "marginal_success",
+            "attempts",
+            "tokens",
+            "cost_usd",
+            "unknown_cost_attempts",
+            "elapsed_ms",
+            "cost_per_rescued_usd",
+        ]);
+        for l in &self.curve {
+            let _ = writer.write_record([
+                l.step.clone(),
+                l.position.map(|p| p.to_string()).unwrap_or_default(),
+                l.and_later.to_string(),
+                l.layer.clone(),
+                l.after_class.clone(),
+                l.primary_route.clone(),
+                l.undelivered_before.to_string(),
+                l.delivered.to_string(),
+                opt(l.marginal_success),
+                l.attempts.to_string(),
+                l.tokens.to_string(),
+                l.cost_usd.to_string(),
+                l.unknown_cost_attempts.to_string(),
+                l.elapsed_ms.to_string(),
+                opt(l.cost_per_rescued_usd),
+            ]);
+        }
+        let mut out = String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default();
+        if let Some(r) = &self.replay {
+            out += "\nmetric,before,after\n";
+            for (metric, before, after) in r.metrics(|usd| usd.to_string()) {
+                out += &format!("{metric},{before},{after}\n");
+            }
+        }
+        out
+    }
+
+    fn table(&self) -> String {
+        use super::render::{dollars, new_table, right};
+        let mut out = format!(
+            "The value of each retry ({} workflows; position k = the k-th attempt, overall)\n",
+            self.workflows
+        );
+        let mut t = new_table(&[
+            "attempt",
+            "undelivered before",
+            "delivered",
+            "success bought",
+            "attempts",
+            "cost",
+            "elapsed",
+            "cost per rescued",
+        ]);
+        let overall = self
+            .curve
+            .iter()
+            .filter(|l| l.layer == "all" && l.after_class == "all" && l.primary_route == "all");
+        for l in overall {
+            let label = match (l.position, l.and_later) {
+                (Some(k), false) => format!("#{k}"),
+                (Some(k), true) => format!("#{k} and later"),
+                (None, _) => "first fallback".to_string(),
+            };
+            t.add_row(vec![
+                Cell::new(label),
+                right(l.undelivered_before),
+                right(l.delivered),
+                right(l.marginal_success.map_or("-".into(), |pp| format!("{pp:.2} pp"))),
+                right(l.attempts),
+                right(dollars(l.cost_usd)),
+                right(format!("{:.1} s", l.elapsed_ms / 1000.0)),
+                right(l.cost_per_rescued_usd.map_or("-".into(), dollars)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\nBy layer, by the class before, by primary route: --format json or csv.\n";
+        if let Some(r) = &self.replay {
+            out += &format!("\nReplay of {}\n", r.policy);
+            let mut t = new_table(&["", "recorded", "replayed"]);
+            for (metric, before, after) in r.metrics(dollars) {
+                t.add_row(vec![Cell::new(metric), right(before), right(after)]);
+            }
+            out += &t.to_string();
+            out += &format!(
+                "\nsuccess lost: {} workflows{}\n",
+                r.success_lost,
+                if r.success_lost_examples.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (e.g. {})", r.success_lost_examples.join(", "))
+                }
+            );
+            out += &format!(
+                "{} of {} changed workflows rest on an outer layer's recorded attempt moved earlier \
+                 (an inner layer gave up sooner); the others are exact.\n",
+                r.moved_attempt_workflows, r.changed_workflows
+            );
+        }
+        out
+    }
+}
+
+impl ReplaySummary {
+    /// The figures as (metric, recorded, replayed) text, dollars written by `money`.
+    fn metrics(&self, money: impl Fn(f64) -> String) -> Vec<(&'static str, String, String)> {
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let counts = |w: &WorkflowCounts| {
+            [
+                w.primary_success,
+                w.retry_recovery,
+                w.fallback_recovery,
+                w.degraded,
+                w.queued,
+                w.in_flight,
+                w.fail_closed,
+            ]
+        };
+        let names = [
+            "primary_success",
+            "retry_recovery",
+            "fallback_recovery",
+            "degraded",
+            "queued",
+            "in_flight",
+            "fail_closed",
+        ];
+        let mut out: Vec<_> = names
+            .iter()
+            .zip(counts(&self.before).into_iter().zip(counts(&self.after)))
+            .map(|(n, (b, a))| (*n, b.to_string(), a.to_string()))
+            .collect();
+        out.extend([
+            ("attempts", self.attempts.before.to_string(), self.attempts.after.to_string()),
+            ("tokens", self.tokens.before.to_string(), self.tokens.after.to_string()),
+            ("cost_usd", money(self.cost_usd.before), money(self.cost_usd.after)),
+            ("wasted_cost_usd", money(self.wasted_cost_usd.before), money(self.wasted_cost_usd.after)),
+            (
+                "time_to_outcome_ms_p50",
+                ms(self.time_to_outcome_ms.before.p50),
+                ms(self.time_to_outcome_ms.after.p50),
+            ),
+            (
+                "time_to_outcome_ms_p99",
+                ms(self.time_to_outcome_ms.before.p99),
+                ms(self.time_to_outcome_ms.after.p99),
+            ),
+        ]);
+        out
+    }
+}
+
+fn summarise(rows: &ReportRows, report: &Report, input: ReplayInput) -> ReplaySummary {
+    let mut after = report.workflows.clone();
+    let (mut attempts, mut tokens, mut cost, mut wasted, mut unknown) = (0i64, 0i128, 0i128, 0i128, 0i64);
+    let (mut success_lost, mut moved, mut changed) = (0, 0, 0);
+    let mut examples = Vec::new();
+    let mut before_ms: Vec<f64> = input.single_outcome_ms.to_vec();
+    let mut after_ms: Vec<f64> = input.single_outcome_ms.to_vec();
+    for (workflow, replayed) in input.workflows.iter().zip(input.replayed) {
+        let recorded = Replayed::recorded(workflow);
+        before_ms.push(recorded.outcome_ms);
+        after_ms.push(replayed.outcome_ms);
+        if *replayed == recorded {
+            continue;
+        }
+        changed += 1;
+        moved += i64::from(replayed.moved);
+        *count(&mut after, recorded.outcome) -= 1;
+        *count(&mut after, replayed.outcome) += 1;
+        if is_success(recorded.outcome) && !is_success(replayed.outcome) {
+            success_lost += 1;
+            examples.push(workflow.id.clone());
+        }
+        attempts += replayed.attempts as i64 - recorded.attempts as i64;
+        tokens += replayed.tokens - recorded.tokens;
+        cost += replayed.cost_pusd - recorded.cost_pusd;
+        wasted += replayed.wasted_cost_pusd - recorded.wasted_cost_pusd;
+        unknown += replayed.unknown_cost_attempts as i64 - recorded.unknown_cost_attempts as i64;
+    }
+    examples.sort();
+    examples.truncate(SUCCESS_LOST_EXAMPLES);
+    let w = &rows.waste;
+    let total_tokens = w.input_tokens + w.output_tokens;
+    ReplaySummary {
+        policy: input.policy,
+        before: report.workflows.clone(),
+        after,
+        success_lost,
+        success_lost_examples: examples,
+        moved_attempt_workflows: moved,
+        changed_workflows: changed,
+        attempts: BeforeAfter { before: w.attempts, after: w.attempts + attempts },
+        tokens: BeforeAfter { before: total_tokens, after: total_tokens + tokens },
+        cost_usd: BeforeAfter { before: usd(w.cost_pusd), after: usd(w.cost_pusd + cost) },
+        wasted_cost_usd: BeforeAfter {
+            before: usd(w.wasted_cost_pusd),
+            after: usd(w.wasted_cost_pusd + wasted),
+        },
+        unknown_cost_attempts: BeforeAfter {
+            before: w.unknown_cost_attempts,
+            after: w.unknown_cost_attempts + unknown,
+        },
+        time_to_outcome_ms: BeforeAfter {
+            before: quantiles(&mut before_ms),
+            after: quantiles(&mut after_ms),
+        },
+    }
+}
+
+fn count(counts: &mut WorkflowCounts, outcome: Outcome) -> &mut i64 {
+    match outcome {
+        Outcome::PrimarySuccess => &mut counts.primary_success,
+        Outcome::RetryRecovery => &mut counts.retry_recovery,
+        Outcome::FallbackRecovery => &mut counts.fallback_recovery,
+        Outcome::Degraded => &mut counts.degraded,
+        Outcome::Queued => &mut counts.queued,
+        Outcome::InFlight => &mut counts.in_flight,
+        Outcome::FailClosed => &mut counts.fail_closed,
+    }
+}
+
+/// Nearest-rank quantiles: the smallest value with at least p of all at or
+/// below it.
+fn quantiles(values: &mut [f64]) -> Quantiles {
+    values.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let rank = (p * values.len() as f64).ceil() as usize;
+        values.get(rank.max(1) - 1).copied()
+    };
+    Quantiles { p50: at(0.5), p99: at(0.99) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let mut values: Vec<f64> = (1..=200).rev().map(f64::from).collect();
+        assert_eq!(quantiles(&mut values), Quantiles { p50: Some(100.0), p99: Some(198.0) });
+        assert_eq!(quantiles(&mut []), Quantiles { p50: None, p99: None });
+        assert_eq!(quantiles(&mut [7.0]), Quantiles { p50: Some(7.0), p99: Some(7.0) });
+    }
+}

@@ -1,0 +1,222 @@
+//! `tune`: the curve adds up to the report, a replay under limits that never
+//! bind is the report, and every replay of a shorter policy over simulated
+//! traffic equals what the simulator's own bookkeeping says that policy
+//! would have kept.
+
+use std::sync::Arc;
+
+use attempt_ledger::pricing::PriceTable;
+use attempt_ledger::read::{Candidate, Reader};
+use attempt_ledger::report::tune::Tune;
+use attempt_ledger::simulate::{Scenario, SimOptions, default_start, simulate_with_truth};
+use attempt_ledger::store::{ReportFilter, Store};
+use serde_json::Value;
+
+use crate::report_of;
+
+pub fn tune_of(store: &Store, filter: &ReportFilter, set: &[&str]) -> Tune {
+    let prices = Arc::new(PriceTable::load(None).unwrap());
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let candidate = Candidate::from_flags(None, &set).unwrap();
+    Reader::new(store, prices, Default::default()).tune(filter, candidate.as_ref()).unwrap()
+}
+
+fn simulated(scenario: Scenario, workflows: u64) -> (Store, attempt_ledger::simulate::Truth) {
+    let options =
+        SimOptions { scenario, workflows: Some(workflows), seed: 11, start: default_start(), span: None };
+    let mut out = Vec::new();
+    let (_, truth) = simulate_with_truth(&options, &mut out).unwrap();
+    let lines: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_string).collect();
+    let store = crate::store_with(&lines);
+    store.catch_up().unwrap();
+    (store, truth)
+}
+
+fn delivered(w: &attempt_ledger::report::WorkflowCounts) -> u64 {
+    (w.primary_success + w.retry_recovery + w.fallback_recovery) as u64
+}
+
+#[test]
+fn every_replay_equals_the_simulators_own_count_of_what_that_policy_keeps() {
+    // (--set, the same policy in the simulator's terms: SDK retries per
+    // call, attempts, no retry after insufficient_quota, no fallback).
+    type Shorter = (Option<u32>, Option<usize>, bool, bool);
+    let policies: [(&[&str], Shorter); 7] = [
+        (&["max_retries.sdk=2"], (Some(2), None, false, false)),
+        (&["max_retries.sdk=0"], (Some(0), None, false, false)),
+        (&["max_total_attempts=3"], (None, Some(3), false, false)),
+        (&["no_retry_on=quota"], (None, None, true, false)),
+        (&["fallback=false"], (None, None, false, true)),
+        (&["max_retries.sdk=2", "no_retry_on=quota"], (Some(2), None, true, false)),
+        (&["max_retries.sdk=1", "max_total_attempts=4"], (Some(1), Some(4), false, false)),
+    ];
+    let scenarios = [
+        Scenario::Overnight529Storm,
+        Scenario::QuotaExhausted,
+        Scenario::RateLimitFallback,
+        Scenario::NaiveRetries,
+        Scenario::Steady,
+    ];
+    let mut changed_somewhere = 0;
+    for scenario in scenarios {
+        let (store, truth) = simulated(scenario, 1_500);
+        let report = report_of(&store, &ReportFilter::default());
+        for (set, (sdk, max, quota, no_fallback)) in policies {
+            let tune = tune_of(&store, &ReportFilter::default(), set);
+            let replay = tune.replay.expect("a policy was given");
+            assert_eq!(replay.before, report.workflows, "{scenario:?} {set:?}: before is the report");
+            let (want_delivered, want_attempts) = truth.shorter(sdk, max, quota, no_fallback);
+            assert_eq!(
+                (delivered(&replay.after), replay.attempts.after as u64),
+                (want_delivered, want_attempts),
+                "{scenario:?} {set:?}: (delivered, attempts) replayed vs the simulator's bookkeeping"
+            );
+            assert_eq!(
+                replay.success_lost as u64,
+                delivered(&replay.before) - want_delivered,
+                "{scenario:?} {set:?}: no policy that stops earlier delivers more"
+            );
+            changed_somewhere += replay.changed_workflows;
+        }
+    }
+    assert!(changed_somewhere > 1_000, "the policies bind: {changed_somewhere} workflows changed");
+}
+
+#[test]
+fn a_replay_under_limits_that_never_bind_is_the_report() {
+    let (store, _) = simulated(Scenario::RateLimitFallback, 800);
+    let report = report_of(&store, &ReportFilter::default());
+    let loose = ["max_total_attempts=1000", "max_retries.sdk=1000", "max_elapsed_ms=1e12", "fallback=true"];
+    let replay = tune_of(&store, &ReportFilter::default(), &loose).replay.unwrap();
+    assert_eq!(replay.before, report.workflows);
+    assert_eq!(replay.after, report.workflows);
+    assert_eq!((replay.changed_workflows, replay.success_lost, replay.moved_attempt_workflows), (0, 0, 0));
+    assert_eq!(replay.attempts.before, report.attempts.total);
+    assert_eq!(replay.attempts.after, report.attempts.total);
+    assert_eq!(replay.cost_usd.before, report.cost_usd.total);
+    assert_eq!(replay.cost_usd.after, report.cost_usd.total);
+    assert_eq!(replay.wasted_cost_usd.after, report.cost_usd.wasted);
+    assert_eq!(replay.time_to_outcome_ms.after, replay.time_to_outcome_ms.before);
+    assert!(replay.time_to_outcome_ms.before.p99 > replay.time_to_outcome_ms.before.p50);
+}
+
+#[test]
+fn the_curve_adds_up_to_the_reports_recoveries() {
+    for scenario in [Scenario::Overnight529Storm, Scenario::RateLimitFallback, Scenario::NaiveRetries] {
+        let (store, _) = simulated(scenario, 1_000);
+        let report = report_of(&store, &ReportFilter::default());
+        let tune = tune_of(&store, &ReportFilter::default(), &[]);
+        assert!(tune.replay.is_none(), "no policy, no replay");
+        let overall = |l: &&attempt_ledger::report::tune::CurveLine| {
+            l.layer == "all" && l.after_class == "all" && l.primary_route == "all"
+        };
+        let retries: Vec<_> = tune.curve.iter().filter(|l| l.step == "retry").filter(overall).collect();
+        let delivered: i64 = retries.iter().map(|l| l.delivered).sum();
+        assert_eq!(
+            delivered,
+            report.workflows.retry_recovery + report.workflows.fallback_recovery,
+            "{scenario:?}: each recovered workflow is delivered at one position"
+        );
+        let attempts: i64 = retries.iter().map(|l| l.attempts).sum();
+        let cost: f64 = retries.iter().map(|l| l.cost_usd).sum();
+        assert!(attempts > 0 && cost > 0.0);
+        // Each breakdown sums to the overall line of its position.
+        for line in &retries {
+            for by in ["layer", "after_class", "primary_route"] {
+                let parts: Vec<_> = tune
+                    .curve
+                    .iter()
+                    .filter(|l| l.step == "retry" && l.position == line.position)
+                    .filter(|l| {
+                        let v = serde_json::to_value(l).unwrap();
+                        ["layer", "after_class", "primary_route"]
+                            .iter()
+                            .all(|k| if *k == by { v[k] != "all" } else { v[k] == "all" })
+                    })
+                    .collect();
+                assert_eq!(parts.iter().map(|l| l.delivered).sum::<i64>(), line.delivered, "{by}");
+                assert_eq!(parts.iter().map(|l| l.attempts).sum::<i64>(), line.attempts, "{by}");
+                assert_eq!(
+                    parts.iter().map(|l| l.undelivered_before).sum::<i64>(),
+                    line.undelivered_before,
+                    "{by}"
+                );
+            }
+        }
+        let first = retries.first().unwrap();
+        assert_eq!(first.position, Some(2));
+        let share = first.marginal_success.unwrap();
+        assert!((share - 100.0 * first.delivered as f64 / report.workflows.total as f64).abs() < 1e-9);
+        if scenario == Scenario::RateLimitFallback {
+            let fallback = tune
+                .curve
+                .iter()
+                .find(|l| l.step == "first_fallback" && l.layer == "all" && l.after_class == "all")
+                .expect("a fallback line");
+            assert_eq!(fallback.delivered, report.workflows.fallback_recovery);
+        }
+    }
+}
+
+#[test]
+fn tune_answers_the_same_from_the_command_line_and_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.duckdb");
+    let bin = env!("CARGO_BIN_EXE_attempt-ledger");
+    let jsonl = dir.path().join("storm.jsonl");
+    let simulate = std::process::Command::new(bin)
+        .args(["simulate", "--scenario", "overnight-529-storm", "--workflows", "600"])
+        .output()
+        .unwrap();
+    std::fs::write(&jsonl, &simulate.stdout).unwrap();
+    let ingest = std::process::Command::new(bin)
+        .args(["ingest", "--db", db.to_str().unwrap(), jsonl.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(ingest.status.success());
+    let tune = |args: &[&str]| {
+        let out = std::process::Command::new(bin)
+            .args(["tune", "--db", db.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let set = ["--set", "max_retries.sdk=2", "--set", "no_retry_on=quota", "--format", "json"];
+    let (code, cli, _) = tune(&set);
+    assert_eq!(code, Some(0));
+    let cli: Value = serde_json::from_str(&cli).unwrap();
+    assert!(cli["replay"]["success_lost"].as_i64().unwrap() > 0);
+    let (code, _, err) = tune(&["--set", "max_retries.robot=2"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`max_retries`: \"robot\" is not one of"), "{err}");
+    let policy = dir.path().join("p.toml");
+    std::fs::write(&policy, "[default]\nmax_retries = { sdk = 2 }\nno_retry_on = [\"quota\"]\n").unwrap();
+    let (_, from_file, _) = tune(&["--policy", policy.to_str().unwrap(), "--format", "json"]);
+    let mut from_file: Value = serde_json::from_str(&from_file).unwrap();
+    from_file["replay"]["policy"] = cli["replay"]["policy"].clone();
+    assert_eq!(from_file, cli, "the file's keys replay as the same --set");
+
+    let service = crate::service::Service::start(&db, &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let body = agent
+        .get(&format!("{}/api/v1/tune?set=max_retries.sdk%3D2&set=no_retry_on%3Dquota", service.http))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let http: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(http, cli, "GET /api/v1/tune answers what tune prints");
+    let mut bad = agent.get(&format!("{}/api/v1/tune?set=fallback%3Dmaybe", service.http)).call().unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.body_mut().read_to_string().unwrap().contains("fallback"));
+    // While serve holds the file, the command asks it.
+    let (code, asked, _) = tune(&set);
+    assert_eq!(code, Some(0));
+    assert_eq!(serde_json::from_str::<Value>(&asked).unwrap(), cli);
+}
