@@ -1,4 +1,5 @@
--- What `tune` reads (docs/record-format.md, "Tuning recovery"): every attempt
+-- What `tune` reads (docs/record-format.md, "Tuning recovery"), and the
+-- audit's limits per layer and route: every attempt
 -- of each workflow that made more than one, in the workflow's order, with
 -- what the value-of-a-retry curve groups by and what a replay of a stricter
 -- policy needs to decide where it would have stopped. A workflow with one
@@ -21,6 +22,9 @@ CREATE TABLE workflow_steps (
     layer                    VARCHAR   NOT NULL,
     route_key                VARCHAR   NOT NULL, -- route group, or provider/model, lowercase
     effective_route          VARCHAR   NOT NULL, -- primary | fallback
+    retry                    BOOLEAN   NOT NULL, -- the same route key as the attempt before
+    layer_retry              BIGINT,             -- a retry's number among its layer's in one call of the layers outside it
+    route_attempt            BIGINT    NOT NULL, -- this attempt's number on its route key
     status                   VARCHAR   NOT NULL,
     error_class              VARCHAR,            -- NULL when ok; 'unknown' when unclassified
     after_class              VARCHAR,            -- the previous attempt's class, 'none' if it did not fail

@@ -18,7 +18,10 @@
 --   for any; max_total_attempts, max_elapsed_ms, max_extra_cost_pusd NULL
 --   for no limit; queue_allowed; retry_budget (retries per first attempt in
 --   a minute) and retry_budget_floor (retries a minute may have whatever
---   the ratio)); temp.prices and the macros of cost.sql.
+--   the ratio); max_retries_sdk, _gateway, _app, _queue and
+--   max_route_attempts NULL for no limit; fallback; fallback_on as values
+--   joined by chr(31), NULL for any class); temp.prices and the macros of
+--   cost.sql.
 -- Columns of temp.audit_findings, one row per finding with at least one
 --   workflow (or minute):
 --   finding                  nonretryable_retried | fallback_after_policy |
@@ -27,7 +30,8 @@
 --                            stacked_retries | over_attempt_budget |
 --                            over_time_budget | over_cost_budget |
 --                            unapproved_fallback | queued_forbidden |
---                            over_retry_budget
+--                            over_retry_budget | over_layer_retries |
+--                            over_route_attempts | fallback_forbidden
 --   workflows                workflows with that finding (NULL for
 --                            over_retry_budget, which is about minutes)
 --   minutes                  over_retry_budget: the (workflow name, minute)
@@ -56,7 +60,8 @@ SELECT workflow_name,
        string_split(fail_closed_on_commit, chr(31)) AS fail_closed_on_commit,
        string_split(approved_fallbacks, chr(31)) AS approved_fallbacks,
        max_total_attempts, max_elapsed_ms, max_extra_cost_pusd::HUGEINT AS max_extra_cost_pusd, queue_allowed,
-       retry_budget, retry_budget_floor
+       retry_budget, retry_budget_floor, max_retries_sdk, max_retries_gateway, max_retries_app, max_retries_queue,
+       max_route_attempts, fallback, string_split(fallback_on, chr(31)) AS fallback_on
 FROM temp.audit_policy;
 
 -- A row joins audit_named by its name (no row: the default's), then
@@ -197,7 +202,45 @@ LEFT JOIN temp.audit_named n ON n.workflow_name = m.workflow_name
 JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
 WHERE m.retries > p.retry_budget_floor AND m.retries > p.retry_budget * m.first_attempts;
 
--- 4. The time and extra-cost budgets, where a policy sets one: the attempt
+-- 4. The limits per layer and per route and the fallback rules, where a
+--    policy sets one: the steps (workflow_steps) of the window's workflows
+--    with more than one attempt, each offending attempt a row.
+SET VARIABLE audit_any_step_limit = (
+    SELECT count(*) > 0 FROM temp.audit_rules
+    WHERE coalesce(max_retries_sdk, max_retries_gateway, max_retries_app, max_retries_queue,
+                   max_route_attempts) IS NOT NULL
+       OR NOT fallback OR fallback_on IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE audit_step_rows AS
+WITH limited AS NOT MATERIALIZED (
+    SELECT s.*, p.max_retries_sdk, p.max_retries_gateway, p.max_retries_app, p.max_retries_queue,
+           p.max_route_attempts, p.fallback, p.fallback_on
+    FROM workflow_steps s
+    LEFT JOIN temp.audit_named n ON n.workflow_name = s.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
+    WHERE getvariable('audit_any_step_limit') AND in_window(s.first_at, s.workflow_name)
+),
+offending AS (
+    SELECT 'over_layer_retries' AS finding, layer AS class, *
+    FROM limited
+    WHERE layer_retry > CASE layer WHEN 'sdk' THEN max_retries_sdk WHEN 'gateway' THEN max_retries_gateway
+                                   WHEN 'app' THEN max_retries_app ELSE max_retries_queue END
+    UNION ALL BY NAME
+    SELECT 'over_route_attempts' AS finding, route_key AS class, *
+    FROM limited WHERE route_attempt > max_route_attempts
+    UNION ALL BY NAME
+    -- A move onto a fallback route after a class fallback_on does not list
+    -- (after_class 'none': nothing failed before it).
+    SELECT 'fallback_forbidden' AS finding, after_class AS class, *
+    FROM limited
+    WHERE effective_route = 'fallback' AND seq > 1
+      AND (NOT fallback OR (NOT retry AND fallback_on IS NOT NULL AND NOT list_contains(fallback_on, after_class)))
+)
+SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, 1::BIGINT AS attempts,
+       input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd,
+       true AS first_over
+FROM offending;
+
+-- 5. The time and extra-cost budgets, where a policy sets one: the attempt
 --    rows of the window's retried workflows, priced only where they count.
 --    A constant bound lets the scan skip, before any join, the attempts that
 --    no workflow's time budget can catch.
@@ -261,6 +304,8 @@ over_rows AS (
     SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, attempts, input_tokens,
            output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd, first_over
     FROM over_cost
+    UNION ALL
+    SELECT * FROM temp.audit_step_rows
 )
 -- Kept small: the rows summed by class and served route, and the workflows
 -- (each with whether one of its attempts is the first past its budget).
@@ -289,7 +334,7 @@ FROM audit_budget_rows
 WHERE workflow_id IS NOT NULL AND first_over
 GROUP BY finding;
 
--- 5. Examples: the latest workflows of each finding. The rollups say from
+-- 6. Examples: the latest workflows of each finding. The rollups say from
 --    which minute on each finding has enough of them, so only the
 --    per-workflow rows from there on are read.
 CREATE OR REPLACE TEMP TABLE audit_cutoffs AS
@@ -345,7 +390,7 @@ GROUP BY finding
 UNION ALL
 SELECT finding, examples FROM audit_budget_workflows;
 
--- 6. Each finding.
+-- 7. Each finding.
 CREATE OR REPLACE TEMP TABLE audit_findings AS
 WITH measured AS (
     SELECT finding, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts

@@ -333,32 +333,56 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
 FROM every_kind b
 GROUP BY ALL;
 
--- What tune reads (migrations/0015_steps.sql): every attempt of the
--- workflows with more than one, in their order.
+-- What tune reads (migrations/0015_steps.sql), and the audit's limits per
+-- layer and route: every attempt of the workflows with more than one, in
+-- their order. An attempt is a retry when it goes to the same route key as
+-- the one before it; a layer's retries are counted per call of the layers
+-- outside it (sdk inside gateway inside app inside queue: an attempt of an
+-- outer layer starts a new call of every layer inside it).
 CREATE OR REPLACE TEMP TABLE new_steps AS
+WITH keyed AS (
+    SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key
+    FROM temp.fact_attempts a
+    WHERE a.workflow_id IN (SELECT workflow_id FROM temp.fact_workflows WHERE attempts > 1)
+),
+ordered AS (
+    SELECT *,
+           coalesce(lag(route_key) OVER by_seq = route_key, false) AS retry,
+           -- The latest attempt before this one of a layer outside this one's.
+           CASE layer
+               WHEN 'sdk' THEN max(CASE WHEN layer <> 'sdk' THEN seq END) OVER before_it
+               WHEN 'gateway' THEN max(CASE WHEN layer IN ('app', 'queue') THEN seq END) OVER before_it
+               WHEN 'app' THEN max(CASE WHEN layer = 'queue' THEN seq END) OVER before_it
+           END AS call_seq,
+           row_number() OVER (PARTITION BY workflow_id, route_key ORDER BY seq) AS route_attempt,
+           min(CASE WHEN effective_route = 'fallback' THEN seq END) OVER (PARTITION BY workflow_id)
+               AS first_fallback_seq,
+           max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us
+    FROM keyed
+    WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
+           before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
 SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
        lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
        a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
        (epoch_us(a.started_at) - epoch_us(w.first_at)) / 1000.0 AS offset_ms,
        coalesce(a.duration_ms, 0) AS duration_ms,
-       (max(epoch_us(a.started_at) + coalesce(a.duration_ms, 0) * 1000)
-            OVER (PARTITION BY a.workflow_id ORDER BY a.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-        - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
-       a.layer, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key, a.effective_route,
+       (a.end_before_us - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
+       a.layer, a.route_key, a.effective_route, a.retry,
+       CASE WHEN a.retry THEN row_number() OVER (PARTITION BY a.workflow_id, a.layer, coalesce(a.call_seq, 0), a.retry
+                                                 ORDER BY a.seq) END AS layer_retry,
+       a.route_attempt,
        a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
        CASE WHEN a.seq > 1 THEN CASE WHEN a.prev_status = 'error' THEN coalesce(a.prev_error_class, 'unknown')
                                      ELSE 'none' END END AS after_class,
        a.deliverable, a.decision,
        CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
             WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
-       a.effective_route = 'fallback'
-           AND a.seq = min(CASE WHEN a.effective_route = 'fallback' THEN a.seq END) OVER (PARTITION BY a.workflow_id)
-           AS first_fallback,
+       coalesce(a.seq = a.first_fallback_seq, false) AS first_fallback,
        a.served_provider, a.served_model, a.cost_kind,
        coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
        coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
        coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
        coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
-FROM temp.fact_attempts a
-JOIN temp.fact_workflows w USING (workflow_id)
-WHERE w.attempts > 1;
+FROM ordered a
+JOIN temp.fact_workflows w USING (workflow_id);

@@ -11,11 +11,11 @@
 --
 -- Parameters: the scope_* variables and the in_window macro of window.sql;
 --   temp.prices and the macros of cost.sql.
--- Not a single query: it builds temp.tune_curve, which the store reads (in
--- the order of its columns step DESC, position, then each row summing 'all'
--- before the rows it sums). Columns of temp.tune_curve, one row per (step,
--- position, layer, after_class, primary_route) with attempts; 'all' where
--- the row sums every value of that column:
+-- Not a single query: it builds temp.tune_curve, which the store reads (by
+-- step DESC, position, then each row summing 'all' before the rows it sums).
+-- Columns of temp.tune_curve, one row per (step, position, layer,
+-- after_class, primary_route) with attempts; 'all' where the row sums every
+-- value of that column:
 --   step                 retry | first_fallback
 --   position             k (retry rows; 16 stands for 16 and later); NULL for first_fallback
 --   and_later            the row sums positions 16 and later

@@ -24,6 +24,15 @@ pub struct Args {
     /// `max_total_attempts=3`, `max_retries.sdk=2`, `no_retry_on=quota,auth`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Write to FILE, in the policy file's format, the smallest limits
+    /// (retries per layer, fallback classes) whose replay keeps each
+    /// workflow name's success within --tolerance, and print what each saves.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policy", "set"])]
+    suggest: Option<PathBuf>,
+    /// How much success a suggested limit may lose, in percentage points of
+    /// the workflow name's workflows (0 to 100).
+    #[arg(long, default_value_t = 0.1, value_parser = tolerance, requires = "suggest")]
+    tolerance: f64,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// A price file that overrides or extends the built-in table.
@@ -47,6 +56,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let reader = crate::read::Reader::new(store, prices.into(), Default::default());
+    if let Some(path) = &args.suggest {
+        let suggestion = reader.suggest(&filter, args.tolerance)?;
+        std::fs::write(path, &suggestion.policy)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        print!("{}", suggestion.render(args.format));
+        if args.format == Format::Table {
+            println!("written to {}: attempt-ledger audit --policy {0} checks it", path.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     print!("{}", reader.tune(&filter, candidate.as_ref())?.render(args.format));
     Ok(ExitCode::SUCCESS)
+}
+
+fn tolerance(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(pp) if (0.0..=100.0).contains(&pp) => Ok(pp),
+        _ => Err(format!("{text:?} is not a number of percentage points from 0 to 100")),
+    }
 }

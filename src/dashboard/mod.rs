@@ -43,6 +43,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("alerts.html", include_str!("templates/alerts.html")),
         ("workflow.html", include_str!("templates/workflow.html")),
         ("audit.html", include_str!("templates/audit.html")),
+        ("tune.html", include_str!("templates/tune.html")),
         ("error.html", include_str!("templates/error.html")),
     ] {
         // The templates are compiled in; a broken one fails every test.
@@ -77,11 +78,12 @@ pub enum PageError {
 }
 
 /// The dashboard's pages, for the navigation bar.
-const PAGES: [(&str, &str); 6] = [
+const PAGES: [(&str, &str); 7] = [
     ("overview", "/"),
     ("cost", "/cost"),
     ("attempts", "/attempts"),
     ("audit", "/audit"),
+    ("tune", "/tune"),
     ("alerts", "/alerts"),
     ("workflow", "/workflow"),
 ];
@@ -554,6 +556,36 @@ pub fn attempts(view: &View, series: &Timeseries, report: &Report) -> Result<Str
 
 pub fn audit(view: &View, audit: &crate::report::audit::Audit) -> Result<String, PageError> {
     render("audit.html", "audit", view, context! { audit => audit })
+}
+
+/// The curve's overall and by-layer lines, and the replay of `limits` (the
+/// page's own field: assignments separated by spaces).
+pub fn tune(
+    view: &View,
+    tune: &crate::report::tune::Tune,
+    limits: Option<&str>,
+) -> Result<String, PageError> {
+    let all = |l: &&crate::report::tune::CurveLine| l.after_class == "all" && l.primary_route == "all";
+    let overall: Vec<_> = tune.curve.iter().filter(all).filter(|l| l.layer == "all").collect();
+    let by_layer: Vec<_> = tune.curve.iter().filter(all).filter(|l| l.layer != "all").collect();
+    let keep: Vec<(&str, &str)> =
+        view.given.iter().filter(|(k, _)| *k != "limits").map(|(k, v)| (*k, v.as_str())).collect();
+    let outcomes = [
+        "primary_success",
+        "retry_recovery",
+        "fallback_recovery",
+        "degraded",
+        "queued",
+        "in_flight",
+        "fail_closed",
+    ];
+    render(
+        "tune.html",
+        "tune",
+        view,
+        context! { tune => tune, overall => overall, by_layer => by_layer, keep => keep, limits => limits,
+        outcomes => outcomes },
+    )
 }
 
 /// An alert with the link to the range around it.

@@ -13,7 +13,7 @@ use crate::pricing::PriceTable;
 use crate::report::Report;
 use crate::report::audit::{Audit, LoadedPolicy};
 use crate::report::timeseries::Timeseries;
-use crate::report::tune::{ReplayInput, Tune};
+use crate::report::tune::{ReplayInput, Suggestion, Tune};
 use crate::report::workflow::WorkflowDetail;
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::queries::MetricRow;
@@ -147,6 +147,19 @@ impl<S: Borrow<Store>> Reader<S> {
             single_outcome_ms: &steps.single_outcome_ms,
         });
         Ok(Tune::shape(&rows, &curve, input))
+    }
+
+    /// For each workflow name in `filter`'s window, the smallest limits
+    /// whose replay keeps its success within `tolerance_pp`.
+    pub fn suggest(&self, filter: &ReportFilter, tolerance_pp: f64) -> Result<Suggestion, ReadError> {
+        let (rows, _, steps) = self.store().tune_rows(filter, &self.prices, Some(false))?;
+        let steps = steps.unwrap_or_default();
+        let report = Report::from_unfolded_rows(&rows, filter.retry_budget);
+        let totals =
+            report.by_workflow.iter().map(|w| (w.workflow.clone(), w.workflows.total as u64)).collect();
+        let replay = crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts };
+        let suggested = crate::replay::suggest::suggest(&replay, &steps.workflows, &totals, tolerance_pp);
+        Ok(Suggestion::shape(&suggested, tolerance_pp))
     }
 
     /// Every bucket of `range`.

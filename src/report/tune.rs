@@ -371,6 +371,156 @@ fn quantiles(values: &mut [f64]) -> Quantiles {
     Quantiles { p50: at(0.5), p99: at(0.99) }
 }
 
+/// `tune --suggest`: the suggested limits of each workflow name and the
+/// policy file that holds them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub tolerance_pp: f64,
+    pub workflows: Vec<SuggestedLine>,
+    /// The policy file, in the audit's format.
+    pub policy: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SuggestedLine {
+    /// `None`: records without a `workflow` name (the file's `[default]`).
+    pub workflow: Option<String>,
+    pub workflows: u64,
+    /// By layer: retries of the same route per call of the layers outside it.
+    pub max_retries: std::collections::BTreeMap<String, u64>,
+    /// Classes after which it may fall back; `None`: any.
+    pub fallback_on: Option<Vec<String>>,
+    pub success_lost: u64,
+    pub success_lost_pp: f64,
+    pub attempts_saved: i64,
+    pub wasted_cost_saved_usd: f64,
+}
+
+impl Suggestion {
+    pub fn shape(suggested: &[crate::replay::suggest::Suggested], tolerance_pp: f64) -> Suggestion {
+        use crate::model::Layer;
+        let layers = [Layer::Sdk, Layer::Gateway, Layer::App, Layer::Queue];
+        let workflows: Vec<SuggestedLine> = suggested
+            .iter()
+            .map(|s| SuggestedLine {
+                workflow: s.name.clone(),
+                workflows: s.workflows,
+                max_retries: layers
+                    .iter()
+                    .filter_map(|l| {
+                        s.limits.max_retries[*l as usize].map(|n| (crate::model::name(*l).to_string(), n))
+                    })
+                    .collect(),
+                fallback_on: s
+                    .limits
+                    .fallback_on
+                    .as_ref()
+                    .map(|classes| classes.iter().map(|c| crate::model::name(*c).to_string()).collect()),
+                success_lost: s.success_lost,
+                success_lost_pp: 100.0 * s.success_lost as f64 / s.workflows.max(1) as f64,
+                attempts_saved: s.attempts_saved,
+                wasted_cost_saved_usd: usd(s.wasted_cost_saved_pusd),
+            })
+            .collect();
+        let policy = policy_file(&workflows, tolerance_pp);
+        Suggestion { tolerance_pp, workflows, policy }
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        use super::render::{dollars, new_table, right};
+        match format {
+            Format::Json => {
+                serde_json::to_string_pretty(self).expect("a suggestion always serialises") + "\n"
+            }
+            Format::Csv => {
+                let mut writer = ::csv::Writer::from_writer(Vec::new());
+                let _ = writer.write_record([
+                    "workflow",
+                    "workflows",
+                    "max_retries",
+                    "fallback_on",
+                    "success_lost",
+                    "success_lost_pp",
+                    "attempts_saved",
+                    "wasted_cost_saved_usd",
+                ]);
+                for l in &self.workflows {
+                    let _ = writer.write_record([
+                        l.workflow.clone().unwrap_or_default(),
+                        l.workflows.to_string(),
+                        retries_text(&l.max_retries),
+                        l.fallback_on.as_ref().map(|c| c.join(" ")).unwrap_or_default(),
+                        l.success_lost.to_string(),
+                        l.success_lost_pp.to_string(),
+                        l.attempts_saved.to_string(),
+                        l.wasted_cost_saved_usd.to_string(),
+                    ]);
+                }
+                String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+            }
+            Format::Table => {
+                let mut t = new_table(&[
+                    "workflow",
+                    "workflows",
+                    "max_retries",
+                    "fallback_on",
+                    "success lost",
+                    "attempts saved",
+                    "waste saved",
+                ]);
+                for l in &self.workflows {
+                    t.add_row(vec![
+                        Cell::new(l.workflow.as_deref().unwrap_or("(no name)")),
+                        right(l.workflows),
+                        Cell::new(retries_text(&l.max_retries)),
+                        Cell::new(l.fallback_on.as_ref().map_or("any".to_string(), |c| c.join(", "))),
+                        right(format!("{} ({:.3} pp)", l.success_lost, l.success_lost_pp)),
+                        right(l.attempts_saved),
+                        right(dollars(l.wasted_cost_saved_usd)),
+                    ]);
+                }
+                format!(
+                    "The smallest limits whose replay keeps each workflow's success within {} pp\n{t}\n",
+                    self.tolerance_pp
+                )
+            }
+        }
+    }
+}
+
+fn retries_text(retries: &std::collections::BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = retries.iter().map(|(layer, n)| format!("{layer}={n}")).collect();
+    if parts.is_empty() { "as recorded".into() } else { parts.join(" ") }
+}
+
+/// The suggestion as a policy file `audit --policy` and `tune --policy` read.
+fn policy_file(lines: &[SuggestedLine], tolerance_pp: f64) -> String {
+    let quoted = |text: &str| toml::Value::String(text.to_string()).to_string();
+    let mut out = format!(
+        "# Written by `attempt-ledger tune --suggest`: for each workflow name, the\n\
+         # smallest limits whose replay keeps its success within {tolerance_pp} percentage\n\
+         # point of the recorded traffic's. `attempt-ledger audit --policy` checks them.\n"
+    );
+    let mut ordered: Vec<&SuggestedLine> = lines.iter().filter(|l| l.workflow.is_none()).collect();
+    ordered.extend(lines.iter().filter(|l| l.workflow.is_some()));
+    for l in ordered {
+        out += &match &l.workflow {
+            None => "\n[default]\n".to_string(),
+            Some(name) => format!("\n[[workflow]]\nname = {}\n", quoted(name)),
+        };
+        if !l.max_retries.is_empty() {
+            let parts: Vec<String> =
+                l.max_retries.iter().map(|(layer, n)| format!("{layer} = {n}")).collect();
+            out += &format!("max_retries = {{ {} }}\n", parts.join(", "));
+        }
+        if let Some(classes) = &l.fallback_on {
+            let parts: Vec<String> = classes.iter().map(|c| quoted(c)).collect();
+            out += &format!("fallback_on = [{}]\n", parts.join(", "));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,6 +102,32 @@ pub async fn audit(State(state): State<AppState>, Query(params): Params) -> Page
     }
 }
 
+/// Assignments the tune page's `limits` field may hold.
+const MAX_PAGE_LIMITS: usize = 64;
+
+pub async fn tune(State(state): State<AppState>, Query(params): Params) -> Page {
+    let view = match view_of(&state, &params).await {
+        Ok(view) => view,
+        Err(page) => return page,
+    };
+    let limits = params.get("limits").map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
+    let set: Vec<String> = limits.iter().flat_map(|l| l.split_whitespace().map(str::to_string)).collect();
+    if set.len() > MAX_PAGE_LIMITS {
+        let e =
+            ServiceError::BadRequest(format!("limits: {} assignments; at most {MAX_PAGE_LIMITS}", set.len()));
+        return failed(e, Some(view));
+    }
+    let candidate = match crate::read::Candidate::from_flags(None, &set) {
+        Ok(candidate) => candidate,
+        Err(e) => return failed(ServiceError::BadRequest(format!("limits: {e}")), Some(view)),
+    };
+    let filter = view.report_filter();
+    match state.read(move |reader| reader.tune(&filter, candidate.as_ref())).await {
+        Ok(tune) => drawn(dashboard::tune(&view, &tune, limits.as_deref()), &view),
+        Err(e) => failed(e, Some(view)),
+    }
+}
+
 pub async fn alerts(State(state): State<AppState>, Query(params): Params) -> Page {
     let view = match view_of(&state, &params).await {
         Ok(view) => view,

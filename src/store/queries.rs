@@ -650,16 +650,19 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
          CREATE OR REPLACE TEMP TABLE audit_policy (
              workflow_name VARCHAR, retryable VARCHAR, fail_closed_on VARCHAR, fail_closed_on_commit VARCHAR,
              approved_fallbacks VARCHAR, max_total_attempts BIGINT, max_elapsed_ms DOUBLE,
-             max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN, retry_budget DOUBLE, retry_budget_floor BIGINT);",
+             max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN, retry_budget DOUBLE, retry_budget_floor BIGINT,
+             max_retries_sdk BIGINT, max_retries_gateway BIGINT, max_retries_app BIGINT, max_retries_queue BIGINT,
+             max_route_attempts BIGINT, fallback BOOLEAN, fallback_on VARCHAR);",
         filter.examples
     ))?;
     // Every value bound, lists joined by a character the policy file may
     // not hold (policy::LIST_SEPARATOR).
     let joined = |items: Vec<&str>| items.join(&crate::policy::LIST_SEPARATOR.to_string());
+    let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     let named = filter.policy.workflows.iter().map(|(name, policy)| (Some(name.as_str()), policy));
     for (name, policy) in std::iter::once((None, &filter.policy.default)).chain(named) {
         conn.execute(
-            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 name,
                 joined(policy.retryable.iter().map(|c| <&'static str>::from(*c)).collect()),
@@ -675,6 +678,16 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
                 policy.queue_allowed,
                 policy.retry_budget,
                 i64::try_from(policy.retry_budget_floor).unwrap_or(i64::MAX),
+                count(policy.max_retries[0]),
+                count(policy.max_retries[1]),
+                count(policy.max_retries[2]),
+                count(policy.max_retries[3]),
+                count(policy.max_route_attempts),
+                policy.fallback,
+                policy
+                    .fallback_on
+                    .as_ref()
+                    .map(|classes| joined(classes.iter().map(|c| <&'static str>::from(*c)).collect())),
             ],
         )?;
     }
@@ -704,6 +717,6 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
 /// can be large.
 const AUDIT_SCRATCH_DROP: &str = "DROP TABLE temp.audit_rules; DROP TABLE temp.audit_named;
      DROP TABLE temp.audit_sets; DROP TABLE temp.audit_attempts; DROP TABLE temp.audit_retry_minutes;
-     DROP TABLE temp.audit_budget_rows; DROP TABLE temp.audit_budget_classes;
+     DROP TABLE temp.audit_budget_rows; DROP TABLE temp.audit_budget_classes; DROP TABLE temp.audit_step_rows;
      DROP TABLE temp.audit_budget_workflows; DROP TABLE temp.audit_cutoffs; DROP TABLE temp.audit_examples;
      DROP TABLE temp.audit_findings; DROP TABLE temp.r_findings; DROP TABLE temp.r_finding_sets;";

@@ -271,6 +271,31 @@ def main():
         shown = [r[0] for r in collect(driver, "[data-figure='workflow_id']", "data-value")]
         check(shown == [example_id], f"audit: the example opened {shown}, not {example_id}")
 
+        # Tuning: the curve as its JSON route has it, and a replay asked for
+        # in the page's own form.
+        visit(driver, "/tune" + NIGHT, "tune")
+        tune = api("/api/v1/tune?" + urllib.parse.urlencode({"since": since, "until": until}))
+        overall = [l for l in tune["curve"]
+                   if l["layer"] == "all" and l["after_class"] == "all" and l["primary_route"] == "all"]
+        check(len(overall) >= 5, f"tune: {len(overall)} overall lines")
+        same_rows(driver, "curve", overall, ["undelivered_before", "delivered", "attempts", "cost_usd", "elapsed_ms"], "tune")
+        field = driver.find_element(By.CSS_SELECTOR, "input[name='limits']")
+        field.send_keys("max_retries.sdk=2 no_retry_on=quota")
+        field.submit()
+        WebDriverWait(driver, 30).until(lambda d: "limits=" in d.current_url)
+        check(not console_errors(driver), "tune replay: console errors")
+        replay = api("/api/v1/tune?" + urllib.parse.urlencode(
+            [("since", since), ("until", until), ("set", "max_retries.sdk=2"), ("set", "no_retry_on=quota")]))["replay"]
+        lost = driver.find_element(By.CSS_SELECTOR, "[data-figure='success_lost']").get_attribute("data-value")
+        check(value_of(lost) == replay["success_lost"] and replay["success_lost"] > 0,
+              f"tune: success lost {lost} on the page, {replay['success_lost']} in the JSON")
+        rows = table_rows(driver, "replay")
+        outcomes = ["primary_success", "retry_recovery", "fallback_recovery", "degraded", "queued", "in_flight", "fail_closed"]
+        for row, outcome in zip(rows, outcomes):
+            check(value_of(row["before"]) == replay["before"][outcome] and value_of(row["after"]) == replay["after"][outcome],
+                  f"tune: {outcome} {row} vs {replay['before'][outcome]} -> {replay['after'][outcome]}")
+        check(value_of(rows[len(outcomes)]["after"]) == replay["attempts"]["after"], f"tune: attempts {rows[len(outcomes)]}")
+
         # The workflow page: every attempt, in the order the report's rules use.
         detail = api("/api/v1/workflows/" + urllib.parse.quote(WORKFLOW_ID, safe=""))
         visit(driver, "/workflow?" + urllib.parse.urlencode({"id": WORKFLOW_ID}), "workflow")

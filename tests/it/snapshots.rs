@@ -46,11 +46,14 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
     // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
-    // audit_of_the_fixture (and a case per finding in audit.rs).
+    // audit_of_the_fixture (and a case per finding in audit.rs);
+    // tune_curve.sql's and tune_steps.sql's tune_of_the_fixture (and
+    // tune.rs, against the report and the simulator).
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
         .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
+        .chain(["tune_curve.sql", "tune_steps.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -82,6 +85,16 @@ fn audit_of_the_fixture() {
     let audit = policy
         .audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap());
     insta::assert_snapshot!("audit.json", audit.render(Format::Json));
+}
+
+/// The curve of the fixture and a replay of two limits over it
+/// (`queries/tune_curve.sql`, `queries/tune_steps.sql`).
+#[test]
+fn tune_of_the_fixture() {
+    let store = store_with(&fixture_lines());
+    let tune =
+        crate::tune::tune_of(&store, &ReportFilter::default(), &["max_retries.app=0", "fallback=false"]);
+    insta::assert_snapshot!("tune.json", tune.render(Format::Json));
 }
 
 #[test]

@@ -220,3 +220,98 @@ fn tune_answers_the_same_from_the_command_line_and_the_service() {
     assert_eq!(code, Some(0));
     assert_eq!(serde_json::from_str::<Value>(&asked).unwrap(), cli);
 }
+
+/// A replay of one limit changes exactly the workflows the audit finds
+/// breaking it: both stop at the first recorded attempt past it.
+#[test]
+fn a_limits_replay_changes_the_workflows_the_audit_finds_breaking_it() {
+    use attempt_ledger::finding::FindingKind;
+    use attempt_ledger::policy::PolicySet;
+    use attempt_ledger::report::audit::LoadedPolicy;
+    use attempt_ledger::request::Window;
+    let cases: [(&str, &str, FindingKind); 6] = [
+        ("max_retries.sdk=2", "max_retries = { sdk = 2 }", FindingKind::OverLayerRetries),
+        ("max_retries.app=1", "max_retries = { app = 1 }", FindingKind::OverLayerRetries),
+        ("max_route_attempts=4", "max_route_attempts = 4", FindingKind::OverRouteAttempts),
+        ("fallback=false", "fallback = false", FindingKind::FallbackForbidden),
+        ("fallback_on=rate_limit", "fallback_on = [\"rate_limit\"]", FindingKind::FallbackForbidden),
+        ("max_total_attempts=3", "max_total_attempts = 3", FindingKind::OverAttemptBudget),
+    ];
+    let mut found = 0;
+    for scenario in [Scenario::NaiveRetries, Scenario::RateLimitFallback, Scenario::UnsafeFallback] {
+        let (store, _) = simulated(scenario, 1_200);
+        let prices = PriceTable::load(None).unwrap();
+        for (set, key, finding) in cases {
+            let changed = tune_of(&store, &ReportFilter::default(), &[set]).replay.unwrap().changed_workflows;
+            let policy = LoadedPolicy {
+                file: None,
+                set: PolicySet::parse(&format!("[default]\n{key}\n"), "test").unwrap(),
+            };
+            let audit = policy.audit(&store.audit(&policy.filter(Window::default()), &prices).unwrap());
+            let workflows = audit.findings.iter().find(|f| f.finding == finding).map_or(0, |f| f.count());
+            assert_eq!(workflows as i64, changed, "{scenario:?} {set}: the audit's {finding} vs the replay");
+            found += changed;
+        }
+    }
+    assert!(found > 500, "the limits bind: {found}");
+}
+
+/// `--suggest`: each workflow name's limits replay within the tolerance, one
+/// retry fewer at any layer would not, and the file is one the audit reads.
+#[test]
+fn suggested_limits_are_the_smallest_within_the_tolerance_and_the_audit_reads_them() {
+    let mut limited = 0;
+    for (scenario, tolerance) in [
+        (Scenario::Overnight529Storm, 2.0),
+        (Scenario::NaiveRetries, 0.1),
+        (Scenario::RateLimitFallback, 5.0),
+    ] {
+        let (store, _) = simulated(scenario, 1_500);
+        let prices = Arc::new(PriceTable::load(None).unwrap());
+        let suggestion = Reader::new(&store, prices, Default::default())
+            .suggest(&ReportFilter::default(), tolerance)
+            .unwrap();
+        let audited = attempt_ledger::policy::PolicySet::parse(&suggestion.policy, "suggested").unwrap();
+        assert_eq!(audited.workflows.len(), suggestion.workflows.len());
+        for line in &suggestion.workflows {
+            let filter = ReportFilter { workflow: line.workflow.clone(), ..ReportFilter::default() };
+            let sets = |retries: &std::collections::BTreeMap<String, u64>| {
+                let mut set: Vec<String> =
+                    retries.iter().map(|(l, n)| format!("max_retries.{l}={n}")).collect();
+                if let Some(classes) = &line.fallback_on {
+                    set.push(format!("fallback_on={}", classes.join(",")));
+                }
+                set
+            };
+            let lost_pp = |set: &[String]| {
+                let set: Vec<&str> = set.iter().map(String::as_str).collect();
+                let replay = tune_of(&store, &filter, &set).replay.unwrap();
+                100.0 * replay.success_lost as f64 / replay.before.total as f64
+            };
+            let set = sets(&line.max_retries);
+            if set.is_empty() {
+                continue;
+            }
+            limited += 1;
+            let lost = lost_pp(&set);
+            assert!(lost <= tolerance, "{scenario:?} {line:?}: {lost} pp lost");
+            assert!(
+                (lost - line.success_lost_pp).abs() < 1e-9,
+                "{scenario:?}: the replay of the file's limits"
+            );
+            for (layer, n) in &line.max_retries {
+                if *n == 0 {
+                    continue;
+                }
+                let mut fewer = line.max_retries.clone();
+                fewer.insert(layer.clone(), n - 1);
+                assert!(
+                    lost_pp(&sets(&fewer)) > tolerance,
+                    "{scenario:?}: {layer}={} is within it too",
+                    n - 1
+                );
+            }
+        }
+    }
+    assert!(limited >= 2, "some workflow got a limit: {limited}");
+}

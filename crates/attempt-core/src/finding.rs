@@ -37,6 +37,9 @@ pub enum FindingKind {
     UnapprovedFallback,
     QueuedForbidden,
     OverRetryBudget,
+    OverLayerRetries,
+    OverRouteAttempts,
+    FallbackForbidden,
 }
 
 impl FindingKind {
@@ -79,6 +82,15 @@ impl FindingKind {
             }
             FindingKind::QueuedForbidden => {
                 "work queued or redelivered by a queue where the policy forbids queueing"
+            }
+            FindingKind::OverLayerRetries => {
+                "retries by one layer (SDK, gateway, app, queue) beyond the policy's max_retries for it, per call of \
+         the layers outside it"
+            }
+            FindingKind::OverRouteAttempts => "attempts on one route beyond the policy's max_route_attempts",
+            FindingKind::FallbackForbidden => {
+                "attempts on a fallback route where the policy has fallback = false, or moves onto one after a class \
+         its fallback_on does not list"
             }
             FindingKind::OverRetryBudget => {
                 "minutes in which a workflow's retries passed its retry budget (10 % of its first attempts, and more \

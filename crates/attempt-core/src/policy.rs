@@ -21,6 +21,8 @@ pub enum PolicyError {
     Parse { path: String, message: String },
     #[error("policy file {path}: {context}: {message}")]
     Invalid { path: String, context: String, message: String },
+    #[error("--set {assignment:?}: {message}")]
+    Assignment { assignment: String, message: String },
 }
 
 /// What may have been done before an attempt that makes sending another
@@ -61,6 +63,14 @@ pub struct Policy {
     /// minute with one retry is not an incident (Envoy's
     /// `min_retry_concurrency` plays this part).
     pub retry_budget_floor: u64,
+    /// By layer (`Layer as usize`): retries of the same route per call of
+    /// the layers outside it.
+    pub max_retries: [Option<u64>; 4],
+    pub max_route_attempts: Option<u64>,
+    /// `false`: no attempt on a fallback route.
+    pub fallback: bool,
+    /// Classes after which a workflow may move to a fallback route; `None`: any.
+    pub fallback_on: Option<Vec<ErrorClass>>,
 }
 
 /// The built-in retry budget: the report's default, gRPC's 10 %.
@@ -97,6 +107,10 @@ impl Default for Policy {
             queue_allowed: true,
             retry_budget: DEFAULT_RETRY_BUDGET,
             retry_budget_floor: DEFAULT_RETRY_BUDGET_FLOOR,
+            max_retries: [None; 4],
+            max_route_attempts: None,
+            fallback: true,
+            fallback_on: None,
         }
     }
 }
@@ -142,10 +156,6 @@ pub struct Limits {
     pub retry_budget_floor: Option<u64>,
 }
 
-/// The keys only `tune` reads so far: the audit refuses a file that sets
-/// one rather than pass it by unchecked.
-const REPLAY_ONLY_KEYS: [&str; 4] = ["max_retries", "max_route_attempts", "fallback", "fallback_on"];
-
 impl Limits {
     /// These keys, the rest from `base`.
     pub fn over(&self, base: &Limits) -> Limits {
@@ -182,17 +192,6 @@ impl Limits {
         *self == Limits::default()
     }
 
-    /// The keys given, by name (the audit refuses the replay-only ones).
-    fn given_replay_only(&self) -> Option<&'static str> {
-        let given = [
-            self.max_retries.iter().any(Option::is_some),
-            self.max_route_attempts.is_some(),
-            self.fallback.is_some(),
-            self.fallback_on.is_some(),
-        ];
-        REPLAY_ONLY_KEYS.iter().zip(given).find(|(_, given)| *given).map(|(key, _)| *key)
-    }
-
     /// The built-in policy with these keys over it (the audit's rules).
     fn resolve(&self, base: &Policy) -> Policy {
         let mut retryable = self.retryable.clone().unwrap_or_else(|| base.retryable.clone());
@@ -213,6 +212,10 @@ impl Limits {
             queue_allowed: self.queue_allowed.unwrap_or(base.queue_allowed),
             retry_budget: self.retry_budget.unwrap_or(base.retry_budget),
             retry_budget_floor: self.retry_budget_floor.unwrap_or(base.retry_budget_floor),
+            max_retries: std::array::from_fn(|layer| self.max_retries[layer].or(base.max_retries[layer])),
+            max_route_attempts: self.max_route_attempts.or(base.max_route_attempts),
+            fallback: self.fallback.unwrap_or(base.fallback),
+            fallback_on: self.fallback_on.clone().or_else(|| base.fallback_on.clone()),
         }
     }
 
@@ -260,7 +263,18 @@ impl Limits {
             } else {
                 toml::Value::String(value.to_string()).to_string()
             };
-            text.push_str(&format!("{key} = {value}\n"));
+            let line = format!("{key} = {value}\n");
+            // Each assignment alone first, so an error names it.
+            LimitSet::parse(&format!("[default]\n{line}"), origin).map_err(|e| PolicyError::Assignment {
+                assignment: assignment.clone(),
+                message: match e {
+                    PolicyError::Invalid { message, .. } | PolicyError::Parse { message, .. } => {
+                        message.lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().to_string()
+                    }
+                    other => other.to_string(),
+                },
+            })?;
+            text.push_str(&line);
         }
         Ok(LimitSet::parse(&text, origin)?.default)
     }
@@ -343,17 +357,6 @@ impl PolicySet {
     /// `origin` names the text in errors (a path).
     pub fn parse(text: &str, origin: &str) -> Result<PolicySet, PolicyError> {
         let limits = LimitSet::parse(text, origin)?;
-        let sections = std::iter::once(("[default]".to_string(), &limits.default))
-            .chain(limits.workflows.iter().map(|(name, l)| (format!("workflow {name:?}"), l)));
-        for (context, section) in sections {
-            if let Some(key) = section.given_replay_only() {
-                return Err(PolicyError::Invalid {
-                    path: origin.to_string(),
-                    context,
-                    message: format!("`{key}` is a limit only `tune` replays; `audit` does not check it"),
-                });
-            }
-        }
         let default = limits.default.resolve(&Policy::default());
         let workflows = limits
             .workflows
@@ -563,8 +566,7 @@ queue_allowed = false
         );
         assert!(err("[[workflow]]\nname = \"a\"\nmax_tries = 3").contains("unknown field `max_tries`"));
         assert!(
-            err("[default]\nmax_retries = { sdk = 2 }")
-                .contains("[default]: `max_retries` is a limit only `tune` replays")
+            err("[default]\nmax_retries = { robot = 2 }").contains("[default]: `max_retries`: \"robot\"")
         );
         assert!(
             err("[[workflow]]\nname = \"a\"\n[[workflow]]\nname = \"a\"")

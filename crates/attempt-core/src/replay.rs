@@ -396,5 +396,7 @@ fn by_the_rules(workflow: &Workflow, state: State, queue_forbidden: bool) -> Rep
     }
 }
 
+pub mod suggest;
+
 #[cfg(test)]
 mod tests;

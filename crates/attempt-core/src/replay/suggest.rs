@@ -1,0 +1,151 @@
+//! `tune --suggest`: for each workflow name, the smallest limits whose
+//! replay keeps its success within a tolerance of the recorded one. Layer by
+//! layer from the inside out, the fewest retries each layer may make; then
+//! the fewest classes after which it may fall back. Each choice is replayed
+//! together with the ones made before it, so the whole suggestion, not each
+//! limit alone, stays within the tolerance.
+
+use std::collections::HashMap;
+
+use super::{Replay, Replayed, Workflow, is_success, nesting};
+use crate::model::{ErrorClass, Layer};
+use crate::policy::Limits;
+
+/// What the suggestion for one workflow name keeps and saves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggested {
+    pub name: Option<String>,
+    pub limits: Limits,
+    /// Workflows of this name in scope (one attempt or more).
+    pub workflows: u64,
+    pub success_lost: u64,
+    pub attempts_saved: i64,
+    pub wasted_cost_saved_pusd: i128,
+}
+
+/// `workflows` are the retried workflows in scope; `totals` every
+/// workflow's count by name (the share of success lost is of these).
+pub fn suggest(
+    replay: &Replay,
+    workflows: &[Workflow],
+    totals: &HashMap<Option<String>, u64>,
+    tolerance_pp: f64,
+) -> Vec<Suggested> {
+    let mut by_name: Vec<(Option<String>, Vec<Workflow>)> = Vec::new();
+    for w in workflows {
+        match by_name.iter_mut().find(|(name, _)| *name == w.name) {
+            Some((_, list)) => list.push(w.clone()),
+            None => by_name.push((w.name.clone(), vec![w.clone()])),
+        }
+    }
+    by_name.sort_by(|a, b| a.0.cmp(&b.0));
+    by_name
+        .into_iter()
+        .map(|(name, list)| {
+            let total = totals.get(&name).copied().unwrap_or(list.len() as u64).max(list.len() as u64);
+            one_name(replay, name, &list, total, tolerance_pp)
+        })
+        .collect()
+}
+
+fn one_name(
+    replay: &Replay,
+    name: Option<String>,
+    list: &[Workflow],
+    total: u64,
+    tolerance_pp: f64,
+) -> Suggested {
+    let allowed_loss = (tolerance_pp / 100.0 * total as f64).floor() as u64;
+    let run = |limits: &Limits| replay.run(list, |_| limits);
+    let lost = |replayed: &[Replayed]| {
+        list.iter().zip(replayed).filter(|(w, r)| is_success(w.outcome) && !is_success(r.outcome)).count()
+            as u64
+    };
+    let mut limits = Limits::default();
+    let mut layers: Vec<Layer> = [Layer::Sdk, Layer::Gateway, Layer::App, Layer::Queue].to_vec();
+    layers.sort_by_key(|l| nesting(*l));
+    for layer in layers {
+        let most = most_retries(list, layer);
+        if most == 0 {
+            continue;
+        }
+        for limit in 0..most {
+            let mut candidate = limits.clone();
+            candidate.max_retries[layer as usize] = Some(limit);
+            if lost(&run(&candidate)) <= allowed_loss {
+                limits = candidate;
+                break;
+            }
+        }
+    }
+    // Fallback classes: start from every class a fallback followed, drop
+    // the ones whose fallbacks rescue least first.
+    let classes = fallback_classes(list);
+    if !classes.is_empty() {
+        let mut kept: Vec<ErrorClass> = classes.iter().map(|(c, _)| *c).collect();
+        for (class, _) in &classes {
+            let mut candidate = limits.clone();
+            candidate.fallback_on = Some(kept.iter().copied().filter(|c| c != class).collect());
+            if lost(&run(&candidate)) <= allowed_loss {
+                kept.retain(|c| c != class);
+                limits = candidate;
+            }
+        }
+    }
+    let replayed = run(&limits);
+    let (mut attempts_saved, mut wasted_cost_saved_pusd) = (0i64, 0i128);
+    for (w, r) in list.iter().zip(&replayed) {
+        let recorded = Replayed::recorded(w);
+        attempts_saved += recorded.attempts as i64 - r.attempts as i64;
+        wasted_cost_saved_pusd += recorded.wasted_cost_pusd - r.wasted_cost_pusd;
+    }
+    Suggested {
+        name,
+        success_lost: lost(&replayed),
+        limits,
+        workflows: total,
+        attempts_saved,
+        wasted_cost_saved_pusd,
+    }
+}
+
+/// The most retries `layer` made in one call of the layers outside it.
+fn most_retries(list: &[Workflow], layer: Layer) -> u64 {
+    let mut most = 0;
+    for w in list {
+        let mut run = 0u64;
+        for (i, step) in w.steps.iter().enumerate().skip(1) {
+            let n = nesting(step.layer);
+            if n > nesting(layer) {
+                run = 0;
+            } else if step.layer == layer && step.route == w.steps[i - 1].route {
+                run += 1;
+                most = most.max(run);
+            }
+        }
+    }
+    most
+}
+
+/// The classes after which a workflow moved onto a fallback route, with
+/// how many workflows those fallbacks delivered, fewest first.
+fn fallback_classes(list: &[Workflow]) -> Vec<(ErrorClass, u64)> {
+    let mut classes: Vec<(ErrorClass, u64)> = Vec::new();
+    for w in list {
+        for (i, step) in w.steps.iter().enumerate().skip(1) {
+            let previous = &w.steps[i - 1];
+            if step.on_fallback
+                && step.route != previous.route
+                && let Some(class) = previous.failure
+            {
+                let rescued = u64::from(w.steps[i..].iter().any(|s| s.deliverable));
+                match classes.iter_mut().find(|(c, _)| *c == class) {
+                    Some((_, n)) => *n += rescued,
+                    None => classes.push((class, rescued)),
+                }
+            }
+        }
+    }
+    classes.sort_by_key(|(class, n)| (*n, <&'static str>::from(*class)));
+    classes
+}
