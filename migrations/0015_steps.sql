@@ -32,6 +32,9 @@ CREATE TABLE workflow_steps (
     decision                 VARCHAR,
     commit_marker            VARCHAR,            -- committed | unknown | visible_output | NULL
     first_fallback           BOOLEAN   NOT NULL, -- the workflow's first attempt on a fallback route
+    from_fallback            BOOLEAN   NOT NULL, -- that attempt or one after it
+    fallback_layer           VARCHAR,            -- from_fallback: the first fallback's layer
+    fallback_class           VARCHAR,            -- from_fallback: the first fallback's after_class
     served_provider          VARCHAR   NOT NULL,
     served_model             VARCHAR   NOT NULL,
     cost_kind                VARCHAR   NOT NULL,

@@ -357,10 +357,20 @@ ordered AS (
            row_number() OVER (PARTITION BY workflow_id, route_key ORDER BY seq) AS route_attempt,
            min(CASE WHEN effective_route = 'fallback' THEN seq END) OVER (PARTITION BY workflow_id)
                AS first_fallback_seq,
-           max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us
+           max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us,
+           CASE WHEN seq > 1 THEN CASE WHEN prev_status = 'error' THEN coalesce(prev_error_class, 'unknown')
+                                       ELSE 'none' END END AS after_class
     FROM keyed
     WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
            before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+-- The first fallback's layer and class, on it and every attempt after it.
+fallen AS (
+    SELECT *,
+           max(CASE WHEN seq = first_fallback_seq THEN layer END) OVER (PARTITION BY workflow_id) AS fallback_layer,
+           max(CASE WHEN seq = first_fallback_seq THEN after_class END) OVER (PARTITION BY workflow_id)
+               AS fallback_class
+    FROM ordered
 )
 SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
        lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
@@ -373,16 +383,17 @@ SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.deli
                                                  ORDER BY a.seq) END AS layer_retry,
        a.route_attempt,
        a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
-       CASE WHEN a.seq > 1 THEN CASE WHEN a.prev_status = 'error' THEN coalesce(a.prev_error_class, 'unknown')
-                                     ELSE 'none' END END AS after_class,
-       a.deliverable, a.decision,
+       a.after_class, a.deliverable, a.decision,
        CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
             WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
        coalesce(a.seq = a.first_fallback_seq, false) AS first_fallback,
+       coalesce(a.seq >= a.first_fallback_seq, false) AS from_fallback,
+       CASE WHEN a.seq >= a.first_fallback_seq THEN a.fallback_layer END AS fallback_layer,
+       CASE WHEN a.seq >= a.first_fallback_seq THEN a.fallback_class END AS fallback_class,
        a.served_provider, a.served_model, a.cost_kind,
        coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
        coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
        coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
        coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
-FROM ordered a
+FROM fallen a
 JOIN temp.fact_workflows w USING (workflow_id);

@@ -33,60 +33,68 @@
 --   elapsed_ms           time they added to time to outcome: retry rows, from the latest
 --                        end of the attempts before to the attempt's end; first_fallback,
 --                        from there to the workflow's outcome (never negative)
-CREATE OR REPLACE TEMP TABLE tune_scoped AS
-SELECT s.workflow_id, s.seq, least(s.seq, 16) AS position, s.seq >= 16 AS and_later, s.layer, s.after_class,
-       s.primary_route, s.first_fallback, s.deliverable AND s.seq = s.delivered_seq AS delivers,
-       -- Whole microseconds, so that sums do not depend on row order.
-       round(greatest(s.offset_ms + s.duration_ms - s.end_before_ms, 0) * 1000)::BIGINT AS added_us,
-       round(greatest(s.outcome_ms - s.end_before_ms, 0) * 1000)::BIGINT AS added_to_outcome_us,
-       (s.input_tokens + s.output_tokens)::HUGEINT AS tokens,
-       known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                       s.cache_write_input_tokens, s.output_tokens, pr.input_pusd, pr.cached_input_pusd,
+-- The steps grouped first (whatever their number, a few thousand rows),
+-- then priced by served model, then summed by each breakdown.
+CREATE OR REPLACE TEMP TABLE tune_grouped AS
+WITH grouped AS (
+    SELECT least(seq, 16) AS position, seq >= 16 AS and_later, layer, after_class, primary_route, first_fallback,
+           from_fallback, fallback_layer, fallback_class, served_provider, served_model, cost_kind,
+           count(*) FILTER (WHERE seq <= 16) AS reached,
+           count(*) FILTER (WHERE deliverable AND seq = delivered_seq) AS delivered,
+           count(*) AS attempts,
+           sum(input_tokens)::HUGEINT AS input_tokens, sum(cached_input_tokens)::HUGEINT AS cached_input_tokens,
+           sum(cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
+           sum(output_tokens)::HUGEINT AS output_tokens, sum(emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
+           -- Whole microseconds, so that sums do not depend on row order.
+           sum(round(greatest(offset_ms + duration_ms - end_before_ms, 0) * 1000)::BIGINT)::HUGEINT AS added_us,
+           coalesce(sum(CASE WHEN first_fallback
+                             THEN round(greatest(outcome_ms - end_before_ms, 0) * 1000)::BIGINT END), 0)::HUGEINT
+               AS added_to_outcome_us
+    FROM workflow_steps
+    WHERE in_window(first_at, workflow_name)
+      AND seq > 1 AND (delivered_seq IS NULL OR seq <= delivered_seq)
+    GROUP BY ALL
+)
+SELECT g.*, (g.input_tokens + g.output_tokens)::HUGEINT AS tokens,
+       known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
+                       g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
                        pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
-       cost_is_unknown(s.cost_kind, pr.served_model) AS cost_unknown
-FROM workflow_steps s
-LEFT JOIN temp.prices pr ON pr.served_provider = s.served_provider AND pr.served_model = s.served_model
-WHERE in_window(s.first_at, s.workflow_name)
-  AND s.seq > 1 AND (s.delivered_seq IS NULL OR s.seq <= s.delivered_seq);
+       CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+FROM grouped g
+LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model;
 
 CREATE OR REPLACE TEMP TABLE tune_curve AS
 WITH routes AS (
-    SELECT primary_route, row_number() OVER (ORDER BY count(*) DESC, primary_route) <= 20 AS kept
-    FROM temp.tune_scoped WHERE seq = 2 GROUP BY primary_route
+    SELECT primary_route, row_number() OVER (ORDER BY sum(reached) DESC, primary_route) <= 20 AS kept
+    FROM temp.tune_grouped WHERE position = 2 GROUP BY primary_route
 ),
-scoped AS (
-    SELECT s.* REPLACE (CASE WHEN r.kept THEN s.primary_route ELSE 'other' END AS primary_route)
-    FROM temp.tune_scoped s LEFT JOIN routes r USING (primary_route)
-),
-fallback_from AS (
-    SELECT workflow_id, seq AS from_seq, layer AS from_layer, after_class AS from_class,
-           added_to_outcome_us
-    FROM scoped WHERE first_fallback
+grouped AS (
+    SELECT g.* REPLACE (CASE WHEN r.kept THEN g.primary_route ELSE 'other' END AS primary_route)
+    FROM temp.tune_grouped g LEFT JOIN routes r USING (primary_route)
 ),
 retry_rows AS (
     SELECT 'retry' AS step, position, and_later, coalesce(layer, 'all') AS layer,
            coalesce(after_class, 'all') AS after_class, coalesce(primary_route, 'all') AS primary_route,
-           count(*) FILTER (WHERE seq = position) AS undelivered_before,
-           count(*) FILTER (WHERE delivers) AS delivered,
-           count(*) AS attempts, coalesce(sum(tokens), 0)::HUGEINT AS tokens, coalesce(sum(cost_pusd), 0)::HUGEINT AS cost_pusd,
-           count(*) FILTER (WHERE cost_unknown) AS unknown_cost_attempts, coalesce(sum(added_us), 0) / 1000.0 AS elapsed_ms
-    FROM scoped
+           sum(reached)::BIGINT AS undelivered_before, sum(delivered)::BIGINT AS delivered,
+           sum(attempts)::BIGINT AS attempts, sum(tokens)::HUGEINT AS tokens, sum(cost_pusd)::HUGEINT AS cost_pusd,
+           sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts, sum(added_us) / 1000.0 AS elapsed_ms
+    FROM grouped
     GROUP BY GROUPING SETS ((position, and_later), (position, and_later, layer),
                             (position, and_later, after_class), (position, and_later, primary_route))
-    HAVING count(*) > 0
 ),
 fallback_rows AS (
     SELECT 'first_fallback' AS step, NULL::BIGINT AS position, false AS and_later,
-           coalesce(f.from_layer, 'all') AS layer, coalesce(f.from_class, 'all') AS after_class,
-           coalesce(s.primary_route, 'all') AS primary_route,
-           count(*) FILTER (WHERE s.seq = f.from_seq) AS undelivered_before,
-           count(*) FILTER (WHERE s.delivers) AS delivered,
-           count(*) AS attempts, coalesce(sum(s.tokens), 0)::HUGEINT AS tokens, coalesce(sum(s.cost_pusd), 0)::HUGEINT AS cost_pusd,
-           count(*) FILTER (WHERE s.cost_unknown) AS unknown_cost_attempts,
-           coalesce(sum(CASE WHEN s.seq = f.from_seq THEN f.added_to_outcome_us END), 0) / 1000.0 AS elapsed_ms
-    FROM scoped s JOIN fallback_from f ON s.workflow_id = f.workflow_id AND s.seq >= f.from_seq
-    GROUP BY GROUPING SETS ((), (f.from_layer), (f.from_class), (s.primary_route))
+           coalesce(fallback_layer, 'all') AS layer, coalesce(fallback_class, 'all') AS after_class,
+           coalesce(primary_route, 'all') AS primary_route,
+           sum(attempts) FILTER (WHERE first_fallback)::BIGINT AS undelivered_before,
+           sum(delivered)::BIGINT AS delivered,
+           sum(attempts)::BIGINT AS attempts, sum(tokens)::HUGEINT AS tokens, sum(cost_pusd)::HUGEINT AS cost_pusd,
+           sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts,
+           sum(added_to_outcome_us) / 1000.0 AS elapsed_ms
+    FROM grouped
+    WHERE from_fallback
+    GROUP BY GROUPING SETS ((), (fallback_layer), (fallback_class), (primary_route))
     HAVING count(*) > 0
 )
 SELECT * FROM retry_rows UNION ALL SELECT * FROM fallback_rows;
-DROP TABLE temp.tune_scoped;
+DROP TABLE temp.tune_grouped;

@@ -11,7 +11,8 @@ storm), then times, each as its own process:
   means ingest keeps up with DuckDB's own loader: until every record is
   stored and deduplicated (what `ingest` acknowledges, the time it prints),
   and until every report reflects them (the process's whole time);
-- the full report, a 1-hour-window report, the recovery audit (built-in and
+- the full report, a 1-hour-window report, `tune` (the curve, and with a
+  replay) against the full report, the recovery audit (built-in and
   example policy, against the full report), and one evaluation of every rule
   in examples/alerts.toml (`alerts --check` over a single instant);
 - HTTP ingest latency: `serve` on an empty database and on the loaded one,
@@ -200,6 +201,10 @@ def page_timings(http: str) -> dict:
     return timings
 
 
+def report_all_s_of(results):
+    return next(r["seconds"] for r in results["rows"] if r["step"] == "report (all)")
+
+
 def print_targets(results):
     """The write path's targets, each with its figure and whether it holds."""
     rss = max(row["peak_rss_mib"] for row in results["rows"] if row["step"].startswith("ingest"))
@@ -209,6 +214,9 @@ def print_targets(results):
         ("file ingest peak RSS (MiB)", rss, "< 1024", rss < 1024),
         ("1-hour-window report over HTTP, loaded (ms)", results["window_report_http_loaded_ms"], "< 100",
          results["window_report_http_loaded_ms"] < 100),
+        ("tune (curve) / report (all)", results["tune_curve_vs_report"], "<= 1.5", results["tune_curve_vs_report"] <= 1.5),
+        ("tune (curve and replay) / report (all)", results["tune_replay_vs_report"], "<= 1.5",
+         results["tune_replay_vs_report"] <= 1.5),
     ]
     for label in ["empty", "loaded"]:
         load = results.get(f"load_{label}")
@@ -232,7 +240,7 @@ def print_targets(results):
             (f"{label}: ... a one-record client's p99 meanwhile (ms)", trace.get("probe_p99_ms"), "< 100",
              trace.get("probe_p99_ms", 1e9) < 100),
         ]
-    print("targets of the write path (figure, target, held):")
+    print("targets (figure, target, held):")
     for name, figure, target, held in checks:
         print(f"  {name:<58} {figure!s:>10}  {target:<9} {'yes' if held else 'NO'}")
     results["targets"] = [{"target": n, "figure": f, "wanted": t, "held": h} for n, f, t, h in checks]
@@ -304,6 +312,16 @@ def main():
     )
     record("alert evaluation (example rules, once)", seconds, rss)
 
+    # tune: the curve alone, and with the README's replay, beside the full
+    # report (what each reads: the per-attempt steps of retried workflows,
+    # against the report's totals).
+    seconds, rss = run([binary, "tune", "--db", db, "--format", "json"])
+    record("tune (curve)", seconds, rss)
+    results["tune_curve_vs_report"] = round(seconds / report_all_s_of(results), 2)
+    seconds, rss = run([binary, "tune", "--db", db, "--format", "json",
+                        "--set", "max_retries.sdk=2", "--set", "no_retry_on=quota"])
+    record("tune (curve and replay)", seconds, rss)
+    results["tune_replay_vs_report"] = round(seconds / report_all_s_of(results), 2)
     # The lake: export throughput, its bytes per attempt, and the report
     # from it by the embedded DuckDB and by Spark and ClickHouse (chdb),
     # beside the report from the database (`report (all)`).
@@ -370,6 +388,10 @@ def main():
         f"lake: export {figures['export_attempts_per_s']} attempts/s ({figures['export_mib_per_s']} MiB/s), "
         f"{figures['bytes_per_attempt']} bytes an attempt in {figures['files']} files; x the database's report: "
         f"report --lake {figures['report_lake_vs_report']:.2f}x" + (f", {engines}" if engines else "")
+    )
+    print(
+        f"tune / full report: {results['tune_curve_vs_report']:.2f}x the curve, "
+        f"{results['tune_replay_vs_report']:.2f}x with a replay of max_retries.sdk=2 no_retry_on=quota"
     )
     print(
         f"audit / full report: {results['audit_vs_report']:.2f}x built-in, "

@@ -133,9 +133,15 @@ impl<S: Borrow<Store>> Reader<S> {
         let (rows, curve, steps) = self.store().tune_rows(filter, &self.prices, with_budget)?;
         let replay = match (candidate, &steps) {
             (Some(candidate), Some(steps)) => {
+                let began = std::time::Instant::now();
                 let replayed =
                     crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts }
                         .run(&steps.workflows, |name| candidate.limits.for_workflow(name));
+                tracing::debug!(
+                    workflows = replayed.len(),
+                    elapsed_ms = began.elapsed().as_millis() as u64,
+                    "replayed"
+                );
                 Some((candidate, replayed))
             }
             _ => None,
@@ -146,7 +152,10 @@ impl<S: Borrow<Store>> Reader<S> {
             replayed,
             single_outcome_ms: &steps.single_outcome_ms,
         });
-        Ok(Tune::shape(&rows, &curve, input))
+        let began = std::time::Instant::now();
+        let tune = Tune::shape(&rows, &curve, input);
+        tracing::debug!(elapsed_ms = began.elapsed().as_millis() as u64, "tune shaped");
+        Ok(tune)
     }
 
     /// For each workflow name in `filter`'s window, the smallest limits

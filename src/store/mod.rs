@@ -71,6 +71,9 @@ pub enum StoreError {
     Arrow(#[from] duckdb::arrow::error::ArrowError),
     #[error("{0}")]
     Dimension(String),
+    /// A query file or its rows are not what its reader expects: a bug.
+    #[error("{file}: {what} (a bug in this build: please report it)")]
+    Malformed { file: &'static str, what: &'static str },
     #[error(
         "no dimension named `{name}` (configured: {configured}); add one with \
          `attempt-ledger dimensions --set {name}=extra.{name}`"
@@ -1135,7 +1138,8 @@ mod tests {
                     "DELETE FROM attempts WHERE workflow_id = 'aabbccdd';
                      UPDATE attempts SET attempt_id = replace(attempt_id, ':', '');
                      DELETE FROM schema_migrations WHERE version >= 13;
-                     DROP TABLE lake_node; DROP TABLE lake_exports;",
+                     DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
+                     ALTER TABLE workflow_facts DROP COLUMN outcome_ms;",
                 )
                 .unwrap();
         }

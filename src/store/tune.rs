@@ -7,10 +7,15 @@ use std::collections::HashMap;
 use duckdb::Connection;
 
 use super::StoreError;
-use super::columns::{FromRow, row_struct, spelled_if_any};
+use duckdb::arrow::array::{
+    Array, BooleanArray, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+
+use super::columns::{FromRow, row_struct};
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
 use crate::policy::CommitMarker;
 use crate::replay::{Step, Workflow};
+use strum::VariantNames;
 
 const CURVE_SQL: &str = include_str!("../../queries/tune_curve.sql");
 const STEPS_SQL: &str = include_str!("../../queries/tune_steps.sql");
@@ -68,50 +73,80 @@ pub(super) fn curve_rows(conn: &Connection) -> Result<Vec<CurveRow>, StoreError>
 
 pub(super) fn replay_rows(conn: &Connection, with_budget: bool) -> Result<ReplayRows, StoreError> {
     let began = std::time::Instant::now();
+    let list = |names: &[&str]| {
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        format!("[{}]::VARCHAR[]", quoted.join(", "))
+    };
+    conn.execute_batch(&format!(
+        "SET VARIABLE tune_layers = {}; SET VARIABLE tune_classes = {}; SET VARIABLE tune_decisions = {};
+         SET VARIABLE tune_markers = {}; SET VARIABLE tune_outcomes = {};",
+        list(Layer::VARIANTS),
+        list(ErrorClass::VARIANTS),
+        list(Decision::VARIANTS),
+        list(CommitMarker::VARIANTS),
+        list(Outcome::VARIANTS),
+    ))?;
+    let (routes_sql, steps_sql) = STEPS_SQL
+        .split_once(";\n\nSELECT")
+        .ok_or(StoreError::Malformed { file: "tune_steps.sql", what: "not two statements" })?;
+    conn.execute_batch(routes_sql)?;
     let mut out = ReplayRows::default();
-    let mut route_ids: HashMap<String, u32> = HashMap::new();
-    {
-        let mut stmt = conn.prepare(STEPS_SQL)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
-            let id: String = row.get("workflow_id")?;
-            if out.workflows.last().is_none_or(|w| w.id != id) {
+    let (outcomes, layers, classes, decisions, markers) = (
+        values::<Outcome>(Outcome::VARIANTS),
+        values::<Layer>(Layer::VARIANTS),
+        values::<ErrorClass>(ErrorClass::VARIANTS),
+        values::<Decision>(Decision::VARIANTS),
+        values::<CommitMarker>(CommitMarker::VARIANTS),
+    );
+    let mut stmt = conn.prepare(&format!("SELECT{steps_sql}"))?;
+    // Column by column (Arrow): row by row, reading the values cost four
+    // times the query.
+    for batch in stmt.query_arrow([])? {
+        let columns = StepColumns::of(&batch)?;
+        for i in 0..batch.num_rows() {
+            if columns.workflow_id.is_valid(i) {
+                let outcome = nth(&outcomes, columns.outcome, i).ok_or(StoreError::Malformed {
+                    file: "tune_steps.sql",
+                    what: "an outcome not in the list",
+                })?;
                 out.workflows.push(Workflow {
-                    id,
-                    name: row.get("workflow_name")?,
-                    outcome: super::columns::spelled::<Outcome>(row, "outcome")?,
-                    outcome_ms: row.get("outcome_ms")?,
+                    id: columns.workflow_id.value(i).to_string(),
+                    name: columns
+                        .workflow_name
+                        .is_valid(i)
+                        .then(|| columns.workflow_name.value(i).to_string()),
+                    outcome,
+                    outcome_ms: columns.outcome_ms.value(i),
                     steps: Vec::new(),
                 });
             }
-            let route: String = row.get("route_key")?;
-            let next_id = route_ids.len() as u32;
-            let route = *route_ids.entry(route).or_insert(next_id);
-            let effective: String = row.get("effective_route")?;
             let step = Step {
-                start_us: row.get("start_us")?,
-                offset_ms: row.get("offset_ms")?,
-                duration_ms: row.get("duration_ms")?,
-                layer: super::columns::spelled::<Layer>(row, "layer")?,
-                route,
-                on_fallback: effective == "fallback",
-                failure: spelled_if_any::<ErrorClass>(row, "error_class")?,
-                deliverable: row.get("deliverable")?,
-                decision: spelled_if_any::<Decision>(row, "decision")?,
-                commit: spelled_if_any::<CommitMarker>(row, "commit_marker")?,
-                tokens: row.get("tokens")?,
-                cost_pusd: row.get("cost_pusd")?,
-                cost_unknown: row.get("cost_unknown")?,
+                start_us: columns.start_us.value(i),
+                offset_ms: columns.offset_ms.value(i),
+                duration_ms: columns.duration_ms.value(i),
+                layer: nth(&layers, columns.layer, i).unwrap_or_default(),
+                route: columns.route.value(i) as u32,
+                on_fallback: columns.on_fallback.value(i),
+                failure: nth(&classes, columns.failure, i),
+                deliverable: columns.deliverable.value(i),
+                decision: nth(&decisions, columns.decision, i),
+                commit: nth(&markers, columns.commit, i),
+                tokens: i128::from(columns.tokens.value(i)),
+                cost_pusd: columns.cost_pusd.value(i),
+                cost_unknown: columns.cost_unknown.value(i),
             };
             if let Some(workflow) = out.workflows.last_mut() {
                 workflow.steps.push(step);
             }
         }
     }
-    out.routes = vec![String::new(); route_ids.len()];
-    for (route, id) in route_ids {
-        out.routes[id as usize] = route;
-    }
+    drop(stmt);
+    out.routes = conn
+        .prepare("SELECT route_key FROM temp.tune_routes ORDER BY route")?
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    conn.execute_batch("DROP TABLE temp.tune_routes;")?;
+    let steps_read = began.elapsed();
     out.single_outcome_ms = conn
         .prepare(
             "SELECT outcome_ms FROM workflow_facts
@@ -135,7 +170,73 @@ pub(super) fn replay_rows(conn: &Connection, with_budget: bool) -> Result<Replay
     tracing::debug!(
         query = "tune_steps.sql",
         workflows = out.workflows.len(),
+        steps_ms = steps_read.as_millis() as u64,
         elapsed_ms = began.elapsed().as_millis() as u64
     );
     Ok(out)
+}
+
+/// The columns of one batch of `tune_steps.sql`, typed.
+struct StepColumns<'a> {
+    workflow_id: &'a StringArray,
+    workflow_name: &'a StringArray,
+    outcome: &'a Int32Array,
+    outcome_ms: &'a Float64Array,
+    start_us: &'a Int64Array,
+    offset_ms: &'a Float64Array,
+    duration_ms: &'a Float64Array,
+    deliverable: &'a BooleanArray,
+    layer: &'a Int32Array,
+    failure: &'a Int32Array,
+    decision: &'a Int32Array,
+    commit: &'a Int32Array,
+    route: &'a Int32Array,
+    on_fallback: &'a BooleanArray,
+    tokens: &'a Int64Array,
+    cost_pusd: &'a Decimal128Array,
+    cost_unknown: &'a BooleanArray,
+}
+
+impl<'a> StepColumns<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<StepColumns<'a>, StoreError> {
+        fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, StoreError> {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<T>())
+                .ok_or(StoreError::Malformed { file: "tune_steps.sql", what: "a column of another type" })
+        }
+        Ok(StepColumns {
+            workflow_id: column(batch, "workflow_id")?,
+            workflow_name: column(batch, "workflow_name")?,
+            outcome: column(batch, "outcome")?,
+            outcome_ms: column(batch, "outcome_ms")?,
+            start_us: column(batch, "start_us")?,
+            offset_ms: column(batch, "offset_ms")?,
+            duration_ms: column(batch, "duration_ms")?,
+            deliverable: column(batch, "deliverable")?,
+            layer: column(batch, "layer")?,
+            failure: column(batch, "failure")?,
+            decision: column(batch, "decision")?,
+            commit: column(batch, "commit")?,
+            route: column(batch, "route")?,
+            on_fallback: column(batch, "on_fallback")?,
+            tokens: column(batch, "tokens")?,
+            cost_pusd: column(batch, "cost_pusd")?,
+            cost_unknown: column(batch, "cost_unknown")?,
+        })
+    }
+}
+
+/// An enum's values in the order of the list of its names the query was
+/// given: a place read is an index, not a parse.
+fn values<T: std::str::FromStr>(names: &[&str]) -> Vec<T> {
+    names.iter().filter_map(|n| n.parse().ok()).collect()
+}
+
+/// The value at `places[i]`.
+fn nth<T: Copy>(values: &[T], places: &Int32Array, i: usize) -> Option<T> {
+    if !places.is_valid(i) {
+        return None;
+    }
+    values.get(usize::try_from(places.value(i)).ok()?).copied()
 }

@@ -167,29 +167,39 @@ impl Replay<'_> {
         workflows: &'w [Workflow],
         limits_of: impl Fn(Option<&str>) -> &'w Limits,
     ) -> Vec<Replayed> {
+        let limits: Vec<&Limits> = workflows.iter().map(|w| limits_of(w.name.as_deref())).collect();
         let mut states: Vec<State> = workflows.iter().map(|_| State::default()).collect();
         let mut budget_used: HashMap<(Option<&str>, i64), u64> = HashMap::new();
-        let mut queue: BinaryHeap<Reverse<(i64, usize)>> = workflows
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| !w.steps.is_empty())
-            .map(|(i, w)| Reverse((w.steps[0].start_us, i)))
-            .collect();
-        while let Some(Reverse((_, w))) = queue.pop() {
-            let workflow = &workflows[w];
-            let limits = limits_of(workflow.name.as_deref());
-            let state = &mut states[w];
-            let index = state.next;
-            self.step(workflow, index, limits, state, &mut budget_used);
-            state.next += 1;
-            if let Some(next) = workflow.steps.get(state.next) {
-                queue.push(Reverse((next.start_us, w)));
+        if limits.iter().all(|l| l.retry_budget.is_none()) {
+            // Nothing couples one workflow to another: each in turn.
+            for ((workflow, limits), state) in workflows.iter().zip(&limits).zip(&mut states) {
+                for index in 0..workflow.steps.len() {
+                    self.step(workflow, index, limits, state, &mut budget_used);
+                }
+            }
+        } else {
+            let mut queue: BinaryHeap<Reverse<(i64, usize)>> = workflows
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| !w.steps.is_empty())
+                .map(|(i, w)| Reverse((w.steps[0].start_us, i)))
+                .collect();
+            while let Some(Reverse((_, w))) = queue.pop() {
+                let workflow = &workflows[w];
+                let state = &mut states[w];
+                let index = state.next;
+                self.step(workflow, index, limits[w], state, &mut budget_used);
+                state.next += 1;
+                if let Some(next) = workflow.steps.get(state.next) {
+                    queue.push(Reverse((next.start_us, w)));
+                }
             }
         }
         workflows
             .iter()
             .zip(states)
-            .map(|(w, s)| finish(w, s, limits_of(w.name.as_deref()).queue_allowed == Some(false)))
+            .zip(limits)
+            .map(|((w, s), l)| finish(w, s, l.queue_allowed == Some(false)))
             .collect()
     }
 
