@@ -31,7 +31,7 @@ CREATE TABLE workflow_steps (
     deliverable              BOOLEAN   NOT NULL,
     decision                 VARCHAR,
     commit_marker            VARCHAR,            -- committed | unknown | visible_output | NULL
-    first_fallback           BOOLEAN   NOT NULL, -- the workflow's first attempt on a fallback route
+    first_fallback           BOOLEAN   NOT NULL, -- the workflow's first attempt on a fallback route, after its first
     from_fallback            BOOLEAN   NOT NULL, -- that attempt or one after it
     fallback_layer           VARCHAR,            -- from_fallback: the first fallback's layer
     fallback_class           VARCHAR,            -- from_fallback: the first fallback's after_class

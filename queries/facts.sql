@@ -386,10 +386,13 @@ SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.deli
        a.after_class, a.deliverable, a.decision,
        CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
             WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
-       coalesce(a.seq = a.first_fallback_seq, false) AS first_fallback,
-       coalesce(a.seq >= a.first_fallback_seq, false) AS from_fallback,
-       CASE WHEN a.seq >= a.first_fallback_seq THEN a.fallback_layer END AS fallback_layer,
-       CASE WHEN a.seq >= a.first_fallback_seq THEN a.fallback_class END AS fallback_class,
+       -- A workflow whose first attempt is on a fallback route never moved to one.
+       coalesce(a.seq = a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS first_fallback,
+       coalesce(a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS from_fallback,
+       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_layer END
+           AS fallback_layer,
+       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_class END
+           AS fallback_class,
        a.served_provider, a.served_model, a.cost_kind,
        coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
        coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,

@@ -86,7 +86,7 @@ fallback_rows AS (
     SELECT 'first_fallback' AS step, NULL::BIGINT AS position, false AS and_later,
            coalesce(fallback_layer, 'all') AS layer, coalesce(fallback_class, 'all') AS after_class,
            coalesce(primary_route, 'all') AS primary_route,
-           sum(attempts) FILTER (WHERE first_fallback)::BIGINT AS undelivered_before,
+           coalesce(sum(attempts) FILTER (WHERE first_fallback), 0)::BIGINT AS undelivered_before,
            sum(delivered)::BIGINT AS delivered,
            sum(attempts)::BIGINT AS attempts, sum(tokens)::HUGEINT AS tokens, sum(cost_pusd)::HUGEINT AS cost_pusd,
            sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts,

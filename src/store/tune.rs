@@ -5,17 +5,16 @@
 use std::collections::HashMap;
 
 use duckdb::Connection;
-
-use super::StoreError;
 use duckdb::arrow::array::{
     Array, BooleanArray, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
+use strum::VariantNames;
 
+use super::StoreError;
 use super::columns::{FromRow, row_struct};
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
 use crate::policy::CommitMarker;
 use crate::replay::{Step, Workflow};
-use strum::VariantNames;
 
 const CURVE_SQL: &str = include_str!("../../queries/tune_curve.sql");
 const STEPS_SQL: &str = include_str!("../../queries/tune_steps.sql");
