@@ -570,15 +570,8 @@ pub fn tune(
     let by_layer: Vec<_> = tune.curve.iter().filter(all).filter(|l| l.layer != "all").collect();
     let keep: Vec<(&str, &str)> =
         view.given.iter().filter(|(k, _)| *k != "limits").map(|(k, v)| (*k, v.as_str())).collect();
-    let outcomes = [
-        "primary_success",
-        "retry_recovery",
-        "fallback_recovery",
-        "degraded",
-        "queued",
-        "in_flight",
-        "fail_closed",
-    ];
+    // The report's outcome keys, in the record format's order.
+    let outcomes = <crate::model::Outcome as strum::VariantNames>::VARIANTS;
     render(
         "tune.html",
         "tune",

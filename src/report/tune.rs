@@ -256,15 +256,7 @@ impl ReplaySummary {
                 w.fail_closed,
             ]
         };
-        let names = [
-            "primary_success",
-            "retry_recovery",
-            "fallback_recovery",
-            "degraded",
-            "queued",
-            "in_flight",
-            "fail_closed",
-        ];
+        let names = <Outcome as strum::VariantNames>::VARIANTS;
         let mut out: Vec<_> = names
             .iter()
             .zip(counts(&self.before).into_iter().zip(counts(&self.after)))
