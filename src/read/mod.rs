@@ -152,10 +152,7 @@ impl<S: Borrow<Store>> Reader<S> {
             replayed,
             single_outcome_ms: &steps.single_outcome_ms,
         });
-        let began = std::time::Instant::now();
-        let tune = Tune::shape(&rows, &curve, input);
-        tracing::debug!(elapsed_ms = began.elapsed().as_millis() as u64, "tune shaped");
-        Ok(tune)
+        Ok(Tune::shape(&rows, &curve, input))
     }
 
     /// For each workflow name in `filter`'s window, the smallest limits
@@ -167,7 +164,7 @@ impl<S: Borrow<Store>> Reader<S> {
         let totals =
             report.by_workflow.iter().map(|w| (w.workflow.clone(), w.workflows.total as u64)).collect();
         let replay = crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts };
-        let suggested = crate::replay::suggest::suggest(&replay, &steps.workflows, &totals, tolerance_pp);
+        let suggested = crate::replay::suggest::suggest(&replay, steps.workflows, &totals, tolerance_pp);
         Ok(Suggestion::shape(&suggested, tolerance_pp))
     }
 

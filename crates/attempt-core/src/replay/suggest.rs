@@ -5,7 +5,7 @@
 //! together with the ones made before it, so the whole suggestion, not each
 //! limit alone, stays within the tolerance.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{Replay, Replayed, Workflow, is_success, nesting};
 use crate::model::{ErrorClass, Layer};
@@ -27,18 +27,14 @@ pub struct Suggested {
 /// workflow's count by name (the share of success lost is of these).
 pub fn suggest(
     replay: &Replay,
-    workflows: &[Workflow],
+    workflows: Vec<Workflow>,
     totals: &HashMap<Option<String>, u64>,
     tolerance_pp: f64,
 ) -> Vec<Suggested> {
-    let mut by_name: Vec<(Option<String>, Vec<Workflow>)> = Vec::new();
+    let mut by_name: BTreeMap<Option<String>, Vec<Workflow>> = BTreeMap::new();
     for w in workflows {
-        match by_name.iter_mut().find(|(name, _)| *name == w.name) {
-            Some((_, list)) => list.push(w.clone()),
-            None => by_name.push((w.name.clone(), vec![w.clone()])),
-        }
+        by_name.entry(w.name.clone()).or_default().push(w);
     }
-    by_name.sort_by(|a, b| a.0.cmp(&b.0));
     by_name
         .into_iter()
         .map(|(name, list)| {
