@@ -6,8 +6,9 @@
 --   label_limit (BIGINT: K, the values each label may hold).
 -- Columns: none; it inserts (label, value) rows into label_values.
 -- Labels: workflow (names), provider and model (of primary and fallback
---   routes, requested and served), route_group, dim1..dim3 (dimension
---   values). A value is seen at its workflow's first attempt (its attempt's
+--   routes, requested and served), route_group, primary_route (the key
+--   tune's curve groups by: route group, else provider/model, lowercase),
+--   dim1..dim3 (dimension values). A value is seen at its workflow's first attempt (its attempt's
 --   minute for spend entries); ties go by value, so a rebuild admits what
 --   the writes admitted when they came in time order.
 INSERT INTO label_values
@@ -15,9 +16,11 @@ WITH seen_in_facts AS (
     UNPIVOT (SELECT first_at AS seen_at, workflow_name AS workflow, primary_provider AS provider_1,
                     fallback_provider AS provider_2, primary_model AS model_1, fallback_model AS model_2,
                     primary_route_group AS route_group_1, fallback_route_group AS route_group_2,
+                    lower(coalesce(primary_route_group, primary_provider || '/' || primary_model)) AS primary_route,
                     dim1, dim2, dim3
              FROM temp.new_facts)
-    ON workflow, provider_1, provider_2, model_1, model_2, route_group_1, route_group_2, dim1, dim2, dim3
+    ON workflow, provider_1, provider_2, model_1, model_2, route_group_1, route_group_2, primary_route,
+       dim1, dim2, dim3
     INTO NAME label VALUE value
 ),
 seen_in_spend AS (

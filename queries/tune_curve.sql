@@ -4,13 +4,16 @@
 -- and what it cost; overall, by its layer, by the class of the failure
 -- before it and by the workflow's primary route. Then the same for each
 -- workflow's first attempt on a fallback route and every attempt after it.
--- Reads workflow_steps (one row per attempt of the workflows with more than
--- one: a workflow with one attempt has no position 2 and no fallback).
--- Attempts after a workflow's delivery are not counted: nothing a policy
--- stops before them can change the outcome.
+-- Reads the sums of step_rollups.sql like scope.sql reads the report's:
+-- total_steps with no time bound, else rollup_steps for the window's whole
+-- minutes and temp.r_steps for its edges (a workflow with one attempt has
+-- no position 2 and no fallback; attempts after a workflow's delivery are
+-- not counted, since nothing a policy stops after it changes the outcome).
 --
--- Parameters: the scope_* variables and the in_window macro of window.sql;
---   temp.prices and the macros of cost.sql.
+-- Parameters: the scope_* variables and the in_whole_minutes macro of
+--   window.sql; temp.r_steps (step_rollups.sql over
+--   temp.rollup_steps_source, the window's edges); temp.prices and the
+--   macros of cost.sql.
 -- Not a single query: it builds temp.tune_curve, which the store reads (by
 -- step DESC, position, then each row summing 'all' before the rows it sums).
 -- Columns of temp.tune_curve, one row per (step, position, layer,
@@ -33,26 +36,27 @@
 --   elapsed_ms           time they added to time to outcome: retry rows, from the latest
 --                        end of the attempts before to the attempt's end; first_fallback,
 --                        from there to the workflow's outcome (never negative)
--- The steps grouped first (whatever their number, a few thousand rows),
--- then priced by served model, then summed by each breakdown.
+-- The sums grouped first (a few thousand rows), then priced by served
+-- model, then summed by each breakdown.
 CREATE OR REPLACE TEMP TABLE tune_grouped AS
 WITH grouped AS (
-    SELECT least(seq, 16) AS position, seq >= 16 AS and_later, layer, after_class, primary_route, first_fallback,
-           from_fallback, fallback_layer, fallback_class, served_provider, served_model, cost_kind,
-           count(*) FILTER (WHERE seq <= 16) AS reached,
-           count(*) FILTER (WHERE deliverable AND seq = delivered_seq) AS delivered,
-           count(*) AS attempts,
+    SELECT position, and_later, layer, after_class, primary_route, first_fallback, from_fallback,
+           fallback_layer, fallback_class, served_provider, served_model, cost_kind,
+           sum(reached)::BIGINT AS reached, sum(delivered)::BIGINT AS delivered, sum(attempts)::BIGINT AS attempts,
            sum(input_tokens)::HUGEINT AS input_tokens, sum(cached_input_tokens)::HUGEINT AS cached_input_tokens,
            sum(cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
            sum(output_tokens)::HUGEINT AS output_tokens, sum(emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
-           -- Whole microseconds, so that sums do not depend on row order.
-           sum(round(greatest(offset_ms + duration_ms - end_before_ms, 0) * 1000)::BIGINT)::HUGEINT AS added_us,
-           coalesce(sum(CASE WHEN first_fallback
-                             THEN round(greatest(outcome_ms - end_before_ms, 0) * 1000)::BIGINT END), 0)::HUGEINT
-               AS added_to_outcome_us
-    FROM workflow_steps
-    WHERE in_window(first_at, workflow_name)
-      AND seq > 1 AND (delivered_seq IS NULL OR seq <= delivered_seq)
+           sum(added_us)::HUGEINT AS added_us, sum(added_to_outcome_us)::HUGEINT AS added_to_outcome_us
+    FROM (
+        SELECT t.* FROM total_steps t
+        WHERE getvariable('scope_everything')
+          AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))
+        UNION ALL BY NAME
+        SELECT r.* EXCLUDE (minute) FROM rollup_steps r
+        WHERE NOT getvariable('scope_everything') AND in_whole_minutes(r.minute, r.workflow_name)
+        UNION ALL BY NAME
+        SELECT e.* EXCLUDE (minute) FROM temp.r_steps e
+    )
     GROUP BY ALL
 )
 SELECT g.*, (g.input_tokens + g.output_tokens)::HUGEINT AS tokens,

@@ -1,7 +1,8 @@
 -- tune_steps.sql: what a replay reads (docs/record-format.md, "Tuning
 -- recovery"): every attempt of the window's workflows with more than one,
--- priced, in each workflow's order. The replay's limits are applied to
--- these rows by attempt_core::replay, one attempt at a time: each rule
+-- priced, each workflow's attempts together and in order. The replay's
+-- limits are applied to these rows by attempt_core::replay, one attempt at
+-- a time: each rule
 -- there is a decision about the next attempt given the ones kept before it,
 -- which SQL would state as a recursion over positions. Enums travel as
 -- their place in the lists the reader sets (read as numbers, a million
@@ -11,9 +12,21 @@
 --   temp.prices and the macros of cost.sql; the variables tune_layers,
 --   tune_classes, tune_decisions, tune_markers and tune_outcomes (VARCHAR[]:
 --   each enum's names in the reader's order).
+-- Not a single query: it builds temp.tune_routes, the variables
+--   tune_route_keys, tune_price_keys and tune_price_values, and the view
+--   temp.tune_step_rows, which the reader reads.
+-- No join: workflow_steps is stored by first_at, workflow_id and seq
+--   (store::derived), and DuckDB scans, filters and projects in stored
+--   order, while a join may interleave workflows. Routes and prices are
+--   looked up in lists instead. The reader checks that each workflow's
+--   rows come together and in order (workflow_key and seq), and orders
+--   by sort_id and seq when they do not (a file written before that order).
 -- Columns of temp.tune_routes: route_key, route (its number, from 0).
--- Columns of the query, one row per attempt, by workflow_id then seq:
---   workflow_id, workflow_name, outcome (its place), outcome_ms
+-- Columns of the view temp.tune_step_rows, one row per attempt:
+--   workflow_key         hash of the workflow id (the order check)
+--   sort_id              the workflow id (to order by; not read otherwise)
+--   seq                  the attempt's position, from 1
+--   workflow_id, workflow_name, outcome (its place), outcome_ms, attempts
 --                        the workflow's, on its first attempt's row only (NULL after)
 --   start_us             the attempt's start, epoch microseconds
 --   offset_ms, duration_ms, deliverable   as in workflow_steps
@@ -27,25 +40,41 @@
 CREATE OR REPLACE TEMP TABLE tune_routes AS
 SELECT route_key, (row_number() OVER (ORDER BY route_key) - 1)::INTEGER AS route
 FROM (SELECT DISTINCT route_key FROM workflow_steps WHERE in_window(first_at, workflow_name));
+SET VARIABLE tune_route_keys = (SELECT list(route_key ORDER BY route) FROM temp.tune_routes);
+SET VARIABLE tune_price_keys = (
+    SELECT list({provider: served_provider, model: served_model} ORDER BY served_provider, served_model)
+    FROM temp.prices);
+SET VARIABLE tune_price_values = (
+    SELECT list({input: input_pusd, cached_input: cached_input_pusd, cache_write: cache_write_pusd,
+                 output: output_pusd} ORDER BY served_provider, served_model)
+    FROM temp.prices);
 
-SELECT CASE WHEN s.seq = 1 THEN s.workflow_id END AS workflow_id,
+CREATE OR REPLACE TEMP VIEW tune_step_rows AS
+WITH s AS (
+    SELECT *, list_position(getvariable('tune_price_keys'), {provider: served_provider, model: served_model}) AS price_at
+    FROM workflow_steps
+    WHERE in_window(first_at, workflow_name)
+)
+SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
+       CASE WHEN s.seq = 1 THEN s.workflow_id END AS workflow_id,
        CASE WHEN s.seq = 1 THEN s.workflow_name END AS workflow_name,
        CASE WHEN s.seq = 1 THEN (list_position(getvariable('tune_outcomes'), s.outcome) - 1)::INTEGER END AS outcome,
        CASE WHEN s.seq = 1 THEN s.outcome_ms END AS outcome_ms,
+       CASE WHEN s.seq = 1 THEN s.attempts END AS attempts,
        epoch_us(s.first_at) + round(s.offset_ms * 1000)::BIGINT AS start_us,
        s.offset_ms, s.duration_ms, s.deliverable,
        (list_position(getvariable('tune_layers'), s.layer) - 1)::INTEGER AS layer,
        (list_position(getvariable('tune_classes'), s.error_class) - 1)::INTEGER AS failure,
        (list_position(getvariable('tune_decisions'), s.decision) - 1)::INTEGER AS decision,
        (list_position(getvariable('tune_markers'), s.commit_marker) - 1)::INTEGER AS commit,
-       r.route, s.effective_route = 'fallback' AS on_fallback,
+       (list_position(getvariable('tune_route_keys'), s.route_key) - 1)::INTEGER AS route,
+       s.effective_route = 'fallback' AS on_fallback,
        (s.input_tokens + s.output_tokens)::BIGINT AS tokens,
        known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                       s.cache_write_input_tokens, s.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                       pr.cache_write_pusd, pr.output_pusd)::DECIMAL(38, 0) AS cost_pusd,
-       cost_is_unknown(s.cost_kind, pr.served_model) AS cost_unknown
-FROM workflow_steps s
-JOIN temp.tune_routes r USING (route_key)
-LEFT JOIN temp.prices pr ON pr.served_provider = s.served_provider AND pr.served_model = s.served_model
-WHERE in_window(s.first_at, s.workflow_name)
-ORDER BY s.workflow_id, s.seq;
+                       s.cache_write_input_tokens, s.output_tokens,
+                       getvariable('tune_price_values')[s.price_at].input,
+                       getvariable('tune_price_values')[s.price_at].cached_input,
+                       getvariable('tune_price_values')[s.price_at].cache_write,
+                       getvariable('tune_price_values')[s.price_at].output)::DECIMAL(38, 0) AS cost_pusd,
+       cost_is_unknown(s.cost_kind, CASE WHEN s.price_at IS NOT NULL THEN s.served_model END) AS cost_unknown
+FROM s;

@@ -26,9 +26,9 @@
 --   scope_whole_from, scope_whole_until   the whole minutes inside
 --                  [since, until) (NULL: unbounded); none when from >= until
 -- Columns of temp.rollup_source, temp.rollup_spend_source,
---   temp.rollup_latency_source and temp.rollup_findings_source: sign (1),
---   then those of workflow_facts, workflow_spend, workflow_latency and
---   workflow_findings, for the workflows that started in
+--   temp.rollup_latency_source, temp.rollup_findings_source and
+--   temp.rollup_steps_source: sign (1), then those of workflow_facts,
+--   workflow_spend, workflow_latency, workflow_findings and workflow_steps, for the workflows that started in
 --   [since, until) outside the whole minutes (all of them when scope_folded).
 SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
 SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
@@ -79,3 +79,5 @@ CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
 SELECT 1::BIGINT AS sign, l.* FROM workflow_latency l WHERE in_edges(l.first_at, l.workflow_name);
 CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
 SELECT 1::BIGINT AS sign, f.* FROM workflow_findings f WHERE in_edges(f.first_at, f.workflow_name);
+CREATE OR REPLACE TEMP VIEW rollup_steps_source AS
+SELECT 1::BIGINT AS sign, s.* FROM workflow_steps s WHERE in_edges(s.first_at, s.workflow_name);

@@ -32,6 +32,7 @@ pub(super) const DROP_FACT_SCRATCH: &str =
     "DROP VIEW temp.fact_attempts; DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows;";
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding_rollups.sql");
+pub(super) const STEP_ROLLUPS_SQL: &str = include_str!("../../queries/step_rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 
@@ -77,13 +78,22 @@ pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 pub(super) const PER_WORKFLOW: [&str; 5] =
     ["workflow_facts", "workflow_spend", "workflow_latency", "workflow_findings", "workflow_steps"];
 
+/// The order a derived table's rows are appended in. By first attempt,
+/// so zone maps on first_at prune lookups and windows; `workflow_steps`
+/// then by workflow and position, so each workflow's steps lie together
+/// and a replay reads them in order without sorting (`store::tune`
+/// checks that they do, and sorts when an older file's do not).
+fn insertion_order(table: &str) -> &'static str {
+    if table == "workflow_steps" { "first_at, workflow_id, seq" } else { "first_at" }
+}
+
 /// Drops what `facts.sql` built, once stored.
 pub(super) const DROP_NEW_FACTS: &str =
     "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
      DROP TABLE temp.new_findings; DROP TABLE temp.new_steps;";
 
 /// Every derived table.
-pub(super) const TABLES: [&str; 15] = [
+pub(super) const TABLES: [&str; 17] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
@@ -95,10 +105,12 @@ pub(super) const TABLES: [&str; 15] = [
     "rollup_findings",
     "rollup_finding_sets",
     "rollup_recovery",
+    "rollup_steps",
     "total_workflows",
     "total_attempts",
     "total_latency",
     "total_recovery",
+    "total_steps",
 ];
 
 /// How far around a batch's own start times its workflows' facts are looked
@@ -342,6 +354,10 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
          CREATE OR REPLACE TEMP TABLE old_findings AS
          SELECT * FROM workflow_findings
          WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
+         CREATE OR REPLACE TEMP TABLE old_steps AS
+         SELECT * FROM workflow_steps
+         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);",
     )?;
     for table in PER_WORKFLOW {
@@ -350,7 +366,8 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
             "DELETE FROM {table}
              WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
                AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-             INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY first_at;"
+             INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
+            insertion_order(table)
         ))?;
     }
     let swapped_at = began.elapsed();
@@ -366,6 +383,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         ("rollup_spend_source", "spend"),
         ("rollup_latency_source", "latency"),
         ("rollup_findings_source", "findings"),
+        ("rollup_steps_source", "steps"),
     ]
     .iter()
     .map(|(view, rows)| {
@@ -380,6 +398,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     conn.execute_batch(&format!("{differences} SET VARIABLE fold_labels = true;"))?;
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
+    conn.execute_batch(STEP_ROLLUPS_SQL)?;
     let summed_at = began.elapsed();
     let (aff_from, aff_until) = time_range(
         conn,
@@ -388,7 +407,8 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
                                                UNION ALL SELECT minute FROM temp.r_latency
                                                UNION ALL SELECT minute FROM temp.r_findings
                                                UNION ALL SELECT minute FROM temp.r_finding_sets
-                                               UNION ALL SELECT minute FROM temp.r_recovery)",
+                                               UNION ALL SELECT minute FROM temp.r_recovery
+                                               UNION ALL SELECT minute FROM temp.r_steps)",
     )?;
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
@@ -399,9 +419,10 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
-         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.rollup_findings_source; DROP VIEW temp.fact_input;
+         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.rollup_findings_source;
+         DROP VIEW temp.rollup_steps_source; DROP VIEW temp.fact_input;
          DROP TABLE temp.old_facts; DROP TABLE temp.old_spend; DROP TABLE temp.old_latency;
-         DROP TABLE temp.old_findings;
+         DROP TABLE temp.old_findings; DROP TABLE temp.old_steps;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
@@ -423,7 +444,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
 /// reads their minutes, to find its most recent examples), the
 /// `rollups.sql` or `finding_rollups.sql` output that feeds both, and its
 /// measures (every other column is a key).
-const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 6] = [
+const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 7] = [
     ("rollup_workflows", Some("total_workflows"), "temp.r_workflows", &["workflows"]),
     (
         "rollup_attempts",
@@ -454,6 +475,23 @@ const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 6] = [
     ),
     ("rollup_finding_sets", None, "temp.r_finding_sets", &["workflows", "workflow_attempts"]),
     ("rollup_recovery", Some("total_recovery"), "temp.r_recovery", &["workflows", "sum_us"]),
+    (
+        "rollup_steps",
+        Some("total_steps"),
+        "temp.r_steps",
+        &[
+            "reached",
+            "delivered",
+            "attempts",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "cache_write_input_tokens",
+            "emitter_cost_pusd",
+            "added_us",
+            "added_to_outcome_us",
+        ],
+    ),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -472,7 +510,10 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
         let sums: Vec<String> = measures
             .iter()
             .map(|m| {
-                let ty = if matches!(*m, "workflows" | "attempts" | "observations" | "workflow_attempts") {
+                let ty = if matches!(
+                    *m,
+                    "workflows" | "attempts" | "observations" | "workflow_attempts" | "reached" | "delivered"
+                ) {
                     "BIGINT"
                 } else {
                     "HUGEINT"
@@ -662,7 +703,8 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
         conn.execute_batch(&format!(
-            "INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY first_at;"
+            "INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
+            insertion_order(table)
         ))?;
     }
     conn.execute_batch(DROP_NEW_FACTS)?;
@@ -701,10 +743,12 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
          SELECT 1::BIGINT AS sign, * FROM workflow_latency;
          CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
          SELECT 1::BIGINT AS sign, * FROM workflow_findings;
+         CREATE OR REPLACE TEMP VIEW rollup_steps_source AS SELECT 1::BIGINT AS sign, * FROM workflow_steps;
          SET VARIABLE fold_labels = true;",
     )?;
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
+    conn.execute_batch(STEP_ROLLUPS_SQL)?;
     for (minutes, totals, delta, _) in ROLLUPS {
         conn.execute_batch(&format!(
             "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"
@@ -716,7 +760,7 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     merge(conn, Target::Totals)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source; DROP VIEW temp.rollup_latency_source;
-         DROP VIEW temp.rollup_findings_source;",
+         DROP VIEW temp.rollup_findings_source; DROP VIEW temp.rollup_steps_source;",
     )?;
     Ok(())
 }

@@ -64,6 +64,11 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration { version: 14, name: "lake", sql: include_str!("../../migrations/0014_lake.sql") },
     Migration { version: 15, name: "steps", sql: include_str!("../../migrations/0015_steps.sql") },
+    Migration {
+        version: 16,
+        name: "step_rollups",
+        sql: include_str!("../../migrations/0016_step_rollups.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -1139,6 +1139,7 @@ mod tests {
                      UPDATE attempts SET attempt_id = replace(attempt_id, ':', '');
                      DELETE FROM schema_migrations WHERE version >= 13;
                      DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
+                     DROP TABLE rollup_steps; DROP TABLE total_steps;
                      ALTER TABLE workflow_facts DROP COLUMN outcome_ms;",
                 )
                 .unwrap();

@@ -47,13 +47,14 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
     // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
     // audit_of_the_fixture (and a case per finding in audit.rs);
-    // tune_curve.sql's and tune_steps.sql's tune_of_the_fixture (and
-    // tune.rs, against the report and the simulator).
+    // tune_curve.sql's, step_rollups.sql's and tune_steps.sql's
+    // tune_of_the_fixture (and tune.rs, against the report, the simulator
+    // and a window's workflows alone).
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
         .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
-        .chain(["tune_curve.sql", "tune_steps.sql"])
+        .chain(["tune_curve.sql", "step_rollups.sql", "tune_steps.sql"])
         .chain(derivation)
         .collect();
     for file in &files {

@@ -22,14 +22,18 @@ pub fn tune_of(store: &Store, filter: &ReportFilter, set: &[&str]) -> Tune {
 }
 
 fn simulated(scenario: Scenario, workflows: u64) -> (Store, attempt_ledger::simulate::Truth) {
+    let (lines, truth) = simulated_lines(scenario, workflows);
+    let store = crate::store_with(&lines);
+    store.catch_up().unwrap();
+    (store, truth)
+}
+
+fn simulated_lines(scenario: Scenario, workflows: u64) -> (Vec<String>, attempt_ledger::simulate::Truth) {
     let options =
         SimOptions { scenario, workflows: Some(workflows), seed: 11, start: default_start(), span: None };
     let mut out = Vec::new();
     let (_, truth) = simulate_with_truth(&options, &mut out).unwrap();
-    let lines: Vec<String> = String::from_utf8(out).unwrap().lines().map(str::to_string).collect();
-    let store = crate::store_with(&lines);
-    store.catch_up().unwrap();
-    (store, truth)
+    (String::from_utf8(out).unwrap().lines().map(str::to_string).collect(), truth)
 }
 
 fn delivered(w: &attempt_ledger::report::WorkflowCounts) -> u64 {
@@ -314,4 +318,69 @@ fn suggested_limits_are_the_smallest_within_the_tolerance_and_the_audit_reads_th
         }
     }
     assert!(limited >= 2, "some workflow got a limit: {limited}");
+}
+
+/// The curve reads the rollups' totals and whole minutes, and only a
+/// window's edges from the steps: a window cutting minutes, and a name the
+/// rollups fold, answer what a store holding only their workflows does, the
+/// curve and the replay alike.
+#[test]
+fn a_window_or_a_folded_name_answers_what_its_workflows_alone_do() {
+    let (mut lines, _) = simulated_lines(Scenario::RateLimitFallback, 400);
+    lines.extend(simulated_lines(Scenario::Overnight529Storm, 400).0);
+    let record = |line: &String| serde_json::from_str::<Value>(line).unwrap();
+    let time = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
+    let mut first_at = std::collections::HashMap::new();
+    for line in &lines {
+        let r = record(line);
+        let at = time(r["started_at"].as_str().unwrap());
+        let first = first_at.entry(r["workflow_id"].as_str().unwrap().to_string()).or_insert(at);
+        *first = (*first).min(at);
+    }
+    let set = ["max_retries.sdk=1", "max_retries.app=1", "fallback=false"];
+    let full = crate::store_with(&lines);
+    let (start, end) = (first_at.values().min().unwrap(), first_at.values().max().unwrap());
+    let third = (*end - *start) / 3;
+    let (since, until) =
+        (*start + third + chrono::Duration::seconds(17), *end - third + chrono::Duration::seconds(9));
+    let windowed = ReportFilter { since: Some(since), until: Some(until), ..ReportFilter::default() };
+    let inside: Vec<String> = lines
+        .iter()
+        .filter(|l| {
+            let at = first_at[record(l)["workflow_id"].as_str().unwrap()];
+            at >= since && at < until
+        })
+        .cloned()
+        .collect();
+    let alone = crate::store_with(&inside);
+    let tune = tune_of(&full, &windowed, &set);
+    assert!(tune.curve.len() > 20 && tune.replay.as_ref().unwrap().changed_workflows > 0, "{tune:?}");
+    assert_eq!(tune, tune_of(&alone, &ReportFilter::default(), &set), "[{since}, {until})");
+
+    // One label value each: the first seen (ties by value) keep rows of
+    // their own, chat-interactive and anthropic's primary route; the
+    // storm's name and the chat's route are summed under `other`.
+    let folded = Store::open_in_memory().unwrap().with_label_limit(1).unwrap();
+    folded.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    let tune_alone = |name: &str| {
+        let own: Vec<String> = lines.iter().filter(|l| record(l)["workflow"] == name).cloned().collect();
+        tune_of(&crate::store_with(&own), &ReportFilter::default(), &set)
+    };
+    let tune_named = |name: &str| {
+        tune_of(&folded, &ReportFilter { workflow: Some(name.to_string()), ..ReportFilter::default() }, &set)
+    };
+    // A name past the limit is read from its own steps, routes whole.
+    let storm = tune_named("nightly-classify");
+    assert!(storm.curve.iter().any(|l| l.primary_route == "anthropic/claude-haiku-4-5"), "{storm:?}");
+    assert_eq!(storm, tune_alone("nightly-classify"));
+    // A kept name reads the rollups: its route past the limit is `other`,
+    // every figure the same.
+    let mut chat = tune_alone("chat-interactive");
+    for line in &mut chat.curve {
+        if line.primary_route == "openai/gpt-4o" {
+            line.primary_route = "other".into();
+        }
+    }
+    assert!(chat.curve.iter().any(|l| l.primary_route == "other"), "{chat:?}");
+    assert_eq!(tune_named("chat-interactive"), chat);
 }
