@@ -440,58 +440,71 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     Ok(stats)
 }
 
-/// The rollups: minute table, total table (none for the findings: an audit
-/// reads their minutes, to find its most recent examples), the
-/// `rollups.sql` or `finding_rollups.sql` output that feeds both, and its
-/// measures (every other column is a key).
-const ROLLUPS: [(&str, Option<&str>, &str, &[&str]); 7] = [
-    ("rollup_workflows", Some("total_workflows"), "temp.r_workflows", &["workflows"]),
-    (
-        "rollup_attempts",
-        Some("total_attempts"),
-        "temp.r_attempts",
-        &[
-            "attempts",
-            "input_tokens",
-            "output_tokens",
-            "cached_input_tokens",
-            "cache_write_input_tokens",
-            "emitter_cost_pusd",
-        ],
-    ),
-    ("rollup_latency", Some("total_latency"), "temp.r_latency", &["observations", "sum_us"]),
-    (
-        "rollup_findings",
-        None,
-        "temp.r_findings",
-        &[
-            "attempts",
-            "input_tokens",
-            "output_tokens",
-            "cached_input_tokens",
-            "cache_write_input_tokens",
-            "emitter_cost_pusd",
-        ],
-    ),
-    ("rollup_finding_sets", None, "temp.r_finding_sets", &["workflows", "workflow_attempts"]),
-    ("rollup_recovery", Some("total_recovery"), "temp.r_recovery", &["workflows", "sum_us"]),
-    (
-        "rollup_steps",
-        Some("total_steps"),
-        "temp.r_steps",
-        &[
-            "reached",
-            "delivered",
-            "attempts",
-            "input_tokens",
-            "output_tokens",
-            "cached_input_tokens",
-            "cache_write_input_tokens",
-            "emitter_cost_pusd",
-            "added_us",
-            "added_to_outcome_us",
-        ],
-    ),
+/// The measures of a group of attempts: their count, tokens and the
+/// emitter's cost.
+const SPEND_MEASURES: &[&str] = &[
+    "attempts",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+    "emitter_cost_pusd",
+];
+
+/// One rollup: its minute table, its total table (none for the findings:
+/// an audit reads their minutes, to find its most recent examples), the
+/// `rollups.sql`, `finding_rollups.sql` or `step_rollups.sql` output that
+/// feeds both, and its measures (every other column is a key).
+struct Rollup {
+    minutes: &'static str,
+    totals: Option<&'static str>,
+    delta: &'static str,
+    measures: &'static [&'static [&'static str]],
+}
+
+const ROLLUPS: [Rollup; 7] = [
+    Rollup {
+        minutes: "rollup_workflows",
+        totals: Some("total_workflows"),
+        delta: "temp.r_workflows",
+        measures: &[&["workflows"]],
+    },
+    Rollup {
+        minutes: "rollup_attempts",
+        totals: Some("total_attempts"),
+        delta: "temp.r_attempts",
+        measures: &[SPEND_MEASURES],
+    },
+    Rollup {
+        minutes: "rollup_latency",
+        totals: Some("total_latency"),
+        delta: "temp.r_latency",
+        measures: &[&["observations", "sum_us"]],
+    },
+    Rollup {
+        minutes: "rollup_findings",
+        totals: None,
+        delta: "temp.r_findings",
+        measures: &[SPEND_MEASURES],
+    },
+    Rollup {
+        minutes: "rollup_finding_sets",
+        totals: None,
+        delta: "temp.r_finding_sets",
+        measures: &[&["workflows", "workflow_attempts"]],
+    },
+    Rollup {
+        minutes: "rollup_recovery",
+        totals: Some("total_recovery"),
+        delta: "temp.r_recovery",
+        measures: &[&["workflows", "sum_us"]],
+    },
+    Rollup {
+        minutes: "rollup_steps",
+        totals: Some("total_steps"),
+        delta: "temp.r_steps",
+        measures: &[&["reached", "delivered"], SPEND_MEASURES, &["added_us", "added_to_outcome_us"]],
+    },
 ];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -506,7 +519,8 @@ enum Target {
 /// Adds `temp.r_*` to the minute rollups or to the totals; rows whose every
 /// measure comes to 0 are dropped.
 fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
-    for (minutes, totals, delta, measures) in ROLLUPS {
+    for Rollup { minutes, totals, delta, measures } in ROLLUPS {
+        let measures: Vec<&str> = measures.concat();
         let sums: Vec<String> = measures
             .iter()
             .map(|m| {
@@ -749,7 +763,7 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
     conn.execute_batch(STEP_ROLLUPS_SQL)?;
-    for (minutes, totals, delta, _) in ROLLUPS {
+    for Rollup { minutes, totals, delta, .. } in ROLLUPS {
         conn.execute_batch(&format!(
             "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"
         ))?;
