@@ -2,11 +2,10 @@
 -- recovery"): every attempt of the window's workflows with more than one,
 -- priced, each workflow's attempts together and in order. The replay's
 -- limits are applied to these rows by attempt_core::replay, one attempt at
--- a time: each rule
--- there is a decision about the next attempt given the ones kept before it,
--- which SQL would state as a recursion over positions. Enums travel as
--- their place in the lists the reader sets (read as numbers, a million
--- rows cost a fifth of what their names did).
+-- a time: each rule there is a decision about the next attempt given the
+-- ones kept before it, which SQL would state as a recursion over
+-- positions. Enums travel as their place in the lists the reader sets (read
+-- as numbers, a million rows cost a fifth of what their names did).
 --
 -- Parameters: the scope_* variables and the in_window macro of window.sql;
 --   temp.prices and the macros of cost.sql; the variables tune_layers,

@@ -28,8 +28,9 @@
 -- Columns of temp.rollup_source, temp.rollup_spend_source,
 --   temp.rollup_latency_source, temp.rollup_findings_source and
 --   temp.rollup_steps_source: sign (1), then those of workflow_facts,
---   workflow_spend, workflow_latency, workflow_findings and workflow_steps, for the workflows that started in
---   [since, until) outside the whole minutes (all of them when scope_folded).
+--   workflow_spend, workflow_latency, workflow_findings and workflow_steps,
+--   for the workflows that started in [since, until) outside the whole
+--   minutes (all of them when scope_folded).
 SET VARIABLE scope_since = (SELECT since FROM temp.scope_filter);
 SET VARIABLE scope_until = (SELECT until FROM temp.scope_filter);
 SET VARIABLE scope_workflow = (SELECT workflow FROM temp.scope_filter);

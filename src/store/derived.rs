@@ -340,26 +340,17 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
     set_time_variable(conn, "old_first", old_first)?;
     set_time_variable(conn, "old_last", old_last)?;
-    // A workflow's spend and latency rows carry its first_at: the same
-    // bounds prune them.
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE old_spend AS
-         SELECT * FROM workflow_spend
-         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-         CREATE OR REPLACE TEMP TABLE old_latency AS
-         SELECT * FROM workflow_latency
-         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-         CREATE OR REPLACE TEMP TABLE old_findings AS
-         SELECT * FROM workflow_findings
-         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-         CREATE OR REPLACE TEMP TABLE old_steps AS
-         SELECT * FROM workflow_steps
-         WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-           AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);",
-    )?;
+    // Every per-workflow row carries its workflow's first_at: the same
+    // bounds prune them. (The facts, first, are read above.)
+    for table in &PER_WORKFLOW[1..] {
+        let rows = &table["workflow_".len()..];
+        conn.execute_batch(&format!(
+            "CREATE OR REPLACE TEMP TABLE old_{rows} AS
+             SELECT * FROM {table}
+             WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+               AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);"
+        ))?;
+    }
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
         conn.execute_batch(&format!(
