@@ -59,77 +59,9 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
     run(options, out, false).map(|(written, _)| written)
 }
 
-/// What the simulated callers did wrong, counted as they did it, in the
-/// recovery audit's terms (docs/record-format.md, "The audit", built-in
-/// policy): by finding, (workflows, attempts). The ground truth the audit's
-/// tests compare with.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Truth {
-    pub findings: std::collections::BTreeMap<FindingKind, (u64, u64)>,
-    /// Each workflow's attempts as the simulated callers made them: what
-    /// the replay tests' ground truth reads.
-    pub workflows: Vec<Vec<SimAttempt>>,
-}
+mod truth;
 
-/// One simulated attempt, in the callers' own terms.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SimAttempt {
-    /// 0 unless the SDK made it: then its retry's number in that SDK call (1, 2, ...).
-    pub sdk_retry: u32,
-    /// 0 unless the application retried: then its retry's number (1, 2, ...).
-    pub app_retry: u32,
-    pub fallback: bool,
-    /// The provider's error code; `None` when it succeeded.
-    pub error_code: Option<&'static str>,
-}
-
-impl Truth {
-    /// What a caller with `sdk_retries` SDK retries (per SDK call), at most
-    /// `max_attempts` attempts, no retry after `insufficient_quota` and no
-    /// fallback (each `None` or `false`: as simulated) would have kept of
-    /// each workflow's attempts, by the simulator's own bookkeeping: the
-    /// attempts it would not have made are dropped, and a workflow whose
-    /// success was dropped ends failed. Returns (workflows delivered,
-    /// attempts kept).
-    pub fn shorter(
-        &self,
-        sdk_retries: Option<u32>,
-        max_attempts: Option<usize>,
-        no_quota_retry: bool,
-        no_fallback: bool,
-    ) -> (u64, u64) {
-        let (mut delivered, mut attempts) = (0, 0);
-        for workflow in &self.workflows {
-            let mut kept = 0usize;
-            let mut previous_code: Option<&str> = None;
-            let mut skipping_sdk = false;
-            let mut ok = false;
-            for a in workflow {
-                let is_retry = !a.fallback && kept > 0 && (a.sdk_retry > 0 || a.app_retry > 0);
-                let refused_sdk =
-                    sdk_retries.is_some_and(|max| a.sdk_retry > max) || (a.sdk_retry > 0 && skipping_sdk);
-                let refused_class = is_retry && no_quota_retry && previous_code == Some("insufficient_quota");
-                if max_attempts.is_some_and(|max| kept >= max) || (a.fallback && no_fallback) {
-                    break;
-                }
-                if refused_sdk || refused_class {
-                    skipping_sdk = a.sdk_retry > 0;
-                    continue;
-                }
-                skipping_sdk = false;
-                kept += 1;
-                previous_code = a.error_code;
-                if a.error_code.is_none() {
-                    ok = true;
-                    break;
-                }
-            }
-            delivered += u64::from(ok);
-            attempts += kept as u64;
-        }
-        (delivered, attempts)
-    }
-}
+pub use truth::{Shorter, SimAttempt, SimWorkflow, Truth};
 
 impl Truth {
     /// The retry budget's finding is about minutes, not workflows: its
@@ -206,22 +138,25 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
         let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut rng);
         truth.add(&tally.finish());
         if keep_attempts {
-            truth.workflows.push(
-                records
-                    .iter()
-                    .map(|r| SimAttempt {
-                        sdk_retry: r.sdk_retry,
-                        app_retry: r.app_retry,
-                        fallback: r.route == "fallback",
-                        error_code: r.error_code,
-                    })
-                    .collect(),
-            );
+            let attempts = records
+                .iter()
+                .map(|r| SimAttempt {
+                    sdk_retry: r.sdk_retry,
+                    app_retry: r.app_retry,
+                    fallback: r.route == "fallback",
+                    error_code: r.error_code,
+                    start_ms: r.start_ms,
+                    duration_ms: r.duration_ms,
+                    served: (r.served_provider.unwrap_or(r.provider), r.served_model.unwrap_or(r.model)),
+                    input_tokens: r.input_tokens,
+                    cached_input_tokens: r.cached_input_tokens,
+                    output_tokens: r.output_tokens,
+                })
+                .collect();
+            truth.workflows.push(SimWorkflow { id: workflow_id.clone(), attempts });
         }
         for (place, record) in records.iter().enumerate() {
-            let minute = DateTime::parse_from_rfc3339(&record.started_at)
-                .map(|t| t.timestamp().div_euclid(60))
-                .unwrap_or_default();
+            let minute = record.start_ms.div_euclid(60_000);
             let (first, retries) = minutes.entry((record.workflow, minute)).or_insert((0u64, 0u64));
             if place == 0 { *first += 1 } else { *retries += 1 }
         }
@@ -535,6 +470,8 @@ struct Record<'a> {
     cached_input_tokens: i64,
     decision: &'static str,
     #[serde(skip)]
+    start_ms: i64,
+    #[serde(skip)]
     sdk_retry: u32,
     #[serde(skip)]
     app_retry: u32,
@@ -588,6 +525,7 @@ fn run_workflow<'a>(
             attempt_id: format!("{workflow_id}-{n}"),
             attempt: n,
             started_at: t.to_rfc3339_opts(SecondsFormat::Millis, true),
+            start_ms: t.timestamp_millis(),
             workflow: spec.workflow,
             layer,
             provider: route.provider,

@@ -227,6 +227,28 @@ fn retry_budget_admits_retries_in_order_of_start() {
 }
 
 #[test]
+fn retries_that_start_together_are_admitted_by_workflow_id_whatever_the_stored_order() {
+    // Two retries in the same microsecond, one admitted (10 first attempts,
+    // a budget of 0.1): the lower id's, in either order of the workflows.
+    let routes: Vec<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+    let first = HashMap::from([((None, 0), 10)]);
+    let set = LimitSet {
+        default: Limits::from_assignments(&["retry_budget=0.1".into()]).unwrap(),
+        workflows: vec![],
+    };
+    let a = workflow("a", "app:0:transient app:0:ok");
+    let b = workflow("b", "app:0:transient app:0:ok");
+    for workflows in [vec![a.clone(), b.clone()], vec![b, a]] {
+        let replayed =
+            Replay { routes: &routes, first_attempts: &first }.run(&workflows, |name| set.for_workflow(name));
+        let by_id: HashMap<&str, Outcome> =
+            workflows.iter().zip(&replayed).map(|(w, r)| (w.id.as_str(), r.outcome)).collect();
+        assert_eq!(by_id["a"], Outcome::RetryRecovery);
+        assert_eq!(by_id["b"], Outcome::FailClosed);
+    }
+}
+
+#[test]
 fn assignments_name_what_is_wrong() {
     let err = |a: &str| Limits::from_assignments(&[a.to_string()]).unwrap_err().to_string();
     assert!(err("max_total_attempts").contains("is not KEY=VALUE"));
