@@ -181,23 +181,20 @@ impl Replay<'_> {
             // Attempts that started in the same microsecond are taken in
             // workflow id order, not stored order, so a batch or a
             // redelivery never changes who gets a minute's last retry.
-            let mut by_id: Vec<usize> = (0..workflows.len()).collect();
-            by_id.sort_unstable_by(|a, b| workflows[*a].id.cmp(&workflows[*b].id));
-            let mut queue: BinaryHeap<Reverse<(i64, usize)>> = by_id
+            let mut queue: BinaryHeap<Reverse<(i64, &str, usize)>> = workflows
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| !workflows[**w].steps.is_empty())
-                .map(|(rank, w)| Reverse((workflows[*w].steps[0].start_us, rank)))
+                .filter(|(_, w)| !w.steps.is_empty())
+                .map(|(i, w)| Reverse((w.steps[0].start_us, w.id.as_str(), i)))
                 .collect();
-            while let Some(Reverse((_, rank))) = queue.pop() {
-                let w = by_id[rank];
+            while let Some(Reverse((_, id, w))) = queue.pop() {
                 let workflow = &workflows[w];
                 let state = &mut states[w];
                 let index = state.next;
                 self.step(workflow, index, limits[w], state, &mut budget_used);
                 state.next += 1;
                 if let Some(next) = workflow.steps.get(state.next) {
-                    queue.push(Reverse((next.start_us, rank)));
+                    queue.push(Reverse((next.start_us, id, w)));
                 }
             }
         }
