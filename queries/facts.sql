@@ -2,8 +2,9 @@
 -- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
 -- product is here, once; the reports read what this derives.
 -- Not a report itself: it builds temp.new_facts, temp.new_spend,
--- temp.new_latency, temp.new_findings and temp.new_steps (shaped like workflow_facts,
--- workflow_spend, workflow_latency, workflow_findings and workflow_steps) for the workflows in temp.fact_input, through the
+-- temp.new_latency, temp.new_findings, temp.new_steps and temp.new_times (shaped like
+-- workflow_facts, workflow_spend, workflow_latency, workflow_findings, workflow_steps and
+-- workflow_times) for the workflows in temp.fact_input, through the
 -- scratch tables temp.fact_ordered and temp.fact_workflows and the view
 -- temp.fact_attempts over them (left for the caller to read or drop: the
 -- workflow page reads fact_attempts). Flat rows, not lists per workflow:
@@ -35,6 +36,8 @@
 --   fallback_reason              error class of the last failed attempt before it
 --                                ('unknown' unclassified, 'none' when nothing failed first;
 --                                NULL when the workflow never fell back)
+--   shape_key                    with more than one attempt, its shape's key (as on its
+--                                steps; migrations/0017_shapes.sql); NULL with one
 -- Columns of temp.new_spend (migrations/0005_flat_facts_dimensions.sql): the workflow's
 --   workflow_id, first_at, workflow_name, outcome, dim1..dim3 (the keys its
 --   rollups need), then its attempts grouped by attempt_minute, layer,
@@ -192,6 +195,92 @@ SELECT o.*,
 FROM temp.fact_ordered o
 JOIN temp.fact_workflows w USING (workflow_id);
 
+-- What tune reads (migrations/0015_steps.sql), and the audit's limits per
+-- layer and route: every attempt of the workflows with more than one, in
+-- their order. An attempt is a retry when it goes to the same route key as
+-- the one before it; a layer's retries are counted per call of the layers
+-- outside it (sdk inside gateway inside app inside queue: an attempt of an
+-- outer layer starts a new call of every layer inside it).
+CREATE OR REPLACE TEMP TABLE new_steps AS
+WITH keyed AS (
+    SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key
+    FROM temp.fact_attempts a
+    WHERE a.workflow_id IN (SELECT workflow_id FROM temp.fact_workflows WHERE attempts > 1)
+),
+ordered AS (
+    SELECT *,
+           coalesce(lag(route_key) OVER by_seq = route_key, false) AS retry,
+           -- The latest attempt before this one of a layer outside this one's.
+           CASE layer
+               WHEN 'sdk' THEN max(CASE WHEN layer <> 'sdk' THEN seq END) OVER before_it
+               WHEN 'gateway' THEN max(CASE WHEN layer IN ('app', 'queue') THEN seq END) OVER before_it
+               WHEN 'app' THEN max(CASE WHEN layer = 'queue' THEN seq END) OVER before_it
+           END AS call_seq,
+           row_number() OVER (PARTITION BY workflow_id, route_key ORDER BY seq) AS route_attempt,
+           min(CASE WHEN effective_route = 'fallback' THEN seq END) OVER (PARTITION BY workflow_id)
+               AS first_fallback_seq,
+           max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us,
+           CASE WHEN seq > 1 THEN CASE WHEN prev_status = 'error' THEN coalesce(prev_error_class, 'unknown')
+                                       ELSE 'none' END END AS after_class
+    FROM keyed
+    WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
+           before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+-- The first fallback's layer and class, on it and every attempt after it.
+fallen AS (
+    SELECT *,
+           max(CASE WHEN seq = first_fallback_seq THEN layer END) OVER (PARTITION BY workflow_id) AS fallback_layer,
+           max(CASE WHEN seq = first_fallback_seq THEN after_class END) OVER (PARTITION BY workflow_id)
+               AS fallback_class,
+           -- The shape (migrations/0017_shapes.sql): a sum of each position's
+           -- hash, so no list is built (aggregating lists of structs cost five
+           -- times this); the position is in each hash, so order counts.
+           sum(hash(seq, layer, route_key, effective_route,
+                    CASE WHEN status = 'error' THEN coalesce(error_class, 'unknown') END, deliverable, decision,
+                    CASE WHEN commit_state IN ('committed', 'unknown') THEN commit_state
+                         WHEN visible_output THEN 'visible_output' END)::HUGEINT)
+               OVER (PARTITION BY workflow_id) AS shape_sum
+    FROM ordered
+)
+SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
+       hash(w.outcome, w.attempts, a.shape_sum) AS shape_key,
+       lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
+       a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
+       (epoch_us(a.started_at) - epoch_us(w.first_at)) / 1000.0 AS offset_ms,
+       coalesce(a.duration_ms, 0) AS duration_ms,
+       (a.end_before_us - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
+       a.layer, a.route_key, a.effective_route, a.retry,
+       CASE WHEN a.retry THEN row_number() OVER (PARTITION BY a.workflow_id, a.layer, coalesce(a.call_seq, 0), a.retry
+                                                 ORDER BY a.seq) END AS layer_retry,
+       a.route_attempt,
+       a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
+       a.after_class, a.deliverable, a.decision,
+       CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
+            WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
+       -- A workflow whose first attempt is on a fallback route never moved to one.
+       coalesce(a.seq = a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS first_fallback,
+       coalesce(a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS from_fallback,
+       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_layer END
+           AS fallback_layer,
+       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_class END
+           AS fallback_class,
+       a.served_provider, a.served_model, a.cost_kind,
+       coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
+       coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
+       coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
+       coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
+FROM fallen a
+JOIN temp.fact_workflows w USING (workflow_id);
+
+-- Each retried workflow's shape key and its attempts' times in order:
+-- what a replay by shape reads of a workflow it changes.
+CREATE OR REPLACE TEMP TABLE new_times AS
+SELECT workflow_id, any_value(first_at) AS first_at, any_value(workflow_name) AS workflow_name,
+       any_value(shape_key) AS shape_key, any_value(outcome_ms) AS outcome_ms,
+       list(offset_ms ORDER BY seq) AS step_offsets_ms, list(duration_ms ORDER BY seq) AS step_durations_ms
+FROM temp.new_steps
+GROUP BY workflow_id;
+
 CREATE OR REPLACE TEMP TABLE new_facts AS
 WITH first_fallback AS (
     SELECT workflow_id, min(seq) AS fallback_seq
@@ -215,9 +304,10 @@ SELECT w.workflow_id, w.workflow_name, w.first_at, w.earliest_at, w.last_at, w.a
        w.primary_route_group, w.outcome, w.outcome_ms,
        f.route.provider AS fallback_provider, f.route.model AS fallback_model,
        f.route.route_group AS fallback_route_group, f.reason AS fallback_reason,
-       w.dim1, w.dim2, w.dim3
+       w.dim1, w.dim2, w.dim3, t.shape_key
 FROM temp.fact_workflows w
-LEFT JOIN fallbacks f USING (workflow_id);
+LEFT JOIN fallbacks f USING (workflow_id)
+LEFT JOIN temp.new_times t USING (workflow_id);
 
 CREATE OR REPLACE TEMP TABLE new_spend AS
 SELECT a.workflow_id, w.first_at, w.workflow_name, w.outcome, w.dim1, w.dim2, w.dim3,
@@ -332,71 +422,3 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
        coalesce(sum(b.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
 FROM every_kind b
 GROUP BY ALL;
-
--- What tune reads (migrations/0015_steps.sql), and the audit's limits per
--- layer and route: every attempt of the workflows with more than one, in
--- their order. An attempt is a retry when it goes to the same route key as
--- the one before it; a layer's retries are counted per call of the layers
--- outside it (sdk inside gateway inside app inside queue: an attempt of an
--- outer layer starts a new call of every layer inside it).
-CREATE OR REPLACE TEMP TABLE new_steps AS
-WITH keyed AS (
-    SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key
-    FROM temp.fact_attempts a
-    WHERE a.workflow_id IN (SELECT workflow_id FROM temp.fact_workflows WHERE attempts > 1)
-),
-ordered AS (
-    SELECT *,
-           coalesce(lag(route_key) OVER by_seq = route_key, false) AS retry,
-           -- The latest attempt before this one of a layer outside this one's.
-           CASE layer
-               WHEN 'sdk' THEN max(CASE WHEN layer <> 'sdk' THEN seq END) OVER before_it
-               WHEN 'gateway' THEN max(CASE WHEN layer IN ('app', 'queue') THEN seq END) OVER before_it
-               WHEN 'app' THEN max(CASE WHEN layer = 'queue' THEN seq END) OVER before_it
-           END AS call_seq,
-           row_number() OVER (PARTITION BY workflow_id, route_key ORDER BY seq) AS route_attempt,
-           min(CASE WHEN effective_route = 'fallback' THEN seq END) OVER (PARTITION BY workflow_id)
-               AS first_fallback_seq,
-           max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us,
-           CASE WHEN seq > 1 THEN CASE WHEN prev_status = 'error' THEN coalesce(prev_error_class, 'unknown')
-                                       ELSE 'none' END END AS after_class
-    FROM keyed
-    WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
-           before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-),
--- The first fallback's layer and class, on it and every attempt after it.
-fallen AS (
-    SELECT *,
-           max(CASE WHEN seq = first_fallback_seq THEN layer END) OVER (PARTITION BY workflow_id) AS fallback_layer,
-           max(CASE WHEN seq = first_fallback_seq THEN after_class END) OVER (PARTITION BY workflow_id)
-               AS fallback_class
-    FROM ordered
-)
-SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
-       lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
-       a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
-       (epoch_us(a.started_at) - epoch_us(w.first_at)) / 1000.0 AS offset_ms,
-       coalesce(a.duration_ms, 0) AS duration_ms,
-       (a.end_before_us - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
-       a.layer, a.route_key, a.effective_route, a.retry,
-       CASE WHEN a.retry THEN row_number() OVER (PARTITION BY a.workflow_id, a.layer, coalesce(a.call_seq, 0), a.retry
-                                                 ORDER BY a.seq) END AS layer_retry,
-       a.route_attempt,
-       a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
-       a.after_class, a.deliverable, a.decision,
-       CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
-            WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
-       -- A workflow whose first attempt is on a fallback route never moved to one.
-       coalesce(a.seq = a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS first_fallback,
-       coalesce(a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS from_fallback,
-       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_layer END
-           AS fallback_layer,
-       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_class END
-           AS fallback_class,
-       a.served_provider, a.served_model, a.cost_kind,
-       coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
-       coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
-       coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
-       coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
-FROM fallen a
-JOIN temp.fact_workflows w USING (workflow_id);

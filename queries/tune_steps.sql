@@ -1,6 +1,7 @@
 -- tune_steps.sql: what a replay reads (docs/record-format.md, "Tuning
--- recovery"): every attempt of the window's workflows with more than one,
--- priced, each workflow's attempts together and in order. The replay's
+-- recovery"): every attempt of the window's workflows with more than one
+-- (of those a replay by shape leaves apart: tune_apart), priced, each
+-- workflow's attempts together and in order. The replay's
 -- limits are applied to these rows by attempt_core::replay, one attempt at
 -- a time: each rule there is a decision about the next attempt given the
 -- ones kept before it, which SQL would state as a recursion over
@@ -8,6 +9,8 @@
 -- as numbers, a million rows cost a fifth of what their names did).
 --
 -- Parameters: the scope_* variables and the in_window macro of window.sql;
+--   the macro tune_apart(shape_key) (store::tune: true, or not among the
+--   shapes a replay by shape read, temp.tune_plans);
 --   temp.prices and the macros of cost.sql; the variables tune_layers,
 --   tune_classes, tune_decisions, tune_markers and tune_outcomes (VARCHAR[]:
 --   each enum's names in the reader's order).
@@ -38,7 +41,8 @@
 --   cost_unknown         its cost is unknown (no usage reported, or no price)
 CREATE OR REPLACE TEMP TABLE tune_routes AS
 SELECT route_key, (row_number() OVER (ORDER BY route_key) - 1)::INTEGER AS route
-FROM (SELECT DISTINCT route_key FROM workflow_steps WHERE in_window(first_at, workflow_name));
+FROM (SELECT DISTINCT route_key FROM workflow_steps
+      WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key));
 SET VARIABLE tune_route_keys = (SELECT list(route_key ORDER BY route) FROM temp.tune_routes);
 SET VARIABLE tune_price_keys = (
     SELECT list({provider: served_provider, model: served_model} ORDER BY served_provider, served_model)
@@ -52,7 +56,7 @@ CREATE OR REPLACE TEMP VIEW tune_step_rows AS
 WITH s AS (
     SELECT *, list_position(getvariable('tune_price_keys'), {provider: served_provider, model: served_model}) AS price_at
     FROM workflow_steps
-    WHERE in_window(first_at, workflow_name)
+    WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key)
 )
 SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
        CASE WHEN s.seq = 1 THEN s.workflow_id END AS workflow_id,

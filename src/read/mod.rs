@@ -17,7 +17,10 @@ use crate::report::tune::{ReplayInput, Suggestion, Tune};
 use crate::report::workflow::WorkflowDetail;
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::queries::MetricRow;
+use crate::store::tune::Names;
 use crate::store::{MinuteSpan, Query, Span, Store, StoreError};
+
+mod replay;
 
 /// Why a question got no answer: it named what is not there (a 400 over
 /// HTTP), or the storage failed (a 500).
@@ -125,46 +128,31 @@ impl<S: Borrow<Store>> Reader<S> {
     /// The value-of-each-retry curve of the workflows `filter` selects and,
     /// with a candidate policy, its replay against the same workflows' report.
     pub fn tune(&self, filter: &ReportFilter, candidate: Option<&Candidate>) -> Result<Tune, ReadError> {
-        let with_budget = candidate.map(|c| {
-            std::iter::once(&c.limits.default)
-                .chain(c.limits.workflows.iter().map(|(_, l)| l))
-                .any(|l| l.retry_budget.is_some())
-        });
-        let (rows, curve, steps) = self.store().tune_rows(filter, &self.prices, with_budget)?;
-        let replay = match (candidate, &steps) {
-            (Some(candidate), Some(steps)) => {
-                let began = std::time::Instant::now();
-                let replayed =
-                    crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts }
-                        .run(&steps.workflows, |name| candidate.limits.for_workflow(name));
-                tracing::debug!(
-                    workflows = replayed.len(),
-                    elapsed_ms = began.elapsed().as_millis() as u64,
-                    "replayed"
-                );
-                Some((candidate, replayed))
-            }
-            _ => None,
-        };
-        let input = replay.as_ref().zip(steps.as_ref()).map(|((candidate, replayed), steps)| ReplayInput {
-            policy: candidate.description.clone(),
-            workflows: &steps.workflows,
-            replayed,
-            single_outcome_ms: &steps.single_outcome_ms,
-        });
+        let sections: Vec<String> = candidate
+            .map(|c| c.limits.workflows.iter().map(|(name, _)| name.clone()).collect())
+            .unwrap_or_default();
+        let (rows, curve, replayed) =
+            self.store().tune_read(filter, &self.prices, Names::Sections(&sections), |snapshot| {
+                let rows = snapshot.report_rows()?;
+                let curve = snapshot.curve_rows()?;
+                let replayed = candidate.map(|c| replay::replay(snapshot, &c.limits)).transpose()?;
+                Ok((rows, curve, replayed))
+            })?;
+        let input = candidate
+            .zip(replayed)
+            .map(|(candidate, figures)| ReplayInput { policy: candidate.description.clone(), figures });
         Ok(Tune::shape(&rows, &curve, input))
     }
 
     /// For each workflow name in `filter`'s window, the smallest limits
     /// whose replay keeps its success within `tolerance_pp`.
     pub fn suggest(&self, filter: &ReportFilter, tolerance_pp: f64) -> Result<Suggestion, ReadError> {
-        let (rows, _, steps) = self.store().tune_rows(filter, &self.prices, Some(false))?;
-        let steps = steps.unwrap_or_default();
-        let report = Report::from_unfolded_rows(&rows, filter.retry_budget);
-        let totals =
-            report.by_workflow.iter().map(|w| (w.workflow.clone(), w.workflows.total as u64)).collect();
-        let replay = crate::replay::Replay { routes: &steps.routes, first_attempts: &steps.first_attempts };
-        let suggested = crate::replay::suggest::suggest(&replay, steps.workflows, &totals, tolerance_pp);
+        let suggested = self.store().tune_read(filter, &self.prices, Names::Every, |snapshot| {
+            let report = Report::from_unfolded_rows(&snapshot.report_rows()?, filter.retry_budget);
+            let totals =
+                report.by_workflow.iter().map(|w| (w.workflow.clone(), w.workflows.total as u64)).collect();
+            replay::suggest(snapshot, &totals, tolerance_pp)
+        })?;
         Ok(Suggestion::shape(&suggested, tolerance_pp))
     }
 

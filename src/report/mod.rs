@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod fold;
+pub mod quantile;
 mod render;
 pub mod timeseries;
 pub mod tune;

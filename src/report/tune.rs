@@ -6,9 +6,10 @@
 use comfy_table::Cell;
 use serde::Serialize;
 
+use super::quantile::{self, Quantiles};
 use super::{Format, Report, WorkflowCounts, usd};
 use crate::model::Outcome;
-use crate::replay::{Replayed, Workflow, is_success};
+use crate::replay::shape::Tally;
 use crate::store::ReportRows;
 use crate::store::tune::CurveRow;
 
@@ -53,12 +54,6 @@ pub struct BeforeAfter<T> {
     pub after: T,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Quantiles {
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplaySummary {
     /// What was replayed: the policy file and the `--set` assignments.
@@ -81,13 +76,25 @@ pub struct ReplaySummary {
     pub time_to_outcome_ms: BeforeAfter<Quantiles>,
 }
 
-/// A replay's inputs: the workflows as recorded and as replayed, and the
-/// time to outcome of those with one attempt (which no policy changes).
-pub struct ReplayInput<'a> {
+/// What a replay sums to, before it is set beside the report
+/// (`read::replay` fills it).
+#[derive(Debug, Default)]
+pub struct ReplayFigures {
+    pub tally: Tally,
+    /// Time to outcome of every workflow in scope the replay leaves as
+    /// recorded, in no particular order.
+    pub unchanged_ms: Vec<f64>,
+    /// Of the others, as recorded and as replayed.
+    pub changed_before_ms: Vec<f64>,
+    pub changed_after_ms: Vec<f64>,
+    /// The lowest ids of the workflows whose success the replay loses.
+    pub lost_examples: Vec<String>,
+}
+
+/// A replay to set beside the report: what it replayed and its figures.
+pub struct ReplayInput {
     pub policy: String,
-    pub workflows: &'a [Workflow],
-    pub replayed: &'a [Replayed],
-    pub single_outcome_ms: &'a [f64],
+    pub figures: ReplayFigures,
 }
 
 impl Tune {
@@ -283,60 +290,37 @@ impl ReplaySummary {
 }
 
 fn summarise(rows: &ReportRows, report: &Report, input: ReplayInput) -> ReplaySummary {
+    let ReplayFigures { tally, unchanged_ms, changed_before_ms, changed_after_ms, lost_examples } =
+        input.figures;
+    let [before_ms, after_ms] = quantile::beside(&unchanged_ms, [&changed_before_ms, &changed_after_ms]);
     let mut after = report.workflows.clone();
-    let (mut attempts, mut tokens, mut cost, mut wasted, mut unknown) = (0i64, 0i128, 0i128, 0i128, 0i64);
-    let (mut success_lost, mut moved, mut changed) = (0, 0, 0);
-    let mut examples = Vec::new();
-    let mut before_ms: Vec<f64> = input.single_outcome_ms.to_vec();
-    let mut after_ms: Vec<f64> = input.single_outcome_ms.to_vec();
-    for (workflow, replayed) in input.workflows.iter().zip(input.replayed) {
-        let recorded = Replayed::recorded(workflow);
-        before_ms.push(recorded.outcome_ms);
-        after_ms.push(replayed.outcome_ms);
-        if *replayed == recorded {
-            continue;
-        }
-        changed += 1;
-        moved += i64::from(replayed.moved);
-        *count(&mut after, recorded.outcome) -= 1;
-        *count(&mut after, replayed.outcome) += 1;
-        if is_success(recorded.outcome) && !is_success(replayed.outcome) {
-            success_lost += 1;
-            examples.push(workflow.id.clone());
-        }
-        attempts += replayed.attempts as i64 - recorded.attempts as i64;
-        tokens += replayed.tokens - recorded.tokens;
-        cost += replayed.cost_pusd - recorded.cost_pusd;
-        wasted += replayed.wasted_cost_pusd - recorded.wasted_cost_pusd;
-        unknown += replayed.unknown_cost_attempts as i64 - recorded.unknown_cost_attempts as i64;
+    let outcomes =
+        <Outcome as strum::VariantNames>::VARIANTS.iter().filter_map(|n| n.parse::<Outcome>().ok());
+    for outcome in outcomes {
+        *count(&mut after, outcome) += tally.outcomes[outcome as usize];
     }
-    examples.sort();
-    examples.truncate(SUCCESS_LOST_EXAMPLES);
-    let w = &rows.waste;
+    let (w, d) = (&rows.waste, &tally.figures);
     let total_tokens = w.input_tokens + w.output_tokens;
     ReplaySummary {
         policy: input.policy,
         before: report.workflows.clone(),
         after,
-        success_lost,
-        success_lost_examples: examples,
-        moved_attempt_workflows: moved,
-        changed_workflows: changed,
-        attempts: BeforeAfter { before: w.attempts, after: w.attempts + attempts },
-        tokens: BeforeAfter { before: total_tokens, after: total_tokens + tokens },
-        cost_usd: BeforeAfter { before: usd(w.cost_pusd), after: usd(w.cost_pusd + cost) },
+        success_lost: tally.success_lost as i64,
+        success_lost_examples: lost_examples,
+        moved_attempt_workflows: tally.moved as i64,
+        changed_workflows: tally.changed as i64,
+        attempts: BeforeAfter { before: w.attempts, after: w.attempts + d.attempts },
+        tokens: BeforeAfter { before: total_tokens, after: total_tokens + d.tokens },
+        cost_usd: BeforeAfter { before: usd(w.cost_pusd), after: usd(w.cost_pusd + d.cost_pusd) },
         wasted_cost_usd: BeforeAfter {
             before: usd(w.wasted_cost_pusd),
-            after: usd(w.wasted_cost_pusd + wasted),
+            after: usd(w.wasted_cost_pusd + d.wasted_cost_pusd),
         },
         unknown_cost_attempts: BeforeAfter {
             before: w.unknown_cost_attempts,
-            after: w.unknown_cost_attempts + unknown,
+            after: w.unknown_cost_attempts + d.unknown_cost_attempts,
         },
-        time_to_outcome_ms: BeforeAfter {
-            before: quantiles(&mut before_ms),
-            after: quantiles(&mut after_ms),
-        },
+        time_to_outcome_ms: BeforeAfter { before: before_ms, after: after_ms },
     }
 }
 
@@ -350,18 +334,6 @@ fn count(counts: &mut WorkflowCounts, outcome: Outcome) -> &mut i64 {
         Outcome::InFlight => &mut counts.in_flight,
         Outcome::FailClosed => &mut counts.fail_closed,
     }
-}
-
-/// Nearest-rank quantiles: the smallest value with at least p of all at or
-/// below it.
-fn quantiles(values: &mut [f64]) -> Quantiles {
-    // A selection, not a sort: linear in the workflows.
-    let mut at = |p: f64| {
-        let rank = (p * values.len() as f64).ceil() as usize;
-        let index = rank.max(1) - 1;
-        (index < values.len()).then(|| *values.select_nth_unstable_by(index, f64::total_cmp).1)
-    };
-    Quantiles { p50: at(0.5), p99: at(0.99) }
 }
 
 /// `tune --suggest`: the suggested limits of each workflow name and the
@@ -390,12 +362,16 @@ pub struct SuggestedLine {
 }
 
 impl Suggestion {
-    pub fn shape(suggested: &[crate::replay::suggest::Suggested], tolerance_pp: f64) -> Suggestion {
+    /// Each name's suggestion with what its limits change (replayed minus recorded).
+    pub fn shape(
+        suggested: &[(crate::replay::suggest::Suggested, crate::replay::Figures)],
+        tolerance_pp: f64,
+    ) -> Suggestion {
         use crate::model::Layer;
         let layers = [Layer::Sdk, Layer::Gateway, Layer::App, Layer::Queue];
         let workflows: Vec<SuggestedLine> = suggested
             .iter()
-            .map(|s| SuggestedLine {
+            .map(|(s, change)| SuggestedLine {
                 workflow: s.name.clone(),
                 workflows: s.workflows,
                 max_retries: layers
@@ -411,8 +387,8 @@ impl Suggestion {
                     .map(|classes| classes.iter().map(|c| crate::model::name(*c).to_string()).collect()),
                 success_lost: s.success_lost,
                 success_lost_pp: 100.0 * s.success_lost as f64 / s.workflows.max(1) as f64,
-                attempts_saved: s.attempts_saved,
-                wasted_cost_saved_usd: usd(s.wasted_cost_saved_pusd),
+                attempts_saved: -change.attempts,
+                wasted_cost_saved_usd: usd(-change.wasted_cost_pusd),
             })
             .collect();
         let policy = policy_file(&workflows, tolerance_pp);
@@ -512,17 +488,4 @@ fn policy_file(lines: &[SuggestedLine], tolerance_pp: f64) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let mut values: Vec<f64> = (1..=200).rev().map(f64::from).collect();
-        assert_eq!(quantiles(&mut values), Quantiles { p50: Some(100.0), p99: Some(198.0) });
-        assert_eq!(quantiles(&mut []), Quantiles { p50: None, p99: None });
-        assert_eq!(quantiles(&mut [7.0]), Quantiles { p50: Some(7.0), p99: Some(7.0) });
-    }
 }

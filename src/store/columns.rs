@@ -52,6 +52,17 @@ macro_rules! column {
 
 pub(crate) use {column, row_struct};
 
+/// The measures of a group of attempts: their count, tokens and the
+/// emitter's cost.
+pub(super) const SPEND_MEASURES: &[&str] = &[
+    "attempts",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+    "emitter_cost_pusd",
+];
+
 fn conversion(column: &str, kind: duckdb::types::Type, message: String) -> duckdb::Error {
     duckdb::Error::FromSqlConversionFailure(0, kind, format!("{column}: {message}").into())
 }

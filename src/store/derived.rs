@@ -24,6 +24,7 @@ use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
 use super::StoreError;
+use super::columns::SPEND_MEASURES;
 use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 
 pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
@@ -75,8 +76,14 @@ pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
 
 /// The derived tables with rows per workflow (`facts.sql` builds each as
 /// `temp.new_<suffix>`); a write replaces a workflow's rows in all of them.
-pub(super) const PER_WORKFLOW: [&str; 5] =
-    ["workflow_facts", "workflow_spend", "workflow_latency", "workflow_findings", "workflow_steps"];
+pub(super) const PER_WORKFLOW: [&str; 6] = [
+    "workflow_facts",
+    "workflow_spend",
+    "workflow_latency",
+    "workflow_findings",
+    "workflow_steps",
+    "workflow_times",
+];
 
 /// The order a derived table's rows are appended in. By first attempt,
 /// so zone maps on first_at prune lookups and windows; `workflow_steps`
@@ -90,15 +97,16 @@ fn insertion_order(table: &str) -> &'static str {
 /// Drops what `facts.sql` built, once stored.
 pub(super) const DROP_NEW_FACTS: &str =
     "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
-     DROP TABLE temp.new_findings; DROP TABLE temp.new_steps;";
+     DROP TABLE temp.new_findings; DROP TABLE temp.new_steps; DROP TABLE temp.new_times;";
 
 /// Every derived table.
-pub(super) const TABLES: [&str; 17] = [
+pub(super) const TABLES: [&str; 20] = [
     "workflow_facts",
     "workflow_spend",
     "workflow_latency",
     "workflow_findings",
     "workflow_steps",
+    "workflow_times",
     "rollup_workflows",
     "rollup_attempts",
     "rollup_latency",
@@ -106,11 +114,13 @@ pub(super) const TABLES: [&str; 17] = [
     "rollup_finding_sets",
     "rollup_recovery",
     "rollup_steps",
+    "shape_steps",
     "total_workflows",
     "total_attempts",
     "total_latency",
     "total_recovery",
     "total_steps",
+    "total_shapes",
 ];
 
 /// How far around a batch's own start times its workflows' facts are looked
@@ -407,13 +417,15 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     let minutes_at = began.elapsed();
     merge(conn, Target::Totals)?;
     let totals_at = began.elapsed();
+    super::shapes::refresh(conn)?;
+    let shapes_at = began.elapsed();
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch(
         "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
          DROP VIEW temp.rollup_latency_source; DROP VIEW temp.rollup_findings_source;
          DROP VIEW temp.rollup_steps_source; DROP VIEW temp.fact_input;
          DROP TABLE temp.old_facts; DROP TABLE temp.old_spend; DROP TABLE temp.old_latency;
-         DROP TABLE temp.old_findings; DROP TABLE temp.old_steps;
+         DROP TABLE temp.old_findings; DROP TABLE temp.old_steps; DROP TABLE temp.old_times;
          DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
     )?;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
@@ -426,21 +438,11 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         sum_ms = ms(summed_at - derived_at),
         minutes_ms = ms(minutes_at - summed_at),
         totals_ms = ms(totals_at - minutes_at),
+        shapes_ms = ms(shapes_at - totals_at),
         "derived tables refreshed"
     );
     Ok(stats)
 }
-
-/// The measures of a group of attempts: their count, tokens and the
-/// emitter's cost.
-const SPEND_MEASURES: &[&str] = &[
-    "attempts",
-    "input_tokens",
-    "output_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-    "emitter_cost_pusd",
-];
 
 /// One rollup: its minute table, its total table (none for the findings:
 /// an audit reads their minutes, to find its most recent examples), the
@@ -754,6 +756,7 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(ROLLUPS_SQL)?;
     conn.execute_batch(FINDING_ROLLUPS_SQL)?;
     conn.execute_batch(STEP_ROLLUPS_SQL)?;
+    super::shapes::rebuild(conn)?;
     for Rollup { minutes, totals, delta, .. } in ROLLUPS {
         conn.execute_batch(&format!(
             "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"

@@ -69,6 +69,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "step_rollups",
         sql: include_str!("../../migrations/0016_step_rollups.sql"),
     },
+    Migration { version: 17, name: "shapes", sql: include_str!("../../migrations/0017_shapes.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -13,6 +13,7 @@ mod known;
 mod lake;
 mod migrate;
 pub mod queries;
+mod shapes;
 mod temp;
 pub mod tune;
 mod writer;
@@ -821,24 +822,41 @@ impl Store {
         rows
     }
 
-    /// What `tune` reads, in one snapshot: the report of the workflows
-    /// `filter` selects (what a replay is compared with), the curve, and
-    /// with `replay` (`Some(with_retry_budget)`) the steps a replay reads.
-    pub fn tune_rows(
+    /// The reads of one `tune` answer, in one snapshot: `work` gets the
+    /// scope of `filter` prepared (`tune::Snapshot`). `names` says which
+    /// workflow names the answer tells apart: a name the rollups fold past
+    /// the label limit makes every read take the workflows from their own
+    /// rows, names whole.
+    pub fn tune_read<T>(
         &self,
         filter: &ReportFilter,
         prices: &PriceTable,
-        replay: Option<bool>,
-    ) -> Result<(ReportRows, Vec<tune::CurveRow>, Option<tune::ReplayRows>), StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
-            let report = queries::report_rows(&self.conn, filter, &Query::ALL)?;
-            let curve = tune::curve_rows(&self.conn)?;
-            let steps = replay.map(|with_budget| tune::replay_rows(&self.conn, with_budget)).transpose()?;
-            Ok((report, curve, steps))
-        });
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        names: tune::Names,
+        work: impl FnOnce(&tune::Snapshot) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let sections = match names {
+            tune::Names::Sections(sections) => sections,
+            tune::Names::Every => &[],
+        };
+        self.in_transaction(|conn| {
+            tune::set_sections(conn, sections)?;
+            let folded = "(SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')";
+            let unfold = match names {
+                tune::Names::Every => folded.to_string(),
+                tune::Names::Sections(_) => format!(
+                    "{folded} AND EXISTS (SELECT 1 FROM temp.tune_sections s
+                                          WHERE s.name = 'other'
+                                             OR s.name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))"
+                ),
+            };
+            queries::prepare_scope_unfolding(conn, filter, prices, &unfold)?;
+            let answer = work(&tune::Snapshot { conn, filter })?;
+            conn.execute_batch(
+                "DROP TABLE temp.tune_sections; DROP TABLE IF EXISTS temp.tune_plans;
+                 DROP VIEW IF EXISTS temp.tune_shape_sums; DROP TABLE IF EXISTS temp.r_shapes;",
+            )?;
+            Ok(answer)
+        })
     }
 
     /// Every attempt of one workflow, in its order, with what the
@@ -1140,7 +1158,9 @@ mod tests {
                      DELETE FROM schema_migrations WHERE version >= 13;
                      DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
-                     ALTER TABLE workflow_facts DROP COLUMN outcome_ms;",
+                     DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;
+                     ALTER TABLE workflow_facts DROP COLUMN outcome_ms;
+                     ALTER TABLE workflow_facts DROP COLUMN shape_key;",
                 )
                 .unwrap();
         }

@@ -152,10 +152,21 @@ pub(super) fn prepare_scope(
     filter: &ReportFilter,
     prices: &PriceTable,
 ) -> Result<(), StoreError> {
+    prepare_scope_unfolding(conn, filter, prices, "false")
+}
+
+/// `prepare_scope`, reading every workflow from its own rows when the SQL
+/// condition `unfold` holds (a question about a name the rollups fold).
+pub(super) fn prepare_scope_unfolding(
+    conn: &Connection,
+    filter: &ReportFilter,
+    prices: &PriceTable,
+    unfold: &str,
+) -> Result<(), StoreError> {
     let began = std::time::Instant::now();
     load_prices(conn, prices)?;
     let priced = began.elapsed();
-    split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), "false")?;
+    split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), unfold)?;
     let split = began.elapsed();
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;

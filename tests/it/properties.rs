@@ -172,15 +172,34 @@ proptest! {
         prop_assert_eq!(store.attempt_count().unwrap(), lines.len() as u64);
         prop_assert_eq!(&report_of(&store, &ReportFilter::default()), &expected);
         prop_assert_eq!(audit_of(&store), audit_of(&fresh), "the recovery audit");
-        for set in [&REPLAY[..], &REPLAY[..1], &[]] {
+        for set in [&REPLAY[..], &REPLAY[..1], &BY_SHAPE[..], &[]] {
             let tune = crate::tune::tune_of(&store, &ReportFilter::default(), set);
             prop_assert_eq!(&tune, &crate::tune::tune_of(&fresh, &ReportFilter::default(), set), "tune {:?}", set);
             if let Some(replay) = &tune.replay {
                 prop_assert_eq!(&replay.before, &expected.workflows, "a replay starts from the report");
             }
         }
+        // Decided once per shape from the rollups, or workflow by workflow
+        // (a time limit that never binds): the same replay.
+        let by_shape = crate::tune::tune_of(&store, &ReportFilter::default(), &BY_SHAPE).replay.unwrap();
+        let timed: Vec<&str> = BY_SHAPE.iter().copied().chain(["max_elapsed_ms=1e15"]).collect();
+        let mut by_workflow = crate::tune::tune_of(&store, &ReportFilter::default(), &timed).replay.unwrap();
+        by_workflow.policy = by_shape.policy.clone();
+        prop_assert_eq!(by_shape, by_workflow, "by shape and workflow by workflow");
     }
 }
+
+/// Every limit a replay decides once per shape for.
+const BY_SHAPE: [&str; 8] = [
+    "max_retries.sdk=1",
+    "max_retries.app=2",
+    "max_route_attempts=3",
+    "max_total_attempts=4",
+    "no_retry_on=policy",
+    "fail_closed_on=quota",
+    "fallback_on=rate_limit,timeout,unknown",
+    "queue_allowed=false",
+];
 
 /// Every replay limit at once, low enough for the generated workflows to
 /// cross (the first alone: the retry budget, whose replay couples workflows).

@@ -42,19 +42,22 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "labels.sql",
         "admit.sql",
         "cost.sql",
+        "shapes.sql",
+        "shape_rollups.sql",
     ];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
     // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
     // audit_of_the_fixture (and a case per finding in audit.rs);
-    // tune_curve.sql's, step_rollups.sql's and tune_steps.sql's
-    // tune_of_the_fixture (and tune.rs, against the report, the simulator
-    // and a window's workflows alone).
+    // tune_curve.sql's, step_rollups.sql's, tune_shapes.sql's,
+    // tune_replay.sql's and tune_steps.sql's tune_of_the_fixture (and
+    // tune.rs, against the report, the simulator, a window's workflows
+    // alone and each other).
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
         .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
-        .chain(["tune_curve.sql", "step_rollups.sql", "tune_steps.sql"])
+        .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql", "tune_steps.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -88,14 +91,22 @@ fn audit_of_the_fixture() {
     insta::assert_snapshot!("audit.json", audit.render(Format::Json));
 }
 
-/// The curve of the fixture and a replay of two limits over it
-/// (`queries/tune_curve.sql`, `queries/tune_steps.sql`).
+/// The curve of the fixture and a replay of two limits over it, decided by
+/// shape (`queries/tune_curve.sql`, `tune_shapes.sql`, `tune_replay.sql`)
+/// and, under a time limit that never binds, workflow by workflow
+/// (`tune_steps.sql`).
 #[test]
 fn tune_of_the_fixture() {
     let store = store_with(&fixture_lines());
-    let tune =
-        crate::tune::tune_of(&store, &ReportFilter::default(), &["max_retries.app=0", "fallback=false"]);
+    let set = ["max_retries.app=0", "fallback=false"];
+    let tune = crate::tune::tune_of(&store, &ReportFilter::default(), &set);
     insta::assert_snapshot!("tune.json", tune.render(Format::Json));
+    let timed: Vec<&str> = set.iter().copied().chain(["max_elapsed_ms=1e15"]).collect();
+    let mut one_by_one = crate::tune::tune_of(&store, &ReportFilter::default(), &timed);
+    if let (Some(by_shape), Some(by_workflow)) = (&tune.replay, &mut one_by_one.replay) {
+        by_workflow.policy = by_shape.policy.clone();
+    }
+    assert_eq!(one_by_one, tune);
 }
 
 #[test]

@@ -422,3 +422,154 @@ fn a_window_or_a_folded_name_answers_what_its_workflows_alone_do() {
     assert!(chat.curve.iter().any(|l| l.primary_route == "other"), "{chat:?}");
     assert_eq!(tune_named("chat-interactive"), chat);
 }
+
+/// Under limits that read only shapes a replay decides once per shape and
+/// sums the rollups; a limit that never binds but reads times
+/// (`max_elapsed_ms`) makes it replay every workflow from its own steps.
+/// Both answer the same, for every shape limit, in a window, with sections
+/// by name, and with the shapes past the label limit replayed one by one.
+#[test]
+fn a_replay_by_shape_is_the_replay_workflow_by_workflow() {
+    let one_by_one = "max_elapsed_ms=1e15";
+    let policies: [&[&str]; 12] = [
+        &["max_retries.sdk=2", "no_retry_on=quota"],
+        &["max_retries.sdk=0"],
+        &["max_retries.app=1", "max_retries.sdk=1"],
+        &["max_total_attempts=3"],
+        &["max_route_attempts=2"],
+        &["no_retry_on=rate_limit,timeout"],
+        &["retryable=transient"],
+        &["fallback=false"],
+        &["fallback_on=transient"],
+        &["approved_fallbacks=anthropic/claude-haiku-4-5"],
+        &["fail_closed_on=quota", "queue_allowed=false"],
+        &["fail_closed_on_commit=committed,unknown"],
+    ];
+    let (mut lines, _) = simulated_lines(Scenario::Overnight529Storm, 500);
+    for scenario in [Scenario::RateLimitFallback, Scenario::NaiveRetries, Scenario::QuotaExhausted] {
+        lines.extend(simulated_lines(scenario, 400).0);
+    }
+    let kept = crate::store_with(&lines);
+    let folded = Store::open_in_memory().unwrap().with_label_limit(3).unwrap();
+    folded.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    folded.catch_up().unwrap();
+    let window = {
+        let start = |l: &String| {
+            serde_json::from_str::<Value>(l).unwrap()["started_at"].as_str().unwrap().to_string()
+        };
+        let first = lines.iter().map(start).min().unwrap();
+        let first = chrono::DateTime::parse_from_rfc3339(&first).unwrap().with_timezone(&chrono::Utc);
+        ReportFilter {
+            since: Some(first + chrono::Duration::seconds(137)),
+            until: Some(first + chrono::Duration::seconds(3_000)),
+            ..ReportFilter::default()
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sections = dir.path().join("sections.toml");
+    std::fs::write(
+        &sections,
+        "[default]\nmax_retries = { sdk = 1 }\n\n[[workflow]]\nname = \"nightly-classify\"\n\
+         max_retries = { sdk = 3 }\nno_retry_on = [\"quota\"]\n",
+    )
+    .unwrap();
+    let replay = |store: &Store, filter: &ReportFilter, policy: Option<&std::path::Path>, set: &[&str]| {
+        let prices = Arc::new(PriceTable::load(None).unwrap());
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        let candidate = Candidate::from_flags(policy, &set).unwrap();
+        let tune = Reader::new(store, prices, Default::default()).tune(filter, candidate.as_ref()).unwrap();
+        tune.replay.unwrap()
+    };
+    let mut changed = 0;
+    for store in [&kept, &folded] {
+        for filter in [ReportFilter::default(), window.clone()] {
+            let cases = policies.iter().map(|set| (None, *set)).chain([(Some(sections.as_path()), &[][..])]);
+            for (policy, set) in cases {
+                let by_shape = replay(store, &filter, policy, set);
+                let with_times: Vec<&str> = set.iter().copied().chain([one_by_one]).collect();
+                let mut by_workflow = replay(store, &filter, policy, &with_times);
+                by_workflow.policy = by_shape.policy.clone();
+                assert_eq!(by_shape, by_workflow, "{policy:?} {set:?} {filter:?}");
+                changed += by_shape.changed_workflows;
+            }
+        }
+    }
+    assert!(changed > 5_000, "the limits bind: {changed}");
+}
+
+/// A replay can remove the attempt that delivered and keep a later one
+/// that could: the later one delivers (here a fallback made after the
+/// recorded delivery), and only what the replay keeps before it is waste,
+/// summed by shape as workflow by workflow.
+#[test]
+fn a_replay_delivers_at_the_first_kept_attempt_that_can() {
+    let lines: Vec<String> = (0..3)
+        .flat_map(|i| {
+            let at = |s: u32| format!("2026-11-28T02:0{i}:{s:02}Z");
+            [
+                format!(
+                    r#"{{"workflow_id":"late-{i}","workflow":"chat","attempt":0,"started_at":"{}","route_group":"main","provider":"openai","model":"gpt-4o","status":"error","http_status":429,"error_code":"rate_limit_exceeded","decision":"retry","input_tokens":500,"duration_ms":200}}"#,
+                    at(0)
+                ),
+                format!(
+                    r#"{{"workflow_id":"late-{i}","workflow":"chat","attempt":1,"started_at":"{}","route_group":"main","provider":"openai","model":"gpt-4o","status":"ok","input_tokens":1000,"output_tokens":100,"duration_ms":900}}"#,
+                    at(2)
+                ),
+                format!(
+                    r#"{{"workflow_id":"late-{i}","workflow":"chat","attempt":2,"started_at":"{}","route_group":"backup","provider":"openai","model":"gpt-4o","status":"ok","input_tokens":1000,"output_tokens":100,"duration_ms":700}}"#,
+                    at(4)
+                ),
+            ]
+        })
+        .collect();
+    let store = crate::store_with(&lines);
+    store.catch_up().unwrap();
+    let by_shape = tune_of(&store, &ReportFilter::default(), &["no_retry_on=rate_limit"]).replay.unwrap();
+    let mut by_workflow =
+        tune_of(&store, &ReportFilter::default(), &["no_retry_on=rate_limit", "max_elapsed_ms=1e15"])
+            .replay
+            .unwrap();
+    by_workflow.policy = by_shape.policy.clone();
+    assert_eq!(by_shape, by_workflow);
+    assert_eq!((by_shape.before.retry_recovery, by_shape.after.fallback_recovery), (3, 3));
+    assert_eq!((by_shape.moved_attempt_workflows, by_shape.attempts.after), (3, 6));
+    // The first attempts alone are waste now; the fallbacks (priced as the
+    // removed deliveries: the same model and tokens) were too before.
+    let removed = by_shape.cost_usd.before - by_shape.cost_usd.after;
+    assert!(removed > 0.0 && by_shape.wasted_cost_usd.after > 0.0);
+    assert!(
+        (by_shape.wasted_cost_usd.after - (by_shape.wasted_cost_usd.before - removed)).abs() < 1e-9,
+        "{by_shape:?}"
+    );
+}
+
+/// A workflow longer than a plan's mask (64 attempts) is replayed from its
+/// own steps beside the shapes, to the same answer.
+#[test]
+fn a_workflow_of_more_than_64_attempts_is_replayed_from_its_steps() {
+    let mut lines: Vec<String> = (0..70)
+        .map(|n| {
+            let (status, rest) = if n == 69 {
+                ("ok", r#""input_tokens":1000,"output_tokens":100"#.to_string())
+            } else {
+                ("error", r#""http_status":529,"error_code":"overloaded_error","decision":"retry""#.to_string())
+            };
+            format!(
+                r#"{{"workflow_id":"long","workflow":"batch","attempt":{n},"layer":"{}","started_at":"2026-11-28T02:{:02}:{:02}Z","provider":"openai","model":"gpt-4o","status":"{status}",{rest},"duration_ms":300}}"#,
+                if n % 6 == 0 { "app" } else { "sdk" },
+                n / 60,
+                n % 60
+            )
+        })
+        .collect();
+    lines.extend(simulated_lines(Scenario::Overnight529Storm, 200).0);
+    let store = crate::store_with(&lines);
+    store.catch_up().unwrap();
+    let set = ["max_retries.sdk=2", "no_retry_on=quota"];
+    let by_shape = tune_of(&store, &ReportFilter::default(), &set).replay.unwrap();
+    let timed: Vec<&str> = set.iter().copied().chain(["max_elapsed_ms=1e15"]).collect();
+    let mut by_workflow = tune_of(&store, &ReportFilter::default(), &timed).replay.unwrap();
+    by_workflow.policy = by_shape.policy.clone();
+    assert_eq!(by_shape, by_workflow);
+    assert!(by_shape.success_lost_examples.contains(&"long".to_string()), "{by_shape:?}");
+}

@@ -13,7 +13,13 @@
 //! one. That attempt is kept with its recorded result, moved earlier by the
 //! time the skipped attempts took, and its workflow is counted as moved:
 //! the one assumption a replay makes.
+//!
+//! A replay decides a [`Plan`] per workflow (which attempts it keeps, how
+//! the workflow ends), then prices it ([`Figures`]) and times it
+//! ([`outcome_ms`]). Most limits read only what `shape` calls a workflow's
+//! shape, so a replay under them decides once per shape.
 
+use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -67,16 +73,87 @@ pub struct Workflow {
     pub steps: Vec<Step>,
 }
 
+/// What a replay decides for one workflow: which of its recorded attempts
+/// it keeps and how the workflow ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// By position in the workflow's order.
+    pub kept: Vec<bool>,
+    /// The kept attempt that delivers the workflow (the first deliverable one).
+    pub delivered: Option<usize>,
+    pub outcome: Outcome,
+    /// An attempt was kept after a layer gave up: its result is recorded,
+    /// its time moved earlier.
+    pub moved: bool,
+}
+
+impl Plan {
+    /// Every attempt kept and the recorded outcome: the workflow keeps its
+    /// recorded figures.
+    pub fn whole(&self, recorded: Outcome) -> bool {
+        self.outcome == recorded && self.kept.iter().all(|k| *k)
+    }
+}
+
+/// Attempts, tokens and known cost of a set of attempts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub attempts: i64,
+    pub tokens: i128,
+    pub cost_pusd: i128,
+    /// Known cost of the attempts that did not deliver.
+    pub wasted_cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+}
+
+/// What one position adds to `Figures`: one attempt's, or the sum of a
+/// position over many workflows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PositionSums {
+    pub attempts: i64,
+    pub tokens: i128,
+    pub cost_pusd: i128,
+    pub unknown_cost_attempts: i64,
+}
+
+impl From<&Step> for PositionSums {
+    fn from(step: &Step) -> PositionSums {
+        PositionSums {
+            attempts: 1,
+            tokens: step.tokens,
+            cost_pusd: step.cost_pusd,
+            unknown_cost_attempts: i64::from(step.cost_unknown),
+        }
+    }
+}
+
+impl Figures {
+    /// The figures of the kept positions, `delivered` not wasted.
+    pub fn kept(
+        positions: impl IntoIterator<Item = PositionSums>,
+        kept: &[bool],
+        delivered: Option<usize>,
+    ) -> Figures {
+        let mut figures = Figures::default();
+        for (index, (sums, _)) in positions.into_iter().zip(kept).enumerate().filter(|(_, (_, k))| **k) {
+            figures.attempts += sums.attempts;
+            figures.tokens += sums.tokens;
+            figures.cost_pusd += sums.cost_pusd;
+            figures.unknown_cost_attempts += sums.unknown_cost_attempts;
+            if Some(index) != delivered {
+                figures.wasted_cost_pusd += sums.cost_pusd;
+            }
+        }
+        figures
+    }
+}
+
 /// A workflow as the replay ends it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replayed {
     pub outcome: Outcome,
     pub outcome_ms: f64,
-    pub attempts: u64,
-    pub tokens: i128,
-    pub cost_pusd: i128,
-    pub wasted_cost_pusd: i128,
-    pub unknown_cost_attempts: u64,
+    pub figures: Figures,
     /// An attempt was kept after a layer gave up: its result is recorded,
     /// its time moved earlier.
     pub moved: bool,
@@ -85,22 +162,29 @@ pub struct Replayed {
 impl Replayed {
     /// The workflow as recorded (a replay under no limit).
     pub fn recorded(workflow: &Workflow) -> Replayed {
-        let delivered = workflow.steps.iter().position(|s| s.deliverable);
+        let all = vec![true; workflow.steps.len()];
         Replayed {
             outcome: workflow.outcome,
             outcome_ms: workflow.outcome_ms,
-            attempts: workflow.steps.len() as u64,
-            tokens: workflow.steps.iter().map(|s| s.tokens).sum(),
-            cost_pusd: workflow.steps.iter().map(|s| s.cost_pusd).sum(),
-            wasted_cost_pusd: workflow
-                .steps
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| Some(*i) != delivered)
-                .map(|(_, s)| s.cost_pusd)
-                .sum(),
-            unknown_cost_attempts: workflow.steps.iter().filter(|s| s.cost_unknown).count() as u64,
+            figures: Figures::kept(
+                workflow.steps.iter().map(PositionSums::from),
+                &all,
+                workflow.steps.iter().position(|s| s.deliverable),
+            ),
             moved: false,
+        }
+    }
+
+    /// The workflow as `plan` replays it.
+    pub fn of(workflow: &Workflow, plan: &Plan) -> Replayed {
+        if plan.whole(workflow.outcome) {
+            return Replayed::recorded(workflow);
+        }
+        Replayed {
+            outcome: plan.outcome,
+            outcome_ms: outcome_ms(plan, workflow.steps.iter().map(|s| (s.offset_ms, s.duration_ms))),
+            figures: Figures::kept(workflow.steps.iter().map(PositionSums::from), &plan.kept, plan.delivered),
+            moved: plan.moved,
         }
     }
 }
@@ -108,6 +192,66 @@ impl Replayed {
 /// Whether a step's outcome is a delivery.
 pub fn is_success(outcome: Outcome) -> bool {
     matches!(outcome, Outcome::PrimarySuccess | Outcome::RetryRecovery | Outcome::FallbackRecovery)
+}
+
+/// The replayed time of one workflow. Kept attempts keep their recorded
+/// spacing; the first one kept after a skip starts as long after the kept
+/// attempts' latest end as it started after the recorded attempts' latest
+/// end, and the kept attempts after it move by as much.
+#[derive(Default)]
+struct Clock {
+    latest_end_recorded: f64,
+    latest_end_kept: f64,
+    /// Recorded start minus replayed start of the attempts kept since the
+    /// last skip.
+    shift_ms: f64,
+    delivered_end: Option<f64>,
+}
+
+impl Clock {
+    /// Takes in the next recorded attempt (every one, kept or not) and
+    /// returns the start it has if kept, `resumed` after a skip.
+    fn start(&mut self, offset_ms: f64, duration_ms: f64, resumed: bool) -> f64 {
+        let end_recorded_before = self.latest_end_recorded;
+        self.latest_end_recorded = end_recorded_before.max(offset_ms + duration_ms);
+        if resumed {
+            self.latest_end_kept + (offset_ms - end_recorded_before).max(0.0)
+        } else {
+            offset_ms - self.shift_ms
+        }
+    }
+
+    fn keep(&mut self, offset_ms: f64, start_ms: f64, duration_ms: f64, resumed: bool, delivers: bool) {
+        if resumed {
+            self.shift_ms = offset_ms - start_ms;
+        }
+        let end = start_ms + duration_ms;
+        self.latest_end_kept = self.latest_end_kept.max(end);
+        if delivers && self.delivered_end.is_none() {
+            self.delivered_end = Some(end);
+        }
+    }
+
+    /// To the delivered attempt's end, else the kept attempts' latest end.
+    fn outcome_ms(&self) -> f64 {
+        self.delivered_end.unwrap_or(self.latest_end_kept)
+    }
+}
+
+/// A workflow's time to outcome under `plan`, from its attempts' recorded
+/// (offset, duration) in order: what the replay's clock says, without the
+/// decisions (an attempt kept after one that was not is a resumption).
+pub fn outcome_ms(plan: &Plan, times: impl IntoIterator<Item = (f64, f64)>) -> f64 {
+    let mut clock = Clock::default();
+    for (index, (offset_ms, duration_ms)) in times.into_iter().enumerate() {
+        let kept = plan.kept.get(index).copied().unwrap_or(false);
+        let resumed = kept && index > 0 && !plan.kept[index - 1];
+        let start = clock.start(offset_ms, duration_ms, resumed);
+        if kept {
+            clock.keep(offset_ms, start, duration_ms, resumed, plan.delivered == Some(index));
+        }
+    }
+    clock.outcome_ms()
 }
 
 /// The replay of one policy over a set of workflows.
@@ -124,12 +268,10 @@ pub struct Replay<'a> {
 #[derive(Default)]
 struct State {
     next: usize,
-    kept: u64,
-    tokens: i128,
-    cost_pusd: i128,
+    kept: Vec<bool>,
+    kept_count: u64,
     /// Known cost of the kept attempts not delivered.
     extra_pusd: i128,
-    unknown_cost_attempts: u64,
     /// Retries of the same route by each layer since the last attempt of a
     /// layer outside it.
     retries: [u64; 4],
@@ -142,13 +284,7 @@ struct State {
     skipping: Option<(usize, u32)>,
     ended: bool,
     moved: bool,
-    /// Recorded start minus replayed start of the attempts kept since the
-    /// last skip.
-    shift_ms: f64,
-    latest_end_kept: f64,
-    latest_end_recorded: f64,
-    delivered_end: Option<f64>,
-    last_kept_recorded: bool,
+    clock: Clock,
 }
 
 enum Verdict {
@@ -160,49 +296,59 @@ enum Verdict {
 }
 
 impl Replay<'_> {
-    /// Replays every workflow under `limits_of(name)`, in order of their
-    /// attempts' starts (the retry budget admits retries as they came).
+    /// Replays every workflow under `limits_of(name)`.
     pub fn run<'w>(
         &self,
         workflows: &'w [Workflow],
         limits_of: impl Fn(Option<&str>) -> &'w Limits,
     ) -> Vec<Replayed> {
-        let limits: Vec<&Limits> = workflows.iter().map(|w| limits_of(w.name.as_deref())).collect();
-        let mut states: Vec<State> = workflows.iter().map(|_| State::default()).collect();
+        let plans = self.plans(workflows, limits_of);
+        workflows.iter().zip(&plans).map(|(w, p)| Replayed::of(w, p)).collect()
+    }
+
+    /// Decides every workflow under `limits_of(name)`, in order of their
+    /// attempts' starts (the retry budget admits retries as they came).
+    pub fn plans<'w, W: Borrow<Workflow>>(
+        &self,
+        workflows: &'w [W],
+        limits_of: impl Fn(Option<&str>) -> &'w Limits,
+    ) -> Vec<Plan> {
+        let workflow = |i: usize| -> &'w Workflow { workflows[i].borrow() };
+        let limits: Vec<&Limits> =
+            (0..workflows.len()).map(|i| limits_of(workflow(i).name.as_deref())).collect();
+        let mut states: Vec<State> = (0..workflows.len()).map(|_| State::default()).collect();
         let mut budget_used: HashMap<(Option<&str>, i64), u64> = HashMap::new();
         if limits.iter().all(|l| l.retry_budget.is_none()) {
             // Nothing couples one workflow to another: each in turn.
-            for ((workflow, limits), state) in workflows.iter().zip(&limits).zip(&mut states) {
-                for index in 0..workflow.steps.len() {
-                    self.step(workflow, index, limits, state, &mut budget_used);
+            for (w, state) in states.iter_mut().enumerate() {
+                for index in 0..workflow(w).steps.len() {
+                    self.step(workflow(w), index, limits[w], state, &mut budget_used);
                 }
             }
         } else {
             // Attempts that started in the same microsecond are taken in
             // workflow id order, not stored order, so a batch or a
             // redelivery never changes who gets a minute's last retry.
-            let mut queue: BinaryHeap<Reverse<(i64, &str, usize)>> = workflows
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| !w.steps.is_empty())
-                .map(|(i, w)| Reverse((w.steps[0].start_us, w.id.as_str(), i)))
+            let mut queue: BinaryHeap<Reverse<(i64, &str, usize)>> = (0..workflows.len())
+                .filter_map(|i| {
+                    let w = workflow(i);
+                    w.steps.first().map(|first| Reverse((first.start_us, w.id.as_str(), i)))
+                })
                 .collect();
             while let Some(Reverse((_, id, w))) = queue.pop() {
-                let workflow = &workflows[w];
                 let state = &mut states[w];
                 let index = state.next;
-                self.step(workflow, index, limits[w], state, &mut budget_used);
+                self.step(workflow(w), index, limits[w], state, &mut budget_used);
                 state.next += 1;
-                if let Some(next) = workflow.steps.get(state.next) {
+                if let Some(next) = workflow(w).steps.get(state.next) {
                     queue.push(Reverse((next.start_us, id, w)));
                 }
             }
         }
-        workflows
-            .iter()
-            .zip(states)
-            .zip(limits)
-            .map(|((w, s), l)| finish(w, s, l.queue_allowed == Some(false)))
+        states
+            .into_iter()
+            .enumerate()
+            .map(|(w, s)| finish(workflow(w), s, limits[w].queue_allowed == Some(false)))
             .collect()
     }
 
@@ -215,9 +361,10 @@ impl Replay<'_> {
         budget_used: &mut HashMap<(Option<&'w str>, i64), u64>,
     ) {
         let step = &workflow.steps[index];
-        let end_recorded_before = state.latest_end_recorded;
-        state.latest_end_recorded = state.latest_end_recorded.max(step.offset_ms + step.duration_ms);
-        let last = index + 1 == workflow.steps.len();
+        let resumed = state.skipping.is_some();
+        // Every recorded attempt moves the recorded clock, kept or not.
+        let offset_ms = state.clock.start(step.offset_ms, step.duration_ms, resumed);
+        state.kept.push(false);
         if state.ended {
             return;
         }
@@ -228,14 +375,6 @@ impl Replay<'_> {
                 return;
             }
         }
-        let resumed = state.skipping.is_some();
-        // A moved attempt starts after the kept ones ended, as long after
-        // them as it started after the recorded ones.
-        let offset_ms = if resumed {
-            state.latest_end_kept + (step.offset_ms - end_recorded_before).max(0.0)
-        } else {
-            step.offset_ms - state.shift_ms
-        };
         let minute = step.start_us.div_euclid(60_000_000);
         let verdict = match state.last_kept {
             None => Verdict::Keep,
@@ -256,13 +395,9 @@ impl Replay<'_> {
                 if state.last_kept.is_some() && limits.retry_budget.is_some() {
                     *budget_used.entry((workflow.name.as_deref(), minute)).or_default() += 1;
                 }
-                if resumed {
-                    state.moved = true;
-                    state.shift_ms = step.offset_ms - offset_ms;
-                }
+                state.moved |= resumed;
                 state.skipping = None;
-                self.keep(workflow, index, offset_ms, state);
-                state.last_kept_recorded = last;
+                self.keep(workflow, index, offset_ms, resumed, state);
             }
         }
     }
@@ -292,7 +427,7 @@ impl Replay<'_> {
         state: &State,
     ) -> Verdict {
         // The whole workflow's limits.
-        if limits.max_total_attempts.is_some_and(|max| state.kept >= max)
+        if limits.max_total_attempts.is_some_and(|max| state.kept_count >= max)
             || limits.max_elapsed_ms.is_some_and(|max| offset_ms > max)
             || limits.max_extra_cost_pusd.is_some_and(|max| state.extra_pusd > max)
             || previous.failure.is_some_and(|class| listed(&limits.fail_closed_on, class))
@@ -330,7 +465,7 @@ impl Replay<'_> {
         if refused { Verdict::GiveUp } else { Verdict::Keep }
     }
 
-    fn keep(&self, workflow: &Workflow, index: usize, offset_ms: f64, state: &mut State) {
+    fn keep(&self, workflow: &Workflow, index: usize, offset_ms: f64, resumed: bool, state: &mut State) {
         let step = &workflow.steps[index];
         if let Some(previous) = state.last_kept {
             let n = nesting(step.layer);
@@ -351,15 +486,12 @@ impl Replay<'_> {
         if let Some(marker) = step.commit {
             state.markers.push(marker);
         }
-        state.kept += 1;
-        state.tokens += step.tokens;
-        state.cost_pusd += step.cost_pusd;
-        state.unknown_cost_attempts += u64::from(step.cost_unknown);
-        let end = offset_ms + step.duration_ms;
-        state.latest_end_kept = state.latest_end_kept.max(end);
-        if step.deliverable && state.delivered.is_none() {
+        state.kept[index] = true;
+        state.kept_count += 1;
+        let delivers = step.deliverable && state.delivered.is_none();
+        state.clock.keep(step.offset_ms, offset_ms, step.duration_ms, resumed, delivers);
+        if delivers {
             state.delivered = Some(index);
-            state.delivered_end = Some(end);
         } else {
             state.extra_pusd += step.cost_pusd;
         }
@@ -374,41 +506,36 @@ fn listed(classes: &Option<Vec<ErrorClass>>, class: ErrorClass) -> bool {
 /// The outcome rules over the kept attempts: delivered by the first
 /// deliverable one; else, when the last recorded attempt was kept, what
 /// its decision says (a queue the policy forbids fails closed); else
-/// fail-closed (the replay stopped it).
-fn finish(workflow: &Workflow, state: State, queue_forbidden: bool) -> Replayed {
-    if state.kept == workflow.steps.len() as u64 && !(queue_forbidden && workflow.outcome == Outcome::Queued)
-    {
-        return Replayed::recorded(workflow);
-    }
-    by_the_rules(workflow, state, queue_forbidden)
+/// fail-closed (the replay stopped it). A workflow kept whole keeps its
+/// recorded outcome.
+fn finish(workflow: &Workflow, state: State, queue_forbidden: bool) -> Plan {
+    let all_kept = state.kept_count == workflow.steps.len() as u64;
+    let outcome = if all_kept && !(queue_forbidden && workflow.outcome == Outcome::Queued) {
+        workflow.outcome
+    } else {
+        by_the_rules(workflow, &state, queue_forbidden)
+    };
+    Plan { kept: state.kept, delivered: state.delivered, outcome, moved: state.moved }
 }
 
-/// `finish` without taking the recorded figures of a workflow kept whole.
-fn by_the_rules(workflow: &Workflow, state: State, queue_forbidden: bool) -> Replayed {
-    let outcome = match state.delivered {
+/// `finish`'s outcome without taking the recorded one of a workflow kept whole.
+fn by_the_rules(workflow: &Workflow, state: &State, queue_forbidden: bool) -> Outcome {
+    let last_recorded_kept = state.kept.last().copied().unwrap_or(false);
+    match state.delivered {
         Some(0) => Outcome::PrimarySuccess,
         Some(d) if workflow.steps[d].on_fallback => Outcome::FallbackRecovery,
         Some(_) => Outcome::RetryRecovery,
-        None if state.last_kept_recorded => match state.last_kept.and_then(|i| workflow.steps[i].decision) {
+        None if last_recorded_kept => match state.last_kept.and_then(|i| workflow.steps[i].decision) {
             Some(Decision::Degrade) => Outcome::Degraded,
             Some(Decision::Queue) if !queue_forbidden => Outcome::Queued,
             Some(Decision::Retry | Decision::Fallback) => Outcome::InFlight,
             _ => Outcome::FailClosed,
         },
         None => Outcome::FailClosed,
-    };
-    Replayed {
-        outcome,
-        outcome_ms: state.delivered_end.unwrap_or(state.latest_end_kept),
-        attempts: state.kept,
-        tokens: state.tokens,
-        cost_pusd: state.cost_pusd,
-        wasted_cost_pusd: state.extra_pusd,
-        unknown_cost_attempts: state.unknown_cost_attempts,
-        moved: state.moved,
     }
 }
 
+pub mod shape;
 pub mod suggest;
 
 #[cfg(test)]

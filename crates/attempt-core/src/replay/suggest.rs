@@ -7,11 +7,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Replay, Replayed, Workflow, is_success, nesting};
+use super::shape::Shape;
+use super::{Replay, is_success, nesting};
 use crate::model::{ErrorClass, Layer};
 use crate::policy::Limits;
 
-/// What the suggestion for one workflow name keeps and saves.
+/// The suggestion for one workflow name (what it saves is summed by the
+/// caller, like any replay's figures).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suggested {
     pub name: Option<String>,
@@ -19,26 +21,26 @@ pub struct Suggested {
     /// Workflows of this name in scope (one attempt or more).
     pub workflows: u64,
     pub success_lost: u64,
-    pub attempts_saved: i64,
-    pub wasted_cost_saved_pusd: i128,
 }
 
-/// `workflows` are the retried workflows in scope; `totals` every
-/// workflow's count by name (the share of success lost is of these).
+/// `shapes` are the retried workflows in scope, by shape and name (the
+/// limits it tries read nothing else); `totals` every workflow's count by
+/// name (the share of success lost is of these).
 pub fn suggest(
     replay: &Replay,
-    workflows: Vec<Workflow>,
+    shapes: Vec<Shape>,
     totals: &HashMap<Option<String>, u64>,
     tolerance_pp: f64,
 ) -> Vec<Suggested> {
-    let mut by_name: BTreeMap<Option<String>, Vec<Workflow>> = BTreeMap::new();
-    for w in workflows {
-        by_name.entry(w.name.clone()).or_default().push(w);
+    let mut by_name: BTreeMap<Option<String>, Vec<Shape>> = BTreeMap::new();
+    for s in shapes {
+        by_name.entry(s.workflow.name.clone()).or_default().push(s);
     }
     by_name
         .into_iter()
         .map(|(name, list)| {
-            let total = totals.get(&name).copied().unwrap_or(list.len() as u64).max(list.len() as u64);
+            let retried: u64 = list.iter().map(|s| s.workflows).sum();
+            let total = totals.get(&name).copied().unwrap_or(retried).max(retried);
             one_name(replay, name, &list, total, tolerance_pp)
         })
         .collect()
@@ -47,15 +49,18 @@ pub fn suggest(
 fn one_name(
     replay: &Replay,
     name: Option<String>,
-    list: &[Workflow],
+    list: &[Shape],
     total: u64,
     tolerance_pp: f64,
 ) -> Suggested {
     let allowed_loss = (tolerance_pp / 100.0 * total as f64).floor() as u64;
-    let run = |limits: &Limits| replay.run(list, |_| limits);
-    let lost = |replayed: &[Replayed]| {
-        list.iter().zip(replayed).filter(|(w, r)| is_success(w.outcome) && !is_success(r.outcome)).count()
-            as u64
+    let workflows: Vec<&super::Workflow> = list.iter().map(|s| &s.workflow).collect();
+    let lost = |limits: &Limits| -> u64 {
+        list.iter()
+            .zip(replay.plans(&workflows, |_| limits))
+            .filter(|(s, plan)| is_success(s.workflow.outcome) && !is_success(plan.outcome))
+            .map(|(s, _)| s.workflows)
+            .sum()
     };
     let mut limits = Limits::default();
     let mut layers: Vec<Layer> = [Layer::Sdk, Layer::Gateway, Layer::App, Layer::Queue].to_vec();
@@ -68,7 +73,7 @@ fn one_name(
         for limit in 0..most {
             let mut candidate = limits.clone();
             candidate.max_retries[layer as usize] = Some(limit);
-            if lost(&run(&candidate)) <= allowed_loss {
+            if lost(&candidate) <= allowed_loss {
                 limits = candidate;
                 break;
             }
@@ -82,33 +87,19 @@ fn one_name(
         for (class, _) in &classes {
             let mut candidate = limits.clone();
             candidate.fallback_on = Some(kept.iter().copied().filter(|c| c != class).collect());
-            if lost(&run(&candidate)) <= allowed_loss {
+            if lost(&candidate) <= allowed_loss {
                 kept.retain(|c| c != class);
                 limits = candidate;
             }
         }
     }
-    let replayed = run(&limits);
-    let (mut attempts_saved, mut wasted_cost_saved_pusd) = (0i64, 0i128);
-    for (w, r) in list.iter().zip(&replayed) {
-        let recorded = Replayed::recorded(w);
-        attempts_saved += recorded.attempts as i64 - r.attempts as i64;
-        wasted_cost_saved_pusd += recorded.wasted_cost_pusd - r.wasted_cost_pusd;
-    }
-    Suggested {
-        name,
-        success_lost: lost(&replayed),
-        limits,
-        workflows: total,
-        attempts_saved,
-        wasted_cost_saved_pusd,
-    }
+    Suggested { name, success_lost: lost(&limits), limits, workflows: total }
 }
 
 /// The most retries `layer` made in one call of the layers outside it.
-fn most_retries(list: &[Workflow], layer: Layer) -> u64 {
+fn most_retries(list: &[Shape], layer: Layer) -> u64 {
     let mut most = 0;
-    for w in list {
+    for w in list.iter().map(|s| &s.workflow) {
         let mut run = 0u64;
         for (i, step) in w.steps.iter().enumerate().skip(1) {
             let n = nesting(step.layer);
@@ -125,16 +116,16 @@ fn most_retries(list: &[Workflow], layer: Layer) -> u64 {
 
 /// The classes after which a workflow moved onto a fallback route, with
 /// how many workflows those fallbacks delivered, fewest first.
-fn fallback_classes(list: &[Workflow]) -> Vec<(ErrorClass, u64)> {
+fn fallback_classes(list: &[Shape]) -> Vec<(ErrorClass, u64)> {
     let mut classes: Vec<(ErrorClass, u64)> = Vec::new();
-    for w in list {
+    for (w, workflows) in list.iter().map(|s| (&s.workflow, s.workflows)) {
         for (i, step) in w.steps.iter().enumerate().skip(1) {
             let previous = &w.steps[i - 1];
             if step.on_fallback
                 && step.route != previous.route
                 && let Some(class) = previous.failure
             {
-                let rescued = u64::from(w.steps[i..].iter().any(|s| s.deliverable));
+                let rescued = if w.steps[i..].iter().any(|s| s.deliverable) { workflows } else { 0 };
                 match classes.iter_mut().find(|(c, _)| *c == class) {
                     Some((_, n)) => *n += rescued,
                     None => classes.push((class, rescued)),

@@ -67,13 +67,24 @@ impl Replay<'_> {
         for index in 0..workflow.steps.len() {
             self.step(workflow, index, &limits, &mut state, &mut used);
         }
-        by_the_rules(workflow, state, false)
+        let plan = Plan {
+            outcome: by_the_rules(workflow, &state, false),
+            kept: state.kept,
+            delivered: state.delivered,
+            moved: state.moved,
+        };
+        Replayed {
+            outcome: plan.outcome,
+            outcome_ms: outcome_ms(&plan, workflow.steps.iter().map(|s| (s.offset_ms, s.duration_ms))),
+            figures: Figures::kept(workflow.steps.iter().map(PositionSums::from), &plan.kept, plan.delivered),
+            moved: plan.moved,
+        }
     }
 }
 
 /// The attempts kept, the outcome, moved.
 fn summary(r: &Replayed) -> (u64, Outcome, bool) {
-    (r.attempts, r.outcome, r.moved)
+    (r.figures.attempts as u64, r.outcome, r.moved)
 }
 
 const STORM: &str =
@@ -103,7 +114,7 @@ fn max_retries_of_an_inner_layer_moves_the_outer_retry_earlier() {
     // moves to 0.9 s after the kept sdk retry ended (at 2.0 s), and its sdk
     // retry, 1 s later, delivers at 3.1 s.
     assert!((r.outcome_ms - 3_100.0).abs() < 1e-9, "{}", r.outcome_ms);
-    assert_eq!(r.wasted_cost_pusd, 30);
+    assert_eq!(r.figures.wasted_cost_pusd, 30);
     assert_eq!(summary(&replay(&w, "max_retries.sdk=3")), (6, Outcome::RetryRecovery, false));
     // No outer layer to go on: the workflow ends.
     let sdk_only = workflow("s", "sdk:0:transient sdk:0:transient sdk:0:ok");
@@ -259,4 +270,119 @@ fn assignments_name_what_is_wrong() {
     let limits = Limits::from_assignments(&["max_retries.sdk=2".into(), "no_retry_on=quota".into()]).unwrap();
     assert_eq!(limits.max_retries[Layer::Sdk as usize], Some(2));
     assert_eq!(limits.no_retry_on, Some(vec![C::Quota]));
+}
+
+mod shapes {
+    //! Under limits that read only shapes, a workflow's plan is its shape's.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::replay::shape::{Shape, reads_only_shapes};
+
+    const CLASSES: [C; 5] = [C::RateLimit, C::Transient, C::Timeout, C::Quota, C::Auth];
+    const LIMITS: [&str; 11] = [
+        "max_retries.sdk=1",
+        "max_retries.app=0",
+        "max_route_attempts=2",
+        "max_total_attempts=3",
+        "no_retry_on=quota",
+        "retryable=transient,rate_limit",
+        "fallback=false",
+        "fallback_on=rate_limit",
+        "fail_closed_on=auth",
+        "queue_allowed=false",
+        "approved_fallbacks=backup",
+    ];
+
+    /// One attempt's draws: layer, route, failure class, decision, gap
+    /// before it and duration (ms), tokens.
+    type Draw = (u8, u8, Option<u8>, u8, u16, u16, u8);
+
+    /// Steps from draws, at their own times and costs.
+    fn steps(draws: &[Draw]) -> Vec<Step> {
+        let mut offset = 0.0;
+        draws
+            .iter()
+            .map(|&(layer, route, failure, decision, gap, duration, tokens)| {
+                offset += f64::from(gap);
+                let failure = failure.map(|c| CLASSES[usize::from(c) % CLASSES.len()]);
+                let decision = [None, Some(Decision::Retry), Some(Decision::Queue), Some(Decision::Degrade)]
+                    [usize::from(decision) % 4];
+                Step {
+                    start_us: (offset * 1000.0) as i64,
+                    offset_ms: offset,
+                    duration_ms: f64::from(duration),
+                    layer: [Layer::Sdk, Layer::App, Layer::Queue][usize::from(layer) % 3],
+                    route: u32::from(route % 3),
+                    on_fallback: route % 3 != 0,
+                    failure,
+                    // As facts.sql: an answer the caller did not retry or fall back from.
+                    deliverable: failure.is_none() && decision != Some(Decision::Retry),
+                    decision,
+                    commit: None,
+                    tokens: i128::from(tokens),
+                    cost_pusd: i128::from(tokens) * 3,
+                    cost_unknown: tokens % 7 == 0,
+                }
+            })
+            .collect()
+    }
+
+    /// What a shape limit sees of a step.
+    fn seen(s: &Step) -> (Layer, u32, bool, Option<C>, bool, Option<Decision>) {
+        (s.layer, s.route, s.on_fallback, s.failure, s.deliverable, s.decision)
+    }
+
+    proptest! {
+        #[test]
+        fn a_shape_replays_as_its_workflows_do(
+            draws in prop::collection::vec(
+                prop::collection::vec((0u8..2, 0u8..3, prop::option::of(0u8..3), 0u8..4, 0u16..3000, 0u16..2000, 0u8..50), 2..5),
+                1..80),
+            chosen in prop::sample::subsequence(LIMITS.to_vec(), 1..4),
+        ) {
+            let routes: Vec<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+            let first = HashMap::new();
+            let replay = Replay { routes: &routes, first_attempts: &first };
+            let mut recorded: Vec<Workflow> = Vec::new();
+            for (i, d) in draws.iter().enumerate() {
+                let mut w = workflow(&format!("w{i}"), "app:0:ok");
+                w.steps = steps(d);
+                let r = replay.run_unfinished(&w);
+                w.outcome = r.outcome;
+                w.outcome_ms = r.outcome_ms;
+                recorded.push(w);
+            }
+            let set: Vec<String> = chosen.iter().map(|l| l.to_string()).collect();
+            let limits = LimitSet { default: Limits::from_assignments(&set).unwrap(), workflows: vec![] };
+            prop_assert!(reads_only_shapes(&limits));
+            let plans = replay.plans(&recorded, |name| limits.for_workflow(name));
+
+            let mut shapes: Vec<Shape> = Vec::new();
+            let mut shape_of = Vec::new();
+            for w in &recorded {
+                let same = shapes.iter().position(|s| {
+                    s.workflow.outcome == w.outcome
+                        && s.workflow.steps.len() == w.steps.len()
+                        && s.workflow.steps.iter().zip(&w.steps).all(|(a, b)| seen(a) == seen(b))
+                });
+                shape_of.push(same.unwrap_or(shapes.len()));
+                match same {
+                    Some(s) => shapes[s].workflows += 1,
+                    None => shapes.push(Shape { workflow: w.clone(), workflows: 1 }),
+                }
+            }
+            let shape_plans = replay.plans(&shapes.iter().map(|s| &s.workflow).collect::<Vec<_>>(), |name| limits.for_workflow(name));
+            for ((w, plan), s) in recorded.iter().zip(&plans).zip(shape_of) {
+                prop_assert_eq!(plan, &shape_plans[s], "{}", w.id);
+                // The clock without the decisions tells the same time.
+                let replayed = Replayed::of(w, plan);
+                if !plan.whole(w.outcome) {
+                    prop_assert_eq!(replayed.outcome_ms,
+                        outcome_ms(plan, w.steps.iter().map(|s| (s.offset_ms, s.duration_ms))));
+                }
+            }
+        }
+    }
 }

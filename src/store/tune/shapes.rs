@@ -1,0 +1,493 @@
+//! A replay by shape's reads (`Snapshot`'s): the window's shapes
+//! (`queries/tune_shapes.sql`), the plans decided for them, the sums of
+//! what each plan keeps (`queries/tune_replay.sql`) and the times of the
+//! workflows a plan changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use duckdb::Connection;
+use duckdb::arrow::array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, UInt64Array,
+};
+use strum::VariantNames;
+
+use super::super::StoreError;
+use super::super::columns::{FromRow, row_struct};
+use super::snapshot::{Snapshot, nth, scope_everything, set_enum_places, values};
+use crate::model::{Decision, ErrorClass, Layer, Outcome};
+use crate::policy::CommitMarker;
+use crate::replay::shape::MAX_SHAPE_LENGTH;
+use crate::replay::{Step, Workflow};
+
+const SHAPES_SQL: &str = include_str!("../../../queries/tune_shapes.sql");
+const REPLAY_SQL: &str = include_str!("../../../queries/tune_replay.sql");
+const SHAPES_IN_STORED_ORDER: &str = "SELECT * FROM temp.tune_shape_rows";
+
+impl Snapshot<'_> {
+    /// The shapes of the retried workflows in scope.
+    pub fn shapes(&self) -> Result<Shapes, StoreError> {
+        shapes(self.conn)
+    }
+
+    /// The route keys of the shapes in scope, by (shape key, route number).
+    pub fn shape_routes(&self) -> Result<HashMap<(u64, u32), String>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT DISTINCT shape_key, route, route_key FROM shape_steps
+             WHERE shape_key IN (SELECT shape_key FROM temp.tune_shape_sums)",
+        )?;
+        let rows = stmt.query_map([], |r| Ok(((r.get::<_, u64>(0)?, r.get::<_, u32>(1)?), r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The workflows of each shape in scope, by workflow name (as the
+    /// rollups keep it: whole when every name is told apart).
+    pub fn shape_counts(&self) -> Result<Vec<ShapeCount>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT workflow_name, shape_key, sum(attempts)::BIGINT AS workflows FROM temp.tune_shape_sums
+             WHERE seq = 1 GROUP BY ALL HAVING sum(attempts) <> 0 ORDER BY workflow_name NULLS FIRST, shape_key",
+        )?;
+        let rows = stmt.query_map([], ShapeCount::from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records what each (section, shape) replay decided, for the reads below.
+    pub fn set_plans(&self, plans: &[PlanRow]) -> Result<(), StoreError> {
+        set_plans(self.conn, plans)
+    }
+
+    /// The sums of the attempts of the shapes a plan changes, split by
+    /// what the plan keeps (`queries/tune_replay.sql`).
+    pub fn replay_sums(&self) -> Result<Vec<ReplaySum>, StoreError> {
+        let began = std::time::Instant::now();
+        let mut stmt = self.conn.prepare(REPLAY_SQL)?;
+        let rows = stmt.query_map([], ReplaySum::from_row)?.collect::<Result<Vec<_>, _>>()?;
+        tracing::debug!(
+            query = "tune_replay.sql",
+            rows = rows.len(),
+            elapsed_ms = began.elapsed().as_millis() as u64
+        );
+        Ok(rows)
+    }
+
+    /// Calls `each` with every workflow in scope of a shape some section's
+    /// plan changes: its section, shape key, recorded time to outcome and
+    /// its attempts' offsets and durations in order.
+    pub fn for_each_changed(
+        &self,
+        each: impl FnMut(ChangedWorkflow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        for_each_changed(self.conn, each)
+    }
+
+    /// Calls `each` with the shape key (`None`: one attempt) and the time
+    /// to outcome of every workflow in scope.
+    pub fn for_each_outcome(&self, mut each: impl FnMut(Option<u64>, f64)) -> Result<(), StoreError> {
+        let malformed = |what| StoreError::Malformed { file: "tune/shapes.rs", what };
+        let mut stmt = self.conn.prepare(
+            "SELECT outcome_ms, shape_key FROM workflow_facts WHERE in_window(first_at, workflow_name)",
+        )?;
+        for batch in stmt.stream_arrow([])? {
+            let batch = batch?;
+            let outcome = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .ok_or(malformed("outcome_ms not a DOUBLE"))?;
+            let key = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or(malformed("shape_key not a UBIGINT"))?;
+            for i in 0..batch.num_rows() {
+                each(key.is_valid(i).then(|| key.value(i)), outcome.value(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `limit` lowest ids of the workflows whose (section, shape) plan
+    /// loses their delivery.
+    pub fn lost_examples(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT workflow_id FROM workflow_times f
+             WHERE in_window(first_at, workflow_name)
+               AND shape_key IN (SELECT shape_key FROM temp.tune_plans WHERE lost)
+               AND EXISTS (SELECT 1 FROM temp.tune_plans p
+                           WHERE p.lost AND p.shape_key = f.shape_key AND p.section = tune_section(f.workflow_name))
+             ORDER BY workflow_id LIMIT ?",
+        )?;
+        let ids = stmt.query_map([limit as i64], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
+        Ok(ids)
+    }
+}
+
+row_struct! {
+    /// The workflows of one shape under one name.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ShapeCount {
+        pub workflow_name: Option<String>,
+        pub shape_key: u64,
+        pub workflows: i64,
+    }
+}
+
+row_struct! {
+    /// One row of `queries/tune_replay.sql`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ReplaySum {
+        pub section: i32,
+        /// Places in `Outcome::VARIANTS`.
+        pub recorded_outcome: i32,
+        pub outcome: i32,
+        pub moved: bool,
+        pub first: bool,
+        pub kept: bool,
+        pub delivers: bool,
+        pub delivered: bool,
+        pub attempts: i64,
+        pub tokens: i128,
+        pub cost_pusd: i128,
+        pub unknown_cost_attempts: i64,
+    }
+}
+
+/// The shapes of the retried workflows in scope.
+#[derive(Debug, Default)]
+pub struct Shapes {
+    /// Each shape as the replay reads a workflow (`name` `None`): its steps
+    /// carry the decision inputs, `route` its route's number in the shape.
+    pub shapes: Vec<Workflow>,
+    /// Each shape's key, in `shapes`' order.
+    pub keys: Vec<u64>,
+    /// Keys whose workflows are replayed one by one (`Snapshot::steps`):
+    /// two shapes share them, or they are longer than `MAX_SHAPE_LENGTH`.
+    pub apart: Vec<u64>,
+}
+
+/// What a replay decided for the workflows of one (section, shape).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanRow {
+    /// The policy's `[[workflow]]` section from 1, 0 for `[default]`.
+    pub section: i32,
+    pub shape_key: u64,
+    /// An attempt removed or the outcome changed.
+    pub changed: bool,
+    /// Delivered as recorded, not in the replay.
+    pub lost: bool,
+    pub moved: bool,
+    /// Kept positions: bit n-1 for position n.
+    pub kept: u64,
+    /// The position (from 0) that delivers, replayed and recorded.
+    pub delivered: Option<i32>,
+    pub recorded_delivered: Option<i32>,
+    /// Places in `Outcome::VARIANTS`.
+    pub recorded_outcome: i32,
+    pub outcome: i32,
+}
+
+/// One workflow of a changed shape, as `for_each_changed` reads it.
+pub struct ChangedWorkflow<'a> {
+    pub section: i32,
+    pub shape_key: u64,
+    pub outcome_ms: f64,
+    pub offsets_ms: &'a [f64],
+    pub durations_ms: &'a [f64],
+}
+
+/// The plans of a replay by shape (`PlanRow`).
+const PLANS_TABLE: &str = "CREATE OR REPLACE TEMP TABLE tune_plans (
+    section INTEGER NOT NULL, shape_key UBIGINT NOT NULL, changed BOOLEAN NOT NULL, lost BOOLEAN NOT NULL,
+    moved BOOLEAN NOT NULL, kept UBIGINT NOT NULL, delivered INTEGER, recorded_delivered INTEGER,
+    recorded_outcome INTEGER NOT NULL, outcome INTEGER NOT NULL);";
+
+fn shapes(conn: &Connection) -> Result<Shapes, StoreError> {
+    let began = std::time::Instant::now();
+    // A window sums its own steps; with no time bound the totals answer,
+    // and with no name either every stored shape is in scope: read in
+    // stored order, without a join (a macro, not a condition on a flag).
+    let everything = scope_everything(conn)?;
+    let every_name: bool =
+        conn.query_row("SELECT getvariable('scope_workflow') IS NULL", [], |r| r.get(0))?;
+    if everything {
+        conn.execute_batch("CREATE OR REPLACE TEMP TABLE r_shapes AS SELECT * FROM total_shapes LIMIT 0;")?;
+    } else {
+        conn.execute_batch(
+            "CREATE OR REPLACE TEMP VIEW shape_steps_source AS
+             SELECT 1::BIGINT AS sign, * FROM workflow_steps WHERE in_window(first_at, workflow_name);",
+        )?;
+        conn.execute_batch(super::super::shapes::SHAPE_ROLLUPS_SQL)?;
+        conn.execute_batch("DROP VIEW temp.shape_steps_source;")?;
+    }
+    conn.execute_batch(if everything && every_name {
+        "CREATE OR REPLACE TEMP MACRO tune_every_shape() AS true;"
+    } else {
+        "CREATE OR REPLACE TEMP MACRO tune_every_shape() AS false;"
+    })?;
+    set_enum_places(conn)?;
+    conn.execute_batch(SHAPES_SQL)?;
+    let summed = began.elapsed();
+    let shapes = match read_shapes(conn, SHAPES_IN_STORED_ORDER)? {
+        Some(shapes) => shapes,
+        None => {
+            tracing::debug!("shapes not stored together: read sorted");
+            read_shapes(conn, &format!("{SHAPES_IN_STORED_ORDER} ORDER BY shape_key, seq"))?.ok_or(
+                StoreError::Malformed { file: "tune_shapes.sql", what: "a shape's rows not together" },
+            )?
+        }
+    };
+    conn.execute_batch("DROP VIEW temp.tune_shape_rows;")?;
+    tracing::debug!(
+        query = "tune_shapes.sql",
+        shapes = shapes.shapes.len(),
+        apart = shapes.apart.len(),
+        sums_ms = summed.as_millis() as u64,
+        elapsed_ms = began.elapsed().as_millis() as u64
+    );
+    Ok(shapes)
+}
+
+/// The shapes of `sql`'s rows (`temp.tune_shape_rows`' columns), or `None`
+/// when a key's rows do not come together.
+fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreError> {
+    let (outcomes, layers, classes, decisions, markers) = (
+        values::<Outcome>(Outcome::VARIANTS),
+        values::<Layer>(Layer::VARIANTS),
+        values::<ErrorClass>(ErrorClass::VARIANTS),
+        values::<Decision>(Decision::VARIANTS),
+        values::<CommitMarker>(CommitMarker::VARIANTS),
+    );
+    let malformed = |what| StoreError::Malformed { file: "tune_shapes.sql", what };
+    let mut out = Shapes::default();
+    // The shape being read: its key, its length, and whether it is whole so
+    // far (a second row at a position, or a wrong count, sets it apart).
+    let mut current: Option<(u64, i64, bool)> = None;
+    let finish = |out: &mut Shapes, current: Option<(u64, i64, bool)>| {
+        if let Some((key, length, whole)) = current {
+            let steps = out.shapes.last().map_or(0, |w| w.steps.len()) as i64;
+            let fits = length as usize <= MAX_SHAPE_LENGTH;
+            if !(whole && steps == length && fits) {
+                out.shapes.pop();
+                out.keys.pop();
+                out.apart.push(key);
+            }
+        }
+    };
+    let mut seen_keys: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut stmt = conn.prepare(sql)?;
+    for batch in stmt.stream_arrow([])? {
+        let batch = batch?;
+        let column = |name: &str| batch.column_by_name(name).ok_or(malformed("a column missing"));
+        let key =
+            column("shape_key")?.as_any().downcast_ref::<UInt64Array>().ok_or(malformed("shape_key"))?;
+        let seq = column("seq")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("seq"))?;
+        let length = column("length")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("length"))?;
+        let outcome = column("outcome")?.as_any().downcast_ref::<Int32Array>().ok_or(malformed("outcome"))?;
+        let step = column("step")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("step"))?;
+        for i in 0..batch.num_rows() {
+            let (k, n) = (key.value(i), seq.value(i));
+            match current {
+                Some((current_key, _, ref mut whole)) if current_key == k => {
+                    let expected = out.shapes.last().map_or(0, |w| w.steps.len()) as i64 + 1;
+                    if n != expected {
+                        *whole = false;
+                        continue;
+                    }
+                }
+                _ => {
+                    finish(&mut out, current.take());
+                    if !seen_keys.insert(k) {
+                        // This key's rows came apart: read them sorted.
+                        return Ok(None);
+                    }
+                    // A key whose first row is not its first position is set apart.
+                    let recorded = match n {
+                        1 => nth(&outcomes, outcome, i).ok_or(malformed("an outcome not in the list"))?,
+                        _ => Outcome::FailClosed,
+                    };
+                    let length = if length.is_valid(i) { length.value(i) } else { -1 };
+                    out.shapes.push(Workflow {
+                        id: format!("shape {k:016x}"),
+                        name: None,
+                        outcome: recorded,
+                        outcome_ms: 0.0,
+                        steps: Vec::with_capacity(usize::try_from(length).unwrap_or(0).min(MAX_SHAPE_LENGTH)),
+                    });
+                    out.keys.push(k);
+                    current = Some((k, length, n == 1));
+                    if n != 1 {
+                        continue;
+                    }
+                }
+            }
+            if let Some(shape) = out.shapes.last_mut() {
+                shape.steps.push(unpack(step.value(i), &layers, &classes, &decisions, &markers));
+            }
+        }
+    }
+    finish(&mut out, current.take());
+    Ok(Some(out))
+}
+
+/// One position of a shape from `tune_shapes.sql`'s packed `step` (its
+/// header gives the bits); the places index this build's enum lists.
+fn unpack(
+    step: i64,
+    layers: &[Layer],
+    classes: &[ErrorClass],
+    decisions: &[Decision],
+    markers: &[CommitMarker],
+) -> Step {
+    let bits = |from: u32, width: u32| ((step >> from) & ((1 << width) - 1)) as usize;
+    let place = |bits: usize| bits.checked_sub(1);
+    Step {
+        start_us: 0,
+        offset_ms: 0.0,
+        duration_ms: 0.0,
+        layer: layers.get(bits(0, 3)).copied().unwrap_or_default(),
+        route: u32::try_from(step >> 16).unwrap_or(u32::MAX),
+        on_fallback: bits(3, 1) == 1,
+        failure: place(bits(5, 5)).and_then(|i| classes.get(i)).copied(),
+        deliverable: bits(4, 1) == 1,
+        decision: place(bits(10, 3)).and_then(|i| decisions.get(i)).copied(),
+        commit: place(bits(13, 3)).and_then(|i| markers.get(i)).copied(),
+        tokens: 0,
+        cost_pusd: 0,
+        cost_unknown: false,
+    }
+}
+
+fn set_plans(conn: &Connection, plans: &[PlanRow]) -> Result<(), StoreError> {
+    conn.execute_batch(PLANS_TABLE)?;
+    let array = |values: ArrayRef| values;
+    let batch = RecordBatch::try_from_iter([
+        ("section", array(Arc::new(Int32Array::from_iter_values(plans.iter().map(|p| p.section))))),
+        ("shape_key", array(Arc::new(UInt64Array::from_iter_values(plans.iter().map(|p| p.shape_key))))),
+        ("changed", array(Arc::new(BooleanArray::from_iter(plans.iter().map(|p| Some(p.changed)))))),
+        ("lost", array(Arc::new(BooleanArray::from_iter(plans.iter().map(|p| Some(p.lost)))))),
+        ("moved", array(Arc::new(BooleanArray::from_iter(plans.iter().map(|p| Some(p.moved)))))),
+        ("kept", array(Arc::new(UInt64Array::from_iter_values(plans.iter().map(|p| p.kept))))),
+        ("delivered", array(Arc::new(Int32Array::from_iter(plans.iter().map(|p| p.delivered))))),
+        (
+            "recorded_delivered",
+            array(Arc::new(Int32Array::from_iter(plans.iter().map(|p| p.recorded_delivered)))),
+        ),
+        (
+            "recorded_outcome",
+            array(Arc::new(Int32Array::from_iter_values(plans.iter().map(|p| p.recorded_outcome)))),
+        ),
+        ("outcome", array(Arc::new(Int32Array::from_iter_values(plans.iter().map(|p| p.outcome))))),
+    ])?;
+    let mut appender = conn.appender_to_catalog_and_db("tune_plans", "temp", "main")?;
+    appender.append_record_batch(batch)?;
+    appender.flush()?;
+    Ok(())
+}
+
+fn for_each_changed(
+    conn: &Connection,
+    mut each: impl FnMut(ChangedWorkflow) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let began = std::time::Instant::now();
+    let mut stmt = conn.prepare(
+        "SELECT tune_section(workflow_name) AS section, shape_key, outcome_ms, step_offsets_ms, step_durations_ms
+         FROM workflow_times
+         WHERE in_window(first_at, workflow_name)
+           AND shape_key IN (SELECT shape_key FROM temp.tune_plans WHERE changed)",
+    )?;
+    let malformed = |what| StoreError::Malformed { file: "tune/shapes.rs", what };
+    let mut workflows = 0u64;
+    for batch in stmt.stream_arrow([])? {
+        let batch = batch?;
+        let column = |i: usize| batch.column(i).as_any();
+        let section = column(0).downcast_ref::<Int32Array>().ok_or(malformed("section not an INTEGER"))?;
+        let key = column(1).downcast_ref::<UInt64Array>().ok_or(malformed("shape_key not a UBIGINT"))?;
+        let outcome = column(2).downcast_ref::<Float64Array>().ok_or(malformed("outcome_ms not a DOUBLE"))?;
+        let lists = |i: usize| -> Result<(&ListArray, &Float64Array), StoreError> {
+            let list = column(i).downcast_ref::<ListArray>().ok_or(malformed("step times not a list"))?;
+            let values = list
+                .values()
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .ok_or(malformed("step times not DOUBLE"))?;
+            Ok((list, values))
+        };
+        let (offsets, offset_values) = lists(3)?;
+        let (durations, duration_values) = lists(4)?;
+        let (offset_at, duration_at) = (offsets.value_offsets(), durations.value_offsets());
+        for i in 0..batch.num_rows() {
+            let span = |at: &[i32]| at[i] as usize..at[i + 1] as usize;
+            each(ChangedWorkflow {
+                section: section.value(i),
+                shape_key: key.value(i),
+                outcome_ms: outcome.value(i),
+                offsets_ms: &offset_values.values()[span(offset_at)],
+                durations_ms: &duration_values.values()[span(duration_at)],
+            })?;
+        }
+        workflows += batch.num_rows() as u64;
+    }
+    tracing::debug!(
+        workflows,
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        "changed workflows' times read"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::snapshot::Names;
+    use crate::pricing::PriceTable;
+    use crate::request::ReportFilter;
+    use crate::simulate::Scenario;
+    use crate::store::Store;
+
+    /// Two shapes sharing a key (a 64-bit hash collision, made here by
+    /// giving one shape's workflows another's key, of the same length and
+    /// outcome) are told apart by the shape each rollup row keeps: their
+    /// workflows are replayed one by one, to the same answer.
+    #[test]
+    fn shapes_sharing_a_key_are_replayed_workflow_by_workflow() {
+        let store = super::super::tests::simulated_store(Scenario::Overnight529Storm, 400, 5, usize::MAX);
+        store.catch_up().unwrap();
+        let prices = std::sync::Arc::new(PriceTable::load(None).unwrap());
+        let set = ["max_retries.sdk=1".to_string(), "no_retry_on=quota".to_string()];
+        let candidate = crate::read::Candidate::from_flags(None, &set).unwrap();
+        let replay = |store: &Store| {
+            crate::read::Reader::new(store, prices.clone(), Default::default())
+                .tune(&ReportFilter::default(), candidate.as_ref())
+                .unwrap()
+        };
+        let apart = replay(&store);
+        let shared_keys = |store: &Store| {
+            store
+                .tune_read(&ReportFilter::default(), &prices, Names::Every, |snapshot| snapshot.shapes())
+                .unwrap()
+                .apart
+        };
+        assert!(shared_keys(&store).is_empty());
+
+        let (a, b): (u64, u64) = store
+            .conn
+            .query_row(
+                "WITH s AS (SELECT DISTINCT shape_key, length, outcome FROM shape_steps)
+                 SELECT x.shape_key, y.shape_key FROM s x JOIN s y
+                   ON x.length = y.length AND x.outcome = y.outcome AND x.shape_key < y.shape_key
+                 ORDER BY x.length DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        for table in ["workflow_steps", "workflow_facts", "workflow_times", "total_shapes", "shape_steps"] {
+            store
+                .conn
+                .execute(&format!("UPDATE {table} SET shape_key = ? WHERE shape_key = ?"), [a, b])
+                .unwrap();
+        }
+        assert_eq!(shared_keys(&store), vec![a]);
+        let changed = apart.replay.as_ref().unwrap().changed_workflows;
+        assert!(changed > 50, "{changed}");
+        assert_eq!(replay(&store), apart);
+    }
+}

@@ -1,0 +1,66 @@
+//! What every read of a `tune` answer shares: the snapshot it reads in,
+//! which names it tells apart, and how enum places are read back.
+
+use duckdb::Connection;
+use duckdb::arrow::array::{Array, Int32Array};
+use strum::VariantNames;
+
+use crate::model::{Decision, ErrorClass, Layer, Outcome};
+use crate::policy::CommitMarker;
+use crate::store::StoreError;
+use crate::store::queries::ReportFilter;
+
+/// Which workflow names a `tune` answer tells apart (`Store::tune_read`).
+#[derive(Debug, Clone, Copy)]
+pub enum Names<'a> {
+    /// The candidate policy's `[[workflow]]` sections, in order: a replay
+    /// decides per section.
+    Sections(&'a [String]),
+    /// Every name (`tune --suggest` suggests per name).
+    Every,
+}
+
+/// The reads of one `tune` answer, inside one transaction (`Store::tune_read`).
+pub struct Snapshot<'a> {
+    pub(in crate::store) conn: &'a Connection,
+    pub(in crate::store) filter: &'a ReportFilter,
+}
+
+/// No time bound: the totals answer (window.sql's `scope_everything`).
+pub(super) fn scope_everything(conn: &Connection) -> Result<bool, StoreError> {
+    Ok(conn.query_row("SELECT getvariable('scope_everything')", [], |r| r.get(0))?)
+}
+
+/// The enums' names in this build's order, as variables the queries turn
+/// values into places with (a place reads as a number: a fifth of what a
+/// name costs).
+pub(super) fn set_enum_places(conn: &Connection) -> Result<(), StoreError> {
+    let list = |names: &[&str]| {
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        format!("[{}]::VARCHAR[]", quoted.join(", "))
+    };
+    conn.execute_batch(&format!(
+        "SET VARIABLE tune_layers = {}; SET VARIABLE tune_classes = {}; SET VARIABLE tune_decisions = {};
+         SET VARIABLE tune_markers = {}; SET VARIABLE tune_outcomes = {};",
+        list(Layer::VARIANTS),
+        list(ErrorClass::VARIANTS),
+        list(Decision::VARIANTS),
+        list(CommitMarker::VARIANTS),
+        list(Outcome::VARIANTS),
+    ))?;
+    Ok(())
+}
+
+/// An enum's values in the order of the list of its names the query was
+/// given: a place read is an index, not a parse.
+pub(super) fn values<T: std::str::FromStr>(names: &[&str]) -> Vec<T> {
+    names.iter().filter_map(|n| n.parse().ok()).collect()
+}
+
+/// The value at `places[i]`.
+pub(super) fn nth<T: Copy>(values: &[T], places: &Int32Array, i: usize) -> Option<T> {
+    if !places.is_valid(i) {
+        return None;
+    }
+    values.get(usize::try_from(places.value(i)).ok()?).copied()
+}
