@@ -313,8 +313,8 @@ def main():
     record("alert evaluation (example rules, once)", seconds, rss)
 
     # tune: the curve alone, and with the README's replay, beside the full
-    # report (what each reads: the per-attempt steps of retried workflows,
-    # against the report's totals).
+    # report (the curve reads step sums; the replay the window's shapes,
+    # the sums each plan keeps and the times of the workflows it changes).
     seconds, rss = run([binary, "tune", "--db", db, "--format", "json"])
     record("tune (curve)", seconds, rss)
     results["tune_curve_vs_report"] = round(seconds / report_all_s_of(results), 2)

@@ -20,9 +20,7 @@ use crate::store::tune::{ChangedWorkflow, PlanRow, ReplaySum, Shapes, Snapshot};
 pub fn replay(snapshot: &Snapshot, limits: &LimitSet) -> Result<ReplayFigures, StoreError> {
     let no_budget = HashMap::new();
     if !reads_only_shapes(limits) {
-        let with_budget = std::iter::once(&limits.default)
-            .chain(limits.workflows.iter().map(|(_, l)| l))
-            .any(|l| l.retry_budget.is_some());
+        let with_budget = limits.sections().any(|l| l.retry_budget.is_some());
         let rows = snapshot.steps(with_budget, false)?;
         let mut figures = ReplayFigures { unchanged_ms: rows.single_outcome_ms, ..ReplayFigures::default() };
         let replay = Replay { routes: &rows.routes, first_attempts: &rows.first_attempts };
@@ -256,9 +254,7 @@ fn route_names(
     limits: &LimitSet,
     shapes: &mut Shapes,
 ) -> Result<Vec<String>, StoreError> {
-    let approves = std::iter::once(&limits.default)
-        .chain(limits.workflows.iter().map(|(_, l)| l))
-        .any(|l| l.approved_fallbacks.is_some());
+    let approves = limits.sections().any(|l| l.approved_fallbacks.is_some());
     if !approves {
         return Ok(Vec::new());
     }

@@ -343,7 +343,12 @@ impl LimitSet {
 
     /// No section gives any key.
     pub fn is_empty(&self) -> bool {
-        self.default.is_empty() && self.workflows.iter().all(|(_, l)| l.is_empty())
+        self.sections().all(Limits::is_empty)
+    }
+
+    /// Every section's limits, `[default]` first.
+    pub fn sections(&self) -> impl Iterator<Item = &Limits> {
+        std::iter::once(&self.default).chain(self.workflows.iter().map(|(_, l)| l))
     }
 }
 

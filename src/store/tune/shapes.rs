@@ -14,7 +14,7 @@ use strum::VariantNames;
 
 use super::super::StoreError;
 use super::super::columns::{FromRow, row_struct};
-use super::snapshot::{Snapshot, nth, scope_everything, set_enum_places, values};
+use super::snapshot::{Snapshot, column, nth, scope_everything, set_enum_places, values};
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
 use crate::policy::CommitMarker;
 use crate::replay::shape::MAX_SHAPE_LENGTH;
@@ -83,22 +83,13 @@ impl Snapshot<'_> {
     /// Calls `each` with the shape key (`None`: one attempt) and the time
     /// to outcome of every workflow in scope.
     pub fn for_each_outcome(&self, mut each: impl FnMut(Option<u64>, f64)) -> Result<(), StoreError> {
-        let malformed = |what| StoreError::Malformed { file: "tune/shapes.rs", what };
         let mut stmt = self.conn.prepare(
             "SELECT outcome_ms, shape_key FROM workflow_facts WHERE in_window(first_at, workflow_name)",
         )?;
         for batch in stmt.stream_arrow([])? {
             let batch = batch?;
-            let outcome = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .ok_or(malformed("outcome_ms not a DOUBLE"))?;
-            let key = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .ok_or(malformed("shape_key not a UBIGINT"))?;
+            let outcome = column::<Float64Array>(&batch, "workflow_facts", "outcome_ms")?;
+            let key = column::<UInt64Array>(&batch, "workflow_facts", "shape_key")?;
             for i in 0..batch.num_rows() {
                 each(key.is_valid(i).then(|| key.value(i)), outcome.value(i));
             }
@@ -277,13 +268,11 @@ fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreErro
     let mut stmt = conn.prepare(sql)?;
     for batch in stmt.stream_arrow([])? {
         let batch = batch?;
-        let column = |name: &str| batch.column_by_name(name).ok_or(malformed("a column missing"));
-        let key =
-            column("shape_key")?.as_any().downcast_ref::<UInt64Array>().ok_or(malformed("shape_key"))?;
-        let seq = column("seq")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("seq"))?;
-        let length = column("length")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("length"))?;
-        let outcome = column("outcome")?.as_any().downcast_ref::<Int32Array>().ok_or(malformed("outcome"))?;
-        let step = column("step")?.as_any().downcast_ref::<Int64Array>().ok_or(malformed("step"))?;
+        let key = column::<UInt64Array>(&batch, "tune_shapes.sql", "shape_key")?;
+        let seq = column::<Int64Array>(&batch, "tune_shapes.sql", "seq")?;
+        let length = column::<Int64Array>(&batch, "tune_shapes.sql", "length")?;
+        let outcome = column::<Int32Array>(&batch, "tune_shapes.sql", "outcome")?;
+        let step = column::<Int64Array>(&batch, "tune_shapes.sql", "step")?;
         for i in 0..batch.num_rows() {
             let (k, n) = (key.value(i), seq.value(i));
             match current {
@@ -395,25 +384,24 @@ fn for_each_changed(
          WHERE in_window(first_at, workflow_name)
            AND shape_key IN (SELECT shape_key FROM temp.tune_plans WHERE changed)",
     )?;
-    let malformed = |what| StoreError::Malformed { file: "tune/shapes.rs", what };
+    const TIMES: &str = "workflow_times";
     let mut workflows = 0u64;
     for batch in stmt.stream_arrow([])? {
         let batch = batch?;
-        let column = |i: usize| batch.column(i).as_any();
-        let section = column(0).downcast_ref::<Int32Array>().ok_or(malformed("section not an INTEGER"))?;
-        let key = column(1).downcast_ref::<UInt64Array>().ok_or(malformed("shape_key not a UBIGINT"))?;
-        let outcome = column(2).downcast_ref::<Float64Array>().ok_or(malformed("outcome_ms not a DOUBLE"))?;
-        let lists = |i: usize| -> Result<(&ListArray, &Float64Array), StoreError> {
-            let list = column(i).downcast_ref::<ListArray>().ok_or(malformed("step times not a list"))?;
+        let section = column::<Int32Array>(&batch, TIMES, "section")?;
+        let key = column::<UInt64Array>(&batch, TIMES, "shape_key")?;
+        let outcome = column::<Float64Array>(&batch, TIMES, "outcome_ms")?;
+        let lists = |name| -> Result<(&ListArray, &Float64Array), StoreError> {
+            let list = column::<ListArray>(&batch, TIMES, name)?;
             let values = list
                 .values()
                 .as_any()
                 .downcast_ref::<Float64Array>()
-                .ok_or(malformed("step times not DOUBLE"))?;
+                .ok_or(StoreError::Malformed { file: TIMES, what: name })?;
             Ok((list, values))
         };
-        let (offsets, offset_values) = lists(3)?;
-        let (durations, duration_values) = lists(4)?;
+        let (offsets, offset_values) = lists("step_offsets_ms")?;
+        let (durations, duration_values) = lists("step_durations_ms")?;
         let (offset_at, duration_at) = (offsets.value_offsets(), durations.value_offsets());
         for i in 0..batch.num_rows() {
             let span = |at: &[i32]| at[i] as usize..at[i + 1] as usize;

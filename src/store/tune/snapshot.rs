@@ -3,6 +3,7 @@
 
 use duckdb::Connection;
 use duckdb::arrow::array::{Array, Int32Array};
+use duckdb::arrow::record_batch::RecordBatch;
 use strum::VariantNames;
 
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
@@ -63,4 +64,17 @@ pub(super) fn nth<T: Copy>(values: &[T], places: &Int32Array, i: usize) -> Optio
         return None;
     }
     values.get(usize::try_from(places.value(i)).ok()?).copied()
+}
+
+/// The column `name` of a batch of `query` as a `T`; a column missing or
+/// of another type is a bug in the query, named in the error.
+pub(super) fn column<'a, T: 'static>(
+    batch: &'a RecordBatch,
+    query: &'static str,
+    name: &'static str,
+) -> Result<&'a T, StoreError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or(StoreError::Malformed { file: query, what: name })
 }

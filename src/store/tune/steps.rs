@@ -12,7 +12,7 @@ use duckdb::arrow::array::{
 use strum::VariantNames;
 
 use super::super::StoreError;
-use super::snapshot::{Snapshot, nth, set_enum_places, values};
+use super::snapshot::{Snapshot, column, nth, set_enum_places, values};
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
 use crate::policy::CommitMarker;
 use crate::replay::{Step, Workflow};
@@ -108,12 +108,7 @@ fn read_outcome_ms(conn: &Connection, sql: &str, into: &mut Vec<f64>) -> Result<
     let mut stmt = conn.prepare(sql)?;
     for batch in stmt.stream_arrow([])? {
         let batch = batch?;
-        let column = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .ok_or(StoreError::Malformed { file: "tune/steps.rs", what: "outcome_ms not a DOUBLE" })?;
-        into.extend(column.iter().flatten());
+        into.extend(column::<Float64Array>(&batch, "workflow_facts", "outcome_ms")?.iter().flatten());
     }
     Ok(())
 }
@@ -216,33 +211,28 @@ struct StepColumns<'a> {
 
 impl<'a> StepColumns<'a> {
     fn of(batch: &'a RecordBatch) -> Result<StepColumns<'a>, StoreError> {
-        fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, StoreError> {
-            batch
-                .column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<T>())
-                .ok_or(StoreError::Malformed { file: "tune_steps.sql", what: "a column of another type" })
-        }
+        const STEPS: &str = "tune_steps.sql";
         Ok(StepColumns {
-            workflow_key: column(batch, "workflow_key")?,
-            seq: column(batch, "seq")?,
-            workflow_id: column(batch, "workflow_id")?,
-            workflow_name: column(batch, "workflow_name")?,
-            outcome: column(batch, "outcome")?,
-            outcome_ms: column(batch, "outcome_ms")?,
-            attempts: column(batch, "attempts")?,
-            start_us: column(batch, "start_us")?,
-            offset_ms: column(batch, "offset_ms")?,
-            duration_ms: column(batch, "duration_ms")?,
-            deliverable: column(batch, "deliverable")?,
-            layer: column(batch, "layer")?,
-            failure: column(batch, "failure")?,
-            decision: column(batch, "decision")?,
-            commit: column(batch, "commit")?,
-            route: column(batch, "route")?,
-            on_fallback: column(batch, "on_fallback")?,
-            tokens: column(batch, "tokens")?,
-            cost_pusd: column(batch, "cost_pusd")?,
-            cost_unknown: column(batch, "cost_unknown")?,
+            workflow_key: column(batch, STEPS, "workflow_key")?,
+            seq: column(batch, STEPS, "seq")?,
+            workflow_id: column(batch, STEPS, "workflow_id")?,
+            workflow_name: column(batch, STEPS, "workflow_name")?,
+            outcome: column(batch, STEPS, "outcome")?,
+            outcome_ms: column(batch, STEPS, "outcome_ms")?,
+            attempts: column(batch, STEPS, "attempts")?,
+            start_us: column(batch, STEPS, "start_us")?,
+            offset_ms: column(batch, STEPS, "offset_ms")?,
+            duration_ms: column(batch, STEPS, "duration_ms")?,
+            deliverable: column(batch, STEPS, "deliverable")?,
+            layer: column(batch, STEPS, "layer")?,
+            failure: column(batch, STEPS, "failure")?,
+            decision: column(batch, STEPS, "decision")?,
+            commit: column(batch, STEPS, "commit")?,
+            route: column(batch, STEPS, "route")?,
+            on_fallback: column(batch, STEPS, "on_fallback")?,
+            tokens: column(batch, STEPS, "tokens")?,
+            cost_pusd: column(batch, STEPS, "cost_pusd")?,
+            cost_unknown: column(batch, STEPS, "cost_unknown")?,
         })
     }
 }

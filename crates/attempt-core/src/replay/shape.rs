@@ -27,10 +27,9 @@ pub struct Shape {
 
 /// Whether a replay under `limits` can decide once per shape.
 pub fn reads_only_shapes(limits: &LimitSet) -> bool {
-    let plain = |l: &Limits| {
+    limits.sections().all(|l: &Limits| {
         l.max_elapsed_ms.is_none() && l.max_extra_cost_pusd.is_none() && l.retry_budget.is_none()
-    };
-    plain(&limits.default) && limits.workflows.iter().all(|(_, l)| plain(l))
+    })
 }
 
 /// `plan`'s kept positions as bits; `None` past `MAX_SHAPE_LENGTH`.
