@@ -10,13 +10,11 @@ use duckdb::Connection;
 use duckdb::arrow::array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, UInt64Array,
 };
-use strum::VariantNames;
 
 use super::super::StoreError;
 use super::super::columns::{FromRow, row_struct};
-use super::snapshot::{Snapshot, column, nth, scope_everything, set_enum_places, values};
-use crate::model::{Decision, ErrorClass, Layer, Outcome};
-use crate::policy::CommitMarker;
+use super::snapshot::{Places, Snapshot, column, nth, scope_everything, set_enum_places};
+use crate::model::Outcome;
 use crate::replay::shape::MAX_SHAPE_LENGTH;
 use crate::replay::{Step, Workflow};
 
@@ -241,13 +239,7 @@ fn shapes(conn: &Connection) -> Result<Shapes, StoreError> {
 /// The shapes of `sql`'s rows (`temp.tune_shape_rows`' columns), or `None`
 /// when a key's rows do not come together.
 fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreError> {
-    let (outcomes, layers, classes, decisions, markers) = (
-        values::<Outcome>(Outcome::VARIANTS),
-        values::<Layer>(Layer::VARIANTS),
-        values::<ErrorClass>(ErrorClass::VARIANTS),
-        values::<Decision>(Decision::VARIANTS),
-        values::<CommitMarker>(CommitMarker::VARIANTS),
-    );
+    let places = Places::new();
     let malformed = |what| StoreError::Malformed { file: "tune_shapes.sql", what };
     let mut out = Shapes::default();
     // The shape being read: its key, its length, and whether it is whole so
@@ -291,7 +283,8 @@ fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreErro
                     }
                     // A key whose first row is not its first position is set apart.
                     let recorded = match n {
-                        1 => nth(&outcomes, outcome, i).ok_or(malformed("an outcome not in the list"))?,
+                        1 => nth(&places.outcomes, outcome, i)
+                            .ok_or(malformed("an outcome not in the list"))?,
                         _ => Outcome::FailClosed,
                     };
                     let length = if length.is_valid(i) { length.value(i) } else { -1 };
@@ -310,7 +303,7 @@ fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreErro
                 }
             }
             if let Some(shape) = out.shapes.last_mut() {
-                shape.steps.push(unpack(step.value(i), &layers, &classes, &decisions, &markers));
+                shape.steps.push(unpack(step.value(i), &places));
             }
         }
     }
@@ -320,26 +313,20 @@ fn read_shapes(conn: &Connection, sql: &str) -> Result<Option<Shapes>, StoreErro
 
 /// One position of a shape from `tune_shapes.sql`'s packed `step` (its
 /// header gives the bits); the places index this build's enum lists.
-fn unpack(
-    step: i64,
-    layers: &[Layer],
-    classes: &[ErrorClass],
-    decisions: &[Decision],
-    markers: &[CommitMarker],
-) -> Step {
+fn unpack(step: i64, places: &Places) -> Step {
     let bits = |from: u32, width: u32| ((step >> from) & ((1 << width) - 1)) as usize;
     let place = |bits: usize| bits.checked_sub(1);
     Step {
         start_us: 0,
         offset_ms: 0.0,
         duration_ms: 0.0,
-        layer: layers.get(bits(0, 3)).copied().unwrap_or_default(),
+        layer: places.layers.get(bits(0, 3)).copied().unwrap_or_default(),
         route: u32::try_from(step >> 16).unwrap_or(u32::MAX),
         on_fallback: bits(3, 1) == 1,
-        failure: place(bits(5, 5)).and_then(|i| classes.get(i)).copied(),
+        failure: place(bits(5, 5)).and_then(|i| places.classes.get(i)).copied(),
         deliverable: bits(4, 1) == 1,
-        decision: place(bits(10, 3)).and_then(|i| decisions.get(i)).copied(),
-        commit: place(bits(13, 3)).and_then(|i| markers.get(i)).copied(),
+        decision: place(bits(10, 3)).and_then(|i| places.decisions.get(i)).copied(),
+        commit: place(bits(13, 3)).and_then(|i| places.markers.get(i)).copied(),
         tokens: 0,
         cost_pusd: 0,
         cost_unknown: false,

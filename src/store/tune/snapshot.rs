@@ -52,10 +52,29 @@ pub(super) fn set_enum_places(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// An enum's values in the order of the list of its names the query was
-/// given: a place read is an index, not a parse.
-pub(super) fn values<T: std::str::FromStr>(names: &[&str]) -> Vec<T> {
-    names.iter().filter_map(|n| n.parse().ok()).collect()
+/// The enums' values in the order `set_enum_places` lists their names: a
+/// place read is an index, not a parse.
+pub(super) struct Places {
+    pub outcomes: Vec<Outcome>,
+    pub layers: Vec<Layer>,
+    pub classes: Vec<ErrorClass>,
+    pub decisions: Vec<Decision>,
+    pub markers: Vec<CommitMarker>,
+}
+
+impl Places {
+    pub(super) fn new() -> Places {
+        fn values<T: std::str::FromStr>(names: &[&str]) -> Vec<T> {
+            names.iter().filter_map(|n| n.parse().ok()).collect()
+        }
+        Places {
+            outcomes: values(Outcome::VARIANTS),
+            layers: values(Layer::VARIANTS),
+            classes: values(ErrorClass::VARIANTS),
+            decisions: values(Decision::VARIANTS),
+            markers: values(CommitMarker::VARIANTS),
+        }
+    }
 }
 
 /// The value at `places[i]`.

@@ -9,12 +9,9 @@ use duckdb::arrow::array::{
     Array, BooleanArray, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     UInt64Array,
 };
-use strum::VariantNames;
 
 use super::super::StoreError;
-use super::snapshot::{Snapshot, column, nth, set_enum_places, values};
-use crate::model::{Decision, ErrorClass, Layer, Outcome};
-use crate::policy::CommitMarker;
+use super::snapshot::{Places, Snapshot, column, nth, set_enum_places};
 use crate::replay::{Step, Workflow};
 
 const STEPS_SQL: &str = include_str!("../../../queries/tune_steps.sql");
@@ -123,13 +120,7 @@ fn prepare_steps(conn: &Connection) -> Result<(), StoreError> {
 /// The workflows of `sql`'s rows (`temp.tune_step_rows`' columns), or
 /// `None` when a workflow's rows do not come together and in order.
 fn read_steps(conn: &Connection, sql: &str) -> Result<Option<Vec<Workflow>>, StoreError> {
-    let (outcomes, layers, classes, decisions, markers) = (
-        values::<Outcome>(Outcome::VARIANTS),
-        values::<Layer>(Layer::VARIANTS),
-        values::<ErrorClass>(ErrorClass::VARIANTS),
-        values::<Decision>(Decision::VARIANTS),
-        values::<CommitMarker>(CommitMarker::VARIANTS),
-    );
+    let places = Places::new();
     let mut workflows: Vec<Workflow> = Vec::new();
     // The workflow being read: its key and the seq its next row must have.
     // A row of another workflow, or out of order, breaks it (a workflow's
@@ -144,7 +135,7 @@ fn read_steps(conn: &Connection, sql: &str) -> Result<Option<Vec<Workflow>>, Sto
         for i in 0..batch.num_rows() {
             let (key, seq) = (columns.workflow_key.value(i), columns.seq.value(i));
             if seq == 1 {
-                let outcome = nth(&outcomes, columns.outcome, i).ok_or(StoreError::Malformed {
+                let outcome = nth(&places.outcomes, columns.outcome, i).ok_or(StoreError::Malformed {
                     file: "tune_steps.sql",
                     what: "an outcome not in the list",
                 })?;
@@ -166,13 +157,13 @@ fn read_steps(conn: &Connection, sql: &str) -> Result<Option<Vec<Workflow>>, Sto
                 start_us: columns.start_us.value(i),
                 offset_ms: columns.offset_ms.value(i),
                 duration_ms: columns.duration_ms.value(i),
-                layer: nth(&layers, columns.layer, i).unwrap_or_default(),
+                layer: nth(&places.layers, columns.layer, i).unwrap_or_default(),
                 route: columns.route.value(i) as u32,
                 on_fallback: columns.on_fallback.value(i),
-                failure: nth(&classes, columns.failure, i),
+                failure: nth(&places.classes, columns.failure, i),
                 deliverable: columns.deliverable.value(i),
-                decision: nth(&decisions, columns.decision, i),
-                commit: nth(&markers, columns.commit, i),
+                decision: nth(&places.decisions, columns.decision, i),
+                commit: nth(&places.markers, columns.commit, i),
                 tokens: i128::from(columns.tokens.value(i)),
                 cost_pusd: columns.cost_pusd.value(i),
                 cost_unknown: columns.cost_unknown.value(i),
