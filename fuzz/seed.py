@@ -59,4 +59,19 @@ for i, text in enumerate(
      "gateway=route_group", "x=extra.a.b"]
 ):
     put("report_arguments", f"seed-{i}", text)
+# body_accounting: the first byte picks the framing (bit 0: 0 lines, 1 a
+# document) and the format (the rest: none, attempts, litellm, openrouter,
+# otlp); the bodies mix good records, arrays and bad lines.
+good = attempts[:3]
+bodies = {
+    "ndjson-array-first": "[1, 2]\n" + "\n".join(good) + "\n",
+    "array": "[" + ",\n".join(good) + ", 7]",
+    "one-pretty": json.dumps(json.loads(good[0]), indent=2),
+    "lines-with-blanks": "\n\n" + good[0] + "\n\nnot json\n" + good[1] + "\n",
+    "litellm-array": "[" + ",".join(litellm[:2]) + "]",
+}
+for name, body in bodies.items():
+    for pick in (0, 1, 2, 3, 4, 5):
+        put("body_accounting", f"{name}-{pick}", bytes([pick]) + body.encode())
+
 print("seeded", sum(1 for _ in CORPUS.rglob("*") if _.is_file()), "inputs under", CORPUS)

@@ -2,7 +2,7 @@
 """The report of an attempt lake, from Spark, ClickHouse or DuckDB.
 
     scripts/lake-report.py --engine spark|clickhouse|duckdb LAKE \
-        [--since T] [--until T] [--workflow NAME] [--horizon 48h]
+        [--since T] [--until T] [--workflow NAME] [--horizon 48h] [--skip-bad-files]
 
 prints the report as JSON, with the keys of `attempt-ledger report --format
 json`: `duckdb` runs `attempt-ledger report --lake` (the product's own rules
@@ -14,9 +14,15 @@ amplification, by_primary_route, fallbacks). Each adds a `lake` section:
 what was read, and how many attempts of the reported workflows fell outside
 the horizon around the window.
 
-spark needs pyspark (and Java); clickhouse needs chdb. Both are in
-tests/python/lake/requirements.txt. The SQL files run unchanged on a
-cluster: see docs/scale-out.md.
+Before a report, every file of the lake is checked from its footer, as
+`attempt-ledger lake check` does: a file that cannot be read, belongs to
+another lake or to a node the lake does not know, or has other columns
+refuses the report, naming each once; with --skip-bad-files the engines
+read the other files and the `lake` section lists what was left out.
+
+spark needs pyspark (and Java); clickhouse needs chdb; both read footers
+with pyarrow. All are in tests/python/lake/requirements.txt. The SQL files
+run unchanged on a cluster: see docs/scale-out.md.
 """
 
 import argparse
@@ -30,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries" / "lake"
+# The lake layout this runner reads (src/lake/mod.rs, FORMAT_VERSION).
+FORMAT_VERSION = 2
 
 # The report's bounds on its lists (src/report/fold.rs).
 WORKFLOWS = 100
@@ -66,6 +74,146 @@ def parse_horizon(text):
     return dt.timedelta(seconds=seconds)
 
 
+# The footer's Arrow types as the manifest's DuckDB types.
+DUCKDB_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER",
+                "int16": "SMALLINT", "int8": "TINYINT", "uint64": "UBIGINT", "uint32": "UINTEGER",
+                "double": "DOUBLE", "float": "FLOAT", "bool": "BOOLEAN", "date32[day]": "DATE",
+                "timestamp[us]": "TIMESTAMP", "timestamp[us, tz=UTC]": "TIMESTAMP WITH TIME ZONE"}
+
+
+def walk(folder):
+    """Every file under `folder` but hidden ones (staged files), sorted."""
+    out = []
+    if not folder.is_dir():
+        return out
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        out.extend(walk(entry) if entry.is_dir() else [entry])
+    return out
+
+
+def known_nodes(lake):
+    nodes = set()
+    folder = lake / "_nodes"
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if entry.is_dir() and any(entry.glob("claim-*.json")):
+                nodes.add(entry.name)
+    return nodes
+
+
+def listed_files(lake, nodes):
+    """What the finished export records list: path -> (node, export id, rows)."""
+    listed = {}
+    for node in nodes:
+        for record_path in sorted((lake / "_nodes" / node / "exports").glob("*.json")):
+            try:
+                record = json.loads(record_path.read_text())
+            except (OSError, ValueError):
+                continue
+            if record.get("state") == "finished":
+                for f in record.get("files", []):
+                    listed["attempts/" + f["path"]] = (node, record["export_id"], f["rows"])
+    return listed
+
+
+def placement(rel, buckets):
+    parts = rel.split("/")
+    if len(parts) == 4 and parts[0] == "attempts" and re.fullmatch(r"day=\d{4}-\d{2}-\d{2}", parts[1]) \
+            and re.fullmatch(r"bucket=\d+", parts[2]) and int(parts[2][7:]) < buckets:
+        try:
+            dt.date.fromisoformat(parts[1][4:])
+        except ValueError:
+            pass
+        else:
+            if parts[3].endswith(".parquet") and not parts[3].startswith("_"):
+                return None
+            return "foreign: not a Parquet file of the lake (Spark reads every file of a partition folder)"
+    return (f"misplaced: not in a partition folder of this lake (attempts/day=YYYY-MM-DD/bucket=NN/, "
+            f"{buckets} buckets)")
+
+
+def survey(lake, manifest):
+    """(good attempts files, good price files, bad files) as src/lake/survey.rs finds them."""
+    import pyarrow.parquet as pq
+
+    nodes = known_nodes(lake)
+    listed = listed_files(lake, nodes)
+    expected = [(c["name"], c["type"]) for c in manifest["schema"]]
+    good, bad, seen = [], [], set()
+
+    def attempts_of(rel):
+        return listed[rel][2] if rel in listed else None
+
+    for path in walk(lake / "attempts"):
+        rel = path.relative_to(lake).as_posix()
+        reason = placement(rel, manifest["buckets"])
+        if reason is None:
+            seen.add(rel)
+            try:
+                meta = pq.read_metadata(path)
+            except Exception as error:  # pyarrow's own words for what is wrong
+                reason = f"unreadable: {str(error).splitlines()[0]}"
+            else:
+                kv = {k.decode(errors="replace"): v.decode(errors="replace")
+                      for k, v in (meta.metadata or {}).items()}
+                columns = [(f.name, DUCKDB_TYPES.get(str(f.type), str(f.type)))
+                           for f in meta.schema.to_arrow_schema()]
+                lake_id, node = kv.get("lake_id"), kv.get("node", "")
+                if lake_id is None:
+                    reason = "foreign: its footer names no lake (not written by an attempt-ledger export)"
+                elif lake_id != manifest["lake_id"]:
+                    reason = f"foreign: written for lake {lake_id}, not this lake ({manifest['lake_id']})"
+                elif node not in nodes:
+                    reason = f"unknown node: `{node}` has no claim in this lake (_nodes/{node}/)"
+                elif [c[0] for c in columns] != [c[0] for c in expected] or any(
+                        got[1] != want[1] for got, want in zip(columns, expected)
+                        if got[1] in DUCKDB_TYPES.values()):
+                    reason = "wrong schema: its columns are not the manifest's"
+                elif rel in listed and kv.get("export_id", "") != listed[rel][1]:
+                    reason = (f"replaced: export {kv.get('export_id', '')} wrote it, but the lake's record of "
+                              f"this path names export {listed[rel][1]}")
+        if reason is None:
+            good.append(path)
+        else:
+            bad.append({"path": rel, "reason": reason, "attempts": attempts_of(rel)})
+    for rel, (node, export_id, rows) in listed.items():
+        if rel not in seen and not any(b["path"] == rel for b in bad):
+            bad.append({"path": rel, "reason": f"missing: export {export_id} of node {node} wrote it, and it "
+                                               f"is not in the lake", "attempts": rows})
+    good_prices = []
+    for path in walk(lake / "prices"):
+        rel = path.relative_to(lake).as_posix()
+        try:
+            meta = pq.read_metadata(path)
+        except Exception as error:
+            bad.append({"path": rel, "reason": f"unreadable: {str(error).splitlines()[0]}", "attempts": None})
+            continue
+        kv = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (meta.metadata or {}).items()}
+        if not rel.endswith(".parquet"):
+            reason = "not a Parquet file of the lake"
+        elif path.stem not in nodes:
+            reason = f"unknown node: `{path.stem}` has no claim in this lake (_nodes/{path.stem}/)"
+        elif kv.get("lake_id", manifest["lake_id"]) != manifest["lake_id"]:
+            reason = f"foreign: written for lake {kv['lake_id']}, not this lake ({manifest['lake_id']})"
+        else:
+            good_prices.append(path)
+            continue
+        bad.append({"path": rel, "reason": reason, "attempts": None})
+    bad.sort(key=lambda b: b["path"])
+    return good, good_prices, bad
+
+
+def refusal(lake, bad):
+    lines = [f"the lake {lake} has {len(bad)} files no reader can use:"]
+    lines += [f"  {b['path']}: {b['reason']}" for b in bad]
+    lines.append(f"Move them out of the lake (`attempt-ledger lake check {lake}` shows the whole lake), or read "
+                 f"without them with --skip-bad-files: the report then says how many attempts' worth of files it "
+                 f"left out")
+    return "\n".join(lines)
+
+
 def statements(sql):
     """The file's statements, each with the result name a `-- result:` line
     before it gives (None for the others)."""
@@ -92,7 +240,7 @@ def substitute(sql, values):
 class Spark:
     name = "spark"
 
-    def __init__(self, lake):
+    def __init__(self, lake, files=None, prices=None):
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder
@@ -110,9 +258,11 @@ class Spark:
             .getOrCreate()
         )
         self.spark.sparkContext.setLogLevel("ERROR")
-        self.spark.read.option("basePath", str(lake / "attempts")).parquet(str(lake / "attempts")) \
+        attempts = [str(f) for f in files] if files is not None else [str(lake / "attempts")]
+        self.spark.read.option("basePath", str(lake / "attempts")).parquet(*attempts) \
             .createOrReplaceTempView("lake_rows")
-        self.spark.read.parquet(str(lake / "prices")).createOrReplaceTempView("lake_price_rows")
+        prices = [str(f) for f in prices] if prices is not None else [str(lake / "prices")]
+        self.spark.read.parquet(*prices).createOrReplaceTempView("lake_price_rows")
 
     def timestamp(self, t):
         if t is None:
@@ -150,13 +300,25 @@ class ClickHouse:
     renamed = {"route_provider": "primary_provider", "route_model": "primary_model",
                "to_provider": "fallback_provider", "to_model": "fallback_model"}
 
-    def __init__(self, lake, sources=None, connect=True):
+    def __init__(self, lake, sources=None, connect=True, files=None, prices=None):
         self.lake = lake
-        self.sources = sources or {}
+        self.sources = dict(sources or {})
+        # Only some files (the others are bad): a glob of alternatives, which
+        # ClickHouse expands across folders.
+        for key, chosen in [("attempts", files), ("prices", prices)]:
+            if chosen is not None and not self.sources.get(key):
+                relative = ",".join(f.relative_to(lake).as_posix() for f in chosen)
+                self.sources[key] = f"file({self.quote(str(lake) + '/{' + relative + '}')}, Parquet)"
         if connect:
             from chdb import session
 
             self.session = session.Session()
+            if files is not None or prices is not None:
+                self.session.query("SET max_query_size = 268435456", "CSV")
+
+    @staticmethod
+    def quote(text):
+        return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
     def timestamp(self, t):
         if t is None:
@@ -169,7 +331,7 @@ class ClickHouse:
         return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
     def params(self):
-        quote = lambda p: "'" + str(p).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        quote = self.quote
         return {
             "attempts_files": self.sources.get("attempts")
             or f"file({quote(self.lake / 'attempts' / '*' / '*' / '*.parquet')}, Parquet)",
@@ -367,9 +529,8 @@ def parameters(engine, args):
     }
 
 
-def engine_report(engine, args):
+def engine_report(engine, args, manifest, skipped):
     engine.reset()
-    manifest = json.loads((args.lake / "_lake.json").read_text())
     windowed = args.since is not None or args.until is not None
     values = parameters(engine, args)
     sql = (QUERIES / engine.name / "report.sql").read_text()
@@ -391,6 +552,8 @@ def engine_report(engine, args):
         "attempts": number(copies["attempts"]),
         "horizon_hours": args.horizon.total_seconds() / 3600.0 if windowed else None,
         "attempts_outside_horizon": number(results["outside"][0]["attempts_outside_horizon"]),
+        "skipped_files": skipped,
+        "skipped_attempts": sum(b["attempts"] or 0 for b in skipped),
     }
     return shape(results, lake_section)
 
@@ -404,6 +567,8 @@ def duckdb_report(args):
             command += [flag, value.isoformat().replace("+00:00", "Z")]
     if args.workflow is not None:
         command += ["--workflow", args.workflow]
+    if args.skip_bad_files:
+        command.append("--skip-bad-files")
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr}")
@@ -426,6 +591,9 @@ def main():
                         help="clickhouse: the table function of the attempts files, e.g. "
                              "s3('https://bucket.s3.amazonaws.com/lake/attempts/*/*/*.parquet', 'Parquet')")
     parser.add_argument("--prices-source", metavar="EXPR", help="clickhouse: the same for the prices files")
+    parser.add_argument("--skip-bad-files", action="store_true",
+                        help="report from the lake's good files when some cannot be read or do not belong to it "
+                             "(by default such a lake is refused, naming them)")
     parser.add_argument("--batch", type=Path, metavar="FILE",
                         help="a JSON list of {since, until, workflow, horizon} objects: one engine session "
                              "answers each, and a JSON list of reports is printed")
@@ -433,6 +601,13 @@ def main():
     args.lake = args.lake.resolve()
     if not (args.lake / "_lake.json").exists():
         sys.exit(f"error: no attempt lake at {args.lake}: its _lake.json is missing")
+    try:
+        manifest = json.loads((args.lake / "_lake.json").read_text())
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {args.lake / '_lake.json'} is not an attempt lake's manifest: {error}")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        sys.exit(f"error: {args.lake / '_lake.json'} is lake format version {manifest.get('format_version')}; "
+                 f"this runner reads version {FORMAT_VERSION}")
     cases = [args]
     if args.batch:
         cases = []
@@ -444,6 +619,7 @@ def main():
                     until=parse_time(case["until"]) if case.get("until") else None,
                     workflow=case.get("workflow"),
                     horizon=parse_horizon(case["horizon"]) if case.get("horizon") else args.horizon,
+                    skip_bad_files=args.skip_bad_files,
                 ))
             except (argparse.ArgumentTypeError, AttributeError, TypeError) as error:
                 sys.exit(f"error: {args.batch}: case {i}: {error}")
@@ -457,13 +633,25 @@ def main():
         for name, statement in statements(sql):
             print(f"-- result: {name}" if name else "", substitute(statement, values) + ";", sep="\n")
         return
-    engine = None
-    if args.engine == "spark":
-        engine = Spark(args.lake)
-    elif args.engine == "clickhouse":
-        engine = ClickHouse(args.lake, sources)
+    engine, skipped = None, []
+    if args.engine != "duckdb":
+        good, good_prices, skipped = survey(args.lake, manifest)
+        if skipped and not args.skip_bad_files:
+            sys.exit("error: " + refusal(args.lake, skipped))
+        if not good:
+            sys.exit(f"error: the attempt lake {args.lake} holds no attempts yet: export to it first")
+        if not good_prices:
+            sys.exit(f"error: the attempt lake {args.lake} has no usable prices/<node>.parquet: export to it again")
+        for bad in skipped:
+            print(f"skipped {bad['path']}: {bad['reason']}", file=sys.stderr)
+        chosen = (good, good_prices) if skipped else (None, None)
+        if args.engine == "spark":
+            engine = Spark(args.lake, *chosen)
+        else:
+            engine = ClickHouse(args.lake, sources, files=chosen[0], prices=chosen[1])
     try:
-        reports = [duckdb_report(case) if engine is None else engine_report(engine, case) for case in cases]
+        reports = [duckdb_report(case) if engine is None else engine_report(engine, case, manifest, skipped)
+                   for case in cases]
     finally:
         if engine is not None:
             engine.close()

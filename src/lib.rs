@@ -17,5 +17,6 @@ pub mod telemetry;
 // The database-free half lives in crates/attempt-core; its modules keep
 // their paths here.
 pub use attempt_core::{
-    alert_event, classify, dimensions, finding, ingest, model, policy, pricing, providers, replay, request,
+    alert_event, classify, dimensions, files, finding, ingest, model, policy, pricing, providers, replay,
+    request,
 };

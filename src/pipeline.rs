@@ -17,7 +17,8 @@ use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::ingest::format::Format;
-use crate::ingest::source::{Source, for_each_chunk};
+use crate::ingest::framing::{Framing, frame};
+use crate::ingest::source::{Framed, Source, for_each_chunk, frame_input};
 use crate::ingest::{Decoded, Rejection, Warning};
 use crate::store::{AttemptRows, CatchUp, PreparedBatch, Store, WriteStats};
 
@@ -45,6 +46,8 @@ pub struct IngestSummary {
     /// The first `MAX_LISTED_NOTES` rejected lines, with their input.
     pub rejected: Vec<(String, Rejection)>,
     pub rejected_total: u64,
+    /// Records the inputs held: kept by a decoder, or rejected.
+    pub received: u64,
     /// The first `MAX_LISTED_NOTES` lines stored with a correction.
     pub warnings: Vec<(String, Warning)>,
     pub warnings_total: u64,
@@ -62,6 +65,7 @@ impl IngestSummary {
         let (rejections, warnings) =
             (std::mem::take(&mut decoded.rejections), std::mem::take(&mut decoded.warnings));
         self.rejected_total += decoded.rejected;
+        self.received += decoded.received();
         self.warnings_total += decoded.warned;
         let room = MAX_LISTED_NOTES.saturating_sub(self.rejected.len());
         self.rejected.extend(rejections.into_iter().take(room).map(|r| (source.to_string(), r)));
@@ -118,25 +122,47 @@ fn ingest_source(
     let aliases = store.aliases();
     let decode_threads =
         thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1).clamp(1, MAX_DECODE_THREADS);
+    let framed = frame_input(reader).with_context(|| format!("cannot read {name}"))?;
     let decoder = thread::spawn(move || {
-        let mut format = format;
-        for_each_chunk(reader, LINES_PER_CHUNK, |chunk| {
-            let format = match format {
-                Some(format) => format,
-                None => {
-                    let Some(first) = chunk.text.lines().find(|l| !l.trim().is_empty()) else {
-                        return Ok(());
-                    };
-                    *format.insert(Format::detect(first).map_err(std::io::Error::other)?)
-                }
-            };
-            let mut decoded = format.decode_lines_parallel(&chunk.text, chunk.first_line, decode_threads);
-            chunk.rejections.into_iter().for_each(|r| decoded.reject(r.line, r.reason));
+        let send = |mut decoded: Decoded| {
             let rows = AttemptRows::new(&std::mem::take(&mut decoded.attempts), &aliases)
                 .map_err(std::io::Error::other)?;
             // A closed channel means the writer failed; it reports why.
             sender.send((decoded, rows)).map_err(|_| std::io::Error::other("writer stopped"))
-        })
+        };
+        match framed {
+            Framed::Lines(reader) => {
+                let mut format = format;
+                for_each_chunk(reader, LINES_PER_CHUNK, |chunk| {
+                    let format = match format {
+                        Some(format) => format,
+                        None => {
+                            let Some(first) = chunk.text.lines().find(|l| !l.trim().is_empty()) else {
+                                chunk_rejections_only(chunk.rejections, &send)?;
+                                return Ok(());
+                            };
+                            *format.insert(Format::detect(first).map_err(std::io::Error::other)?)
+                        }
+                    };
+                    let mut decoded =
+                        format.decode_lines_parallel(&chunk.text, chunk.first_line, decode_threads);
+                    chunk.rejections.into_iter().for_each(|r| decoded.reject(r.line, r.reason));
+                    send(decoded)
+                })
+            }
+            Framed::Document(text) => {
+                let document = frame(&text, Framing::Document);
+                let format = document.format(format).map_err(std::io::Error::other)?;
+                let records: Vec<(u64, &str)> = document.records().collect();
+                records.chunks(LINES_PER_CHUNK).try_for_each(|chunk| {
+                    let mut decoded = Decoded::default();
+                    for (number, record) in chunk {
+                        format.decode_record(record, *number, &mut decoded);
+                    }
+                    send(decoded)
+                })
+            }
+        }
     });
     let mut write_error = None;
     for (mut decoded, rows) in receiver {
@@ -161,6 +187,20 @@ fn ingest_source(
     summary.rejected.sort_by(|a, b| (a.0.as_str(), a.1.line).cmp(&(b.0.as_str(), b.1.line)));
     summary.warnings.sort_by(|a, b| (a.0.as_str(), a.1.line).cmp(&(b.0.as_str(), b.1.line)));
     Ok(())
+}
+
+/// A chunk of blank or unreadable lines before the first record: its
+/// rejections (a line that was not UTF-8) still count.
+fn chunk_rejections_only(
+    rejections: Vec<crate::ingest::Rejection>,
+    send: &impl Fn(Decoded) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if rejections.is_empty() {
+        return Ok(());
+    }
+    let mut decoded = Decoded::default();
+    rejections.into_iter().for_each(|r| decoded.reject(r.line, r.reason));
+    send(decoded)
 }
 
 fn progress_bar(name: &str, size: Option<u64>, show: bool) -> ProgressBar {

@@ -6,21 +6,30 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::DbArg;
-use crate::lake::export::{export, open_lake};
+use crate::lake::export::{export, open_bound};
 use crate::pricing::PriceTable;
 use crate::store::Store;
+
+/// Where `--node-id` may come from instead.
+pub const NODE_ID_ENV: &str = "ATTEMPT_LEDGER_NODE_ID";
 
 /// The lake a node writes to, and who the node is.
 #[derive(Debug, clap::Args)]
 pub struct LakeArgs {
     /// This database's id in the lake (stored in the database the first
     /// time; default: the stored one, else a random one).
-    #[arg(long, value_name = "ID", value_parser = crate::lake::check_node_id, env = "ATTEMPT_LEDGER_NODE_ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::lake::check_node_id, env = NODE_ID_ENV)]
     pub node_id: Option<String>,
     /// Buckets of workflow ids per day, for a new lake (default 16; an
     /// existing lake keeps its own).
-    #[arg(long, value_name = "N", value_parser = crate::lake::check_buckets)]
+    #[arg(long, value_name = "N", value_parser = crate::lake::check_buckets, requires = "lake")]
     pub lake_buckets: Option<u32>,
+    /// Take the node id over from the database the lake binds it to: this
+    /// database replaces that one (its disk was lost, or it was rebuilt
+    /// under the same id). Its exports continue after the lake's highest
+    /// number for the node, never over them.
+    #[arg(long, requires = "lake")]
+    pub replace_node: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,17 +53,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let prices = PriceTable::load(args.prices.as_deref())?;
     let store = Store::open(db)?;
     let node = store.node_id(args.node.node_id.as_deref())?;
-    let lake = open_lake(&store, &args.lake, args.node.lake_buckets)?;
-    match export(&store, &lake, &node, &prices)? {
-        Some(done) => println!(
-            "exported {} attempts (writes through {}) to {} as node {node}: {} files, {} bytes, in {:.2} s",
-            done.attempts,
-            done.through,
+    let (lake, binding) =
+        open_bound(&store, &args.lake, args.node.lake_buckets, &node, args.node.replace_node)?;
+    if let Some(old) = &binding.replaced {
+        eprintln!(
+            "node {node} of {} was bound to database {}; it is now bound to this one ({})",
             args.lake.display(),
-            done.files,
-            done.bytes,
-            done.elapsed.as_secs_f64()
-        ),
+            old.database_id,
+            binding.database_id
+        );
+    }
+    match export(&store, &lake, &binding, &prices)? {
+        Some(done) => {
+            if let Some(note) = done.rebase_note(&node) {
+                eprintln!("{note}");
+            }
+            println!(
+                "exported {} attempts (writes through {}) to {} as node {node}: {} files, {} bytes, in {:.2} s",
+                done.attempts,
+                done.through,
+                args.lake.display(),
+                done.files,
+                done.bytes,
+                done.elapsed.as_secs_f64()
+            )
+        }
         None => println!("the lake {} already holds every attempt of {}", args.lake.display(), db.display()),
     }
     Ok(ExitCode::SUCCESS)

@@ -48,9 +48,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 pub fn print_summary(summary: &IngestSummary) {
     let stored = &summary.stored;
+    // Every record received is one of accepted, duplicate, conflict or
+    // rejected (a model-call span its full trace refused among the last).
     println!(
-        "accepted {} records, {} duplicates of records already stored, {} conflicts, {} warnings, {} rejected",
-        stored.inserted, stored.duplicates, stored.conflicts, summary.warnings_total, summary.rejected_total
+        "accepted {} records, {} duplicates of records already stored, {} conflicts, {} warnings, {} rejected \
+         (of {} received)",
+        stored.inserted,
+        stored.duplicates,
+        stored.conflicts,
+        summary.warnings_total,
+        summary.rejected_total + stored.records_refused,
+        summary.received
     );
     let derivation = &summary.derivation;
     eprintln!(

@@ -7,6 +7,7 @@ mod dimensions;
 mod export;
 mod flags;
 mod ingest;
+mod lake;
 mod prune;
 mod quarantine;
 mod rebuild;
@@ -27,6 +28,8 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// `ingest` stored what it could, but rejected some lines.
     pub const REJECTED_LINES: u8 = 3;
+    /// `lake check` found bad files or gaps.
+    pub const LAKE_PROBLEMS: u8 = 4;
     /// The database's write-ahead log cannot be replayed; the message says
     /// what to do. Not worth a restart.
     pub const DAMAGED_WAL: u8 = crate::store::EXIT_DAMAGED_WAL;
@@ -119,6 +122,8 @@ enum Command {
     /// Ingest attempt records, OTLP exports, LiteLLM or OpenRouter logs (JSONL;
     /// `-` is stdin; `.gz` files are decompressed).
     Ingest(ingest::Args),
+    /// Look after an attempt lake: `lake check DIR`.
+    Lake(lake::Args),
     /// Delete workflows that started before a date (retention), and compact the file.
     Prune(prune::Args),
     /// List the workflows set aside because their derivation failed.
@@ -147,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Dimensions(args) => dimensions::run(args),
         Command::Export(args) => export::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Lake(args) => lake::run(args),
         Command::Prune(args) => prune::run(args),
         Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{DbArg, WindowArgs, remote};
+use crate::lake::read::BadFiles;
 use crate::report::{Format, render};
 use crate::request::Window;
 
@@ -41,6 +42,11 @@ pub struct Args {
     /// window are read too. The report says how many fell outside.
     #[arg(long, default_value = "48h", value_parser = super::flags::horizon, requires = "lake")]
     horizon: std::time::Duration,
+    /// Report from the lake's good files when some cannot be read or do
+    /// not belong to it (by default such a lake is refused, naming them):
+    /// the report's `lake` section lists what was left out.
+    #[arg(long, requires = "lake")]
+    skip_bad_files: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -49,14 +55,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let prices = crate::pricing::PriceTable::load(args.prices.as_deref())?;
         let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
         let horizon = chrono::Duration::from_std(args.horizon)?;
+        let bad_files = if args.skip_bad_files { BadFiles::Skip } else { BadFiles::Refuse };
         let report = crate::lake::read::lake_report(
             lake,
             &filter,
             horizon,
+            bad_files,
             prices.into(),
             policy.into(),
             !args.no_audit,
         )?;
+        if let Some(source) = report.lake.as_ref().filter(|l| !l.skipped_files.is_empty()) {
+            for file in &source.skipped_files {
+                eprintln!("skipped {}: {}", file.path, file.reason);
+            }
+            let unknown = source.skipped_files.iter().filter(|f| f.attempts.is_none()).count();
+            eprintln!(
+                "the report leaves out {} files holding {} attempts{}",
+                source.skipped_files.len(),
+                source.skipped_attempts,
+                if unknown > 0 {
+                    format!(", and {unknown} files no export's record lists")
+                } else {
+                    String::new()
+                }
+            );
+        }
         print!("{}", render(&report, args.format));
         return Ok(ExitCode::SUCCESS);
     }

@@ -155,6 +155,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.max_body_mib
         );
     }
+    // From the environment it may be meant for `export`; on the command
+    // line, without --lake, it would be ignored.
+    if args.lake.is_none()
+        && args.node.node_id.is_some()
+        && std::env::var_os(super::export::NODE_ID_ENV).is_none()
+    {
+        anyhow::bail!("--node-id names this database in a lake: it needs --lake DIR");
+    }
     let max_connections = connection_cap(args.max_connections)?;
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
     let config = ServeConfig {
@@ -186,6 +194,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             root,
             node_id: args.node.node_id,
             buckets: args.node.lake_buckets,
+            replace_node: args.node.replace_node,
             interval: args.lake_interval,
             max_bytes: args.lake_max_mib << 20,
         }),

@@ -2,17 +2,22 @@
 //! that Spark, ClickHouse and DuckDB read (docs/lake.md).
 //!
 //! ```text
-//! LAKE/_lake.json                      format version, bucket count, schema
+//! LAKE/_lake.json                      format version, lake id, bucket count, schema
+//! LAKE/_nodes/<node>/...               who writes as each node, and what each export wrote
 //! LAKE/prices/<node>.parquet           each node's resolved prices, rewritten at each export
-//! LAKE/attempts/day=YYYY-MM-DD/bucket=NN/<node>-<seq_from>-<seq_to>[-k].parquet
+//! LAKE/attempts/day=YYYY-MM-DD/bucket=NN/<node>-<from>-<through>[-k].parquet
 //! ```
 //!
 //! The DuckDB file stays the truth: an export writes the attempts derived
-//! since the last one (`export.rs`), and `read.rs` answers a report from
-//! the lake with the product's own rules.
+//! since the last one (`export.rs`) as the node it is bound to
+//! (`nodes.rs`); `survey.rs` tells good files from bad ones and each
+//! node's numbers from their gaps; `read.rs` answers a report from the
+//! good files with the product's own rules.
 
 pub mod export;
+pub mod nodes;
 pub mod read;
+pub mod survey;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,8 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::StoreError;
 
-/// The layout and column set this binary writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The layout and column set this binary writes and reads. Version 1 had no
+/// `_nodes/` and no metadata in its files.
+pub const FORMAT_VERSION: u32 = 2;
 /// Buckets of a new lake: Iceberg's `bucket[16]` of `workflow_id`.
 pub const DEFAULT_BUCKETS: u32 = 16;
 /// Bounds of `--lake-buckets`: a partition per bucket and day, so a few
@@ -37,14 +43,20 @@ const MANIFEST: &str = "_lake.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LakeError {
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("lake {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("{path} is not an attempt lake's manifest: {detail}")]
     Manifest { path: String, detail: String },
     #[error(
-        "{path} is lake format version {found}; this attempt-ledger writes and reads version {FORMAT_VERSION}"
+        "{path} is lake format version {found}; this attempt-ledger writes and reads version {FORMAT_VERSION}{}",
+        if *found < FORMAT_VERSION {
+            " (an older lake, whose files do not say who wrote them): move it aside and export each node \
+             to a new lake; each database still holds every attempt it has not pruned"
+        } else {
+            ": upgrade attempt-ledger"
+        }
     )]
     Version { path: String, found: u32 },
     #[error("the lake {path} has {found} buckets; --lake-buckets {asked} applies only to a new lake")]
@@ -53,6 +65,65 @@ pub enum LakeError {
     Missing(String),
     #[error("the attempt lake {0} holds no attempts yet: export to it first")]
     Empty(String),
+    #[error(
+        "node id `{node}` of the lake {lake} is bound to another database ({holder}, claimed at {claimed_at}); \
+         this database is {database}. If this database replaces that one (its disk was lost, or it was \
+         rebuilt under the same host name), run again with --replace-node: its exports then continue \
+         after the lake's highest number for `{node}`, never over them. Otherwise give this database a \
+         node id of its own (--node-id)",
+        lake = .0.lake, node = .0.node, holder = .0.holder, claimed_at = .0.claimed_at, database = .0.database
+    )]
+    NodeTaken(Box<NodeTaken>),
+    #[error("gave up on {what}: other writers kept taking it first; run again")]
+    Contended { what: String },
+    #[error("{0} exists already")]
+    Exists(String),
+    #[error(
+        "the lake numbers from {from} of node `{node}` are taken by export {export_id} of database {database_id}"
+    )]
+    NumbersTaken { node: String, from: i64, export_id: String, database_id: String },
+    #[error("{path} is damaged ({detail}): `attempt-ledger lake check` shows what the lake holds")]
+    Damaged { path: String, detail: String },
+    #[error(
+        "{path} exists and was written by {by}, not by this export: an export never replaces a file it \
+         did not write. Move it aside (`attempt-ledger lake check` says what it is) and export again"
+    )]
+    FileTaken { path: String, by: String },
+    #[error("--lake {0} is a file, not a folder")]
+    NotAFolder(String),
+    #[error("{path} is larger than {limit} bytes, more than any file of a lake's own holds")]
+    TooLarge { path: String, limit: u64 },
+    #[error("{}", survey::refusal(lake, files))]
+    BadFiles { lake: String, files: Vec<survey::BadFile> },
+}
+
+/// A node id bound to another database than the one asking.
+#[derive(Debug)]
+pub struct NodeTaken {
+    pub lake: String,
+    pub node: String,
+    /// The database the lake binds it to, since `claimed_at`.
+    pub holder: String,
+    pub claimed_at: String,
+    /// The database that asked.
+    pub database: String,
+}
+
+/// The most a lake's own JSON file (the manifest, a claim, an export's
+/// record) may take; past it the file is not the lake's.
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
+
+/// A lake's own JSON file as text, refused past `MAX_JSON_BYTES` (a
+/// replaced or linked file is never read whole into memory).
+pub(crate) fn read_small(path: &Path) -> Result<String, LakeError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(io_error(path))?;
+    let mut text = String::new();
+    file.take(MAX_JSON_BYTES + 1).read_to_string(&mut text).map_err(io_error(path))?;
+    if text.len() as u64 > MAX_JSON_BYTES {
+        return Err(LakeError::TooLarge { path: path.display().to_string(), limit: MAX_JSON_BYTES });
+    }
+    Ok(text)
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
@@ -101,6 +172,7 @@ impl Lake {
     /// manifest is linked into place only if none is there, and every node
     /// then reads the one that won.
     pub fn open_or_create(root: &Path, buckets: Option<u32>, schema: Vec<Column>) -> Result<Self, LakeError> {
+        check_folder(root)?;
         let path = root.join(MANIFEST);
         if !path.exists() {
             std::fs::create_dir_all(root).map_err(io_error(root))?;
@@ -119,16 +191,12 @@ impl Lake {
                 schema,
             };
             let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
-            let staged = root.join(format!(".{MANIFEST}.{}", manifest.lake_id));
-            write_synced(&staged, text.as_bytes())?;
-            // A hard link fails if another node's manifest won the race; a
-            // file system without links gets a rename.
-            match std::fs::hard_link(&staged, &path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(_) => std::fs::rename(&staged, &path).map_err(io_error(&path))?,
+            // Of several nodes creating the lake at once, one manifest wins
+            // and every node reads it.
+            match create_exclusive(&path, text.as_bytes()) {
+                Ok(()) | Err(LakeError::Exists(_)) => {}
+                Err(other) => return Err(other),
             }
-            let _ = std::fs::remove_file(&staged);
         }
         let lake = Self::open(root)?;
         if let Some(asked) = buckets.filter(|b| *b != lake.manifest.buckets) {
@@ -143,13 +211,14 @@ impl Lake {
 
     /// The existing lake at `root`.
     pub fn open(root: &Path) -> Result<Self, LakeError> {
+        check_folder(root)?;
         let path = root.join(MANIFEST);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_small(&path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(LakeError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(LakeError::Missing(root.display().to_string()));
             }
-            Err(e) => return Err(io_error(&path)(e)),
+            Err(other) => return Err(other),
         };
         let bad = |detail: String| LakeError::Manifest { path: path.display().to_string(), detail };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
@@ -248,6 +317,55 @@ fn random_id(prefix: &str) -> String {
         bytes = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0).to_le_bytes();
     }
     format!("{prefix}-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A lake's root is a folder (or nothing yet).
+fn check_folder(root: &Path) -> Result<(), LakeError> {
+    match std::fs::metadata(root) {
+        Ok(meta) if !meta.is_dir() => Err(LakeError::NotAFolder(root.display().to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// Creates `path` holding `bytes`, whole, unless a file is there already
+/// (`LakeError::Exists`): written under a staged name, flushed, then
+/// hard-linked to its name, which fails when the name exists. Where the
+/// file system has no hard links, a create-new open does the same (a
+/// crash can then leave the file partly written, which its reader names).
+pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staged = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), random_id("s")));
+    write_synced(&staged, bytes)?;
+    let linked = std::fs::hard_link(&staged, path);
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(LakeError::Exists(path.display().to_string()));
+        }
+        Err(_) => {
+            let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(LakeError::Exists(path.display().to_string()));
+                }
+                Err(e) => return Err(io_error(path)(e)),
+            };
+            file.write_all(bytes).and_then(|_| file.sync_all()).map_err(io_error(path))?;
+        }
+    }
+    sync_dir(Some(dir));
+    Ok(())
+}
+
+/// Makes the entries of `dir` durable; a file system that cannot sync a
+/// directory (some network mounts) has them durable already or never.
+pub(crate) fn sync_dir(dir: Option<&Path>) {
+    if let Some(handle) = dir.and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = handle.sync_all();
+    }
 }
 
 /// Writes `bytes` to `path` and flushes them to the disk.

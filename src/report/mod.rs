@@ -72,6 +72,19 @@ pub struct LakeSource {
     /// horizon: not read, so their workflows may be counted differently
     /// than by a report over everything (widen --horizon until this is 0).
     pub attempts_outside_horizon: u64,
+    /// Files left out (`--skip-bad-files`): each with why, and the attempts
+    /// its export's record says it holds (null when no record lists it).
+    pub skipped_files: Vec<SkippedFile>,
+    /// The attempts the skipped files hold, as far as records say.
+    pub skipped_attempts: u64,
+}
+
+/// A file of the lake a report left out.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
+    pub attempts: Option<u64>,
 }
 
 /// How current an answer is: whether every write acknowledged before the

@@ -33,9 +33,18 @@ pub fn render(report: &Report, format: Format) -> String {
 
 fn lake_lines(lake: &crate::report::LakeSource) -> String {
     let horizon = lake.horizon_hours.map_or("all of it".to_string(), |h| format!("{h} h around the window"));
+    let skipped = if lake.skipped_files.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Left out {} bad files holding {} attempts (as their exports' records say)\n",
+            lake.skipped_files.len(),
+            lake.skipped_attempts
+        )
+    };
     format!(
         "\nRead from lake {} by {}: {} copies, {} attempts; horizon {horizon}; {} attempts of these workflows \
-         outside it\n",
+         outside it\n{skipped}",
         lake.lake_id, lake.engine, lake.copies_read, lake.attempts, lake.attempts_outside_horizon
     )
 }

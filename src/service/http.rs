@@ -23,8 +23,10 @@ use super::export::{Encoding, Exporter};
 use super::session;
 use super::state::AppState;
 use super::writer::WriteError;
+use crate::ingest::Decoded;
+use crate::ingest::Rejection;
 use crate::ingest::format::Format;
-use crate::ingest::{Decoded, Rejection, jsonl, litellm};
+use crate::ingest::framing::{Framing, LINE_TYPES, frame};
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::MAX_LISTED_CONFLICTS;
 use crate::telemetry::events::{IngestRequest, Receiver, RecordsRejected, Refusal, WriteRefused};
@@ -308,22 +310,15 @@ async fn discard(body: Body, limit: usize) {
 /// Record bodies must say they are JSON. A browser sends text/plain,
 /// form types or no type at all to any origin without a CORS preflight;
 /// requiring a JSON type means a web page cannot write to a service on
-/// the user's loopback.
-fn require_json(headers: &HeaderMap) -> Result<(), ServiceError> {
+/// the user's loopback. The type also says how the body is framed
+/// (`framing`): a line type, one record per line; `application/json`, one
+/// array or one record if the body parses as one, else lines.
+fn declared_framing(headers: &HeaderMap) -> Result<Framing, ServiceError> {
     let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let media = given.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    const JSON_TYPES: [&str; 7] = [
-        "application/json",
-        "application/x-ndjson",
-        "application/ndjson",
-        "application/jsonl",
-        "application/x-jsonl",
-        "application/jsonlines",
-        "application/x-jsonlines",
-    ];
-    if JSON_TYPES.contains(&media.as_str()) || (media.starts_with("application/") && media.ends_with("+json"))
-    {
-        Ok(())
+    let json = media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+    if json || LINE_TYPES.contains(&media.as_str()) {
+        Ok(Framing::of_media_type(&media))
     } else {
         Err(ServiceError::NotJson(if given.is_empty() { "(none)".to_string() } else { given.to_string() }))
     }
@@ -349,22 +344,7 @@ async fn post_attempts(
         })?),
         None => None,
     };
-    let decoded = decode_records(&state, &headers, held, body, move |text| {
-        if text.trim_start().starts_with('[') && matches!(format, None | Some(Format::Attempts)) {
-            return Ok(jsonl::decode_body(text));
-        }
-        let format = match format {
-            Some(format) => format,
-            None => text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .map(Format::detect)
-                .transpose()?
-                .unwrap_or(Format::Attempts),
-        };
-        Ok(format.decode_lines(text, 1))
-    })
-    .await?;
+    let decoded = decode_records(&state, &headers, held, body, format).await?;
     store_and_answer(&state, decoded).await
 }
 
@@ -376,36 +356,39 @@ async fn post_litellm(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ServiceError> {
-    let decoded = decode_records(&state, &headers, held, body, |text| Ok(litellm::decode_body(text))).await?;
+    let decoded = decode_records(&state, &headers, held, body, Some(Format::Litellm)).await?;
     store_and_answer(&state, decoded).await
 }
 
-/// Decodes a record body (which must say it is JSON) with `decode` on
-/// the blocking pool. What its
-/// records can hold at most (`ingest::held_at_most`) is taken from the
-/// budget at once before decoding, so requests that do not fit together
-/// are refused before any is decoded; the body's own bytes are given back
-/// once it is decoded; spans it held (OTLP lines) are taken on top.
+/// Decodes a record body (which must say it is JSON), framed as its type
+/// declares, in `format` (or the one its first record tells), on the
+/// blocking pool. What its records can hold at most
+/// (`Framed::held_at_most`) is taken from the budget at once before
+/// decoding, so requests that do not fit together are refused before any
+/// is decoded; the body's own bytes are given back once it is decoded;
+/// spans it held (OTLP lines) are taken on top.
 async fn decode_records(
     state: &AppState,
     headers: &HeaderMap,
     held: Option<Extension<SharedHeld>>,
     body: Bytes,
-    decode: impl FnOnce(&str) -> Result<Decoded, String> + Send + 'static,
+    format: Option<Format>,
 ) -> Result<Decoded, ServiceError> {
     IngestRequest { receiver: Receiver::Attempts }.emit();
-    require_json(headers)?;
+    let framing = declared_framing(headers)?;
     let held = held.map(|Extension(held)| held).unwrap_or_default();
     let (budget, decoding) = (state.byte_budget.clone(), held.clone());
     let body_bytes = body.len();
     let decoded = tokio::task::spawn_blocking(move || {
         let text = std::str::from_utf8(&body)
             .map_err(|e| ServiceError::BadRequest(format!("body is not UTF-8: {e}")))?;
-        let at_most = crate::ingest::held_at_most(text);
+        let framed = frame(text, framing);
+        let at_most = framed.held_at_most();
         if !decoding.take(&budget, at_most) {
             return Err(ServiceError::no_room(decoding.bytes() + at_most, &budget));
         }
-        let decoded = decode(text).map_err(ServiceError::BadRequest)?;
+        let format = framed.format(format).map_err(ServiceError::BadRequest)?;
+        let decoded = framed.decode(format, 1);
         let spans = decoded.spans.iter().map(crate::model::SpanRecord::held_bytes).sum();
         if !decoding.take(&budget, spans) {
             return Err(ServiceError::no_room(decoding.bytes() + spans, &budget));
@@ -430,6 +413,7 @@ async fn decode_records(
 async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response, ServiceError> {
     super::traced::decoded((decoded.attempts.len() + decoded.spans.len()) as u64 + decoded.rejected);
     RecordsRejected { receiver: Receiver::Attempts, records: decoded.rejected }.emit();
+    let received = decoded.received();
     let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
     let rejected: Vec<_> = decoded
         .rejections
@@ -447,6 +431,7 @@ async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response
         || decoded.warned > MAX_LISTED_NOTES as u64
         || stats.conflicts > MAX_LISTED_CONFLICTS as u64;
     Ok(axum::Json(json!({
+        "received": received,
         "accepted": stats.inserted,
         "duplicates": stats.duplicates,
         "conflicts": stats.conflicts,
@@ -454,7 +439,7 @@ async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response
         "warnings": decoded.warned,
         "warning_list": warnings,
         "rejected": rejected,
-        "rejected_total": decoded.rejected + stats.spans_refused,
+        "rejected_total": decoded.rejected + stats.records_refused,
         "spans_refused": stats.spans_refused,
         "truncated": truncated,
     }))

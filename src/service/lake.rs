@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::observer::{Stop, supervised};
 use crate::lake::Lake;
 use crate::lake::export::export;
+use crate::lake::nodes::Binding;
 use crate::pricing::PriceTable;
 use crate::store::Store;
 use crate::telemetry::events::{LakeExportFailed, LakeExported};
@@ -31,7 +32,7 @@ const FIRST_BYTES_PER_ATTEMPT: f64 = 120.0;
 pub struct LakeExporter {
     pub store: Store,
     pub lake: Lake,
-    pub node: String,
+    pub binding: Binding,
     pub prices: Arc<PriceTable>,
     pub interval: Duration,
     pub max_bytes: u64,
@@ -49,9 +50,12 @@ impl LakeExporter {
         if waiting == 0 || !due {
             return;
         }
-        match export(&self.store, &self.lake, &self.node, &self.prices) {
+        match export(&self.store, &self.lake, &self.binding, &self.prices) {
             Ok(Some(done)) => {
                 *since_last = Instant::now();
+                if let Some(note) = done.rebase_note(&self.binding.node) {
+                    tracing::warn!("{note}");
+                }
                 LakeExported {
                     through: done.through,
                     attempts: done.attempts,

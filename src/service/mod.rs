@@ -97,6 +97,9 @@ pub struct LakeConfig {
     pub node_id: Option<String>,
     /// Buckets of a new lake; none: 16 (or the existing lake's).
     pub buckets: Option<u32>,
+    /// `--replace-node`: take the node id over from the database the lake
+    /// binds it to.
+    pub replace_node: bool,
     pub interval: Duration,
     pub max_bytes: u64,
 }
@@ -173,12 +176,18 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     if let Some(lake) = &config.lake {
         let store = reader.try_clone()?;
         let node = store.node_id(lake.node_id.as_deref())?;
-        let opened = crate::lake::export::open_lake(&store, &lake.root, lake.buckets)?;
+        // Bound before the listeners open: a node id another database
+        // holds refuses the start, with what to do.
+        let (opened, binding) =
+            crate::lake::export::open_bound(&store, &lake.root, lake.buckets, &node, lake.replace_node)?;
+        if let Some(old) = &binding.replaced {
+            tracing::warn!(node = %node, replaced = %old.database_id, "took the node id over from another database");
+        }
         tracing::info!(lake = %lake.root.display(), node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
         let exporter = lake::LakeExporter {
             store,
             lake: opened,
-            node,
+            binding,
             prices: prices.clone(),
             interval: lake.interval,
             max_bytes: lake.max_bytes,

@@ -243,7 +243,12 @@ fn run(
             let answer = match result {
                 Ok(mut per_batch) => {
                     let result = per_batch.pop().unwrap_or_default();
-                    RecordsStored { inserted: result.inserted, duplicates: result.duplicates }.emit();
+                    RecordsStored {
+                        inserted: result.inserted,
+                        duplicates: result.duplicates,
+                        conflicts: result.conflicts,
+                    }
+                    .emit();
                     stats.last_write_failed.store(false, Ordering::Relaxed);
                     Ok(result)
                 }

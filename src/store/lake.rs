@@ -14,12 +14,14 @@ use crate::pricing::PriceTable;
 
 /// The lake's columns as written from the attempts table: the node, then
 /// every stored column. The fingerprint is DuckDB's UBIGINT, which Spark
-/// reads as a decimal: its bits are written as a BIGINT.
-fn lake_select() -> String {
+/// reads as a decimal: its bits are written as a BIGINT. A write's number
+/// goes to the lake `offset` higher (`ExportSlice::offset`).
+fn lake_select(offset: i64) -> String {
     let columns: Vec<String> = COLUMNS
         .iter()
         .map(|c| match *c {
             "fingerprint" => "fingerprint_bits(fingerprint) AS fingerprint".to_string(),
+            "ingest_seq" => format!("ingest_seq + {offset} AS ingest_seq"),
             other => other.to_string(),
         })
         .collect();
@@ -48,13 +50,33 @@ const MACROS: &str = "
         (f::HUGEINT + CASE WHEN f < 0 THEN 18446744073709551616 ELSE 0 END)::UBIGINT;";
 
 /// The attempts one export writes: those numbered after `after` up to
-/// `through`, by partition.
+/// `through`, by partition; in the lake they are numbered `offset` higher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportSlice {
     pub after: i64,
     pub through: i64,
+    pub offset: i64,
+    /// Names this export in its files and in the lake's record of it.
+    pub export_id: String,
     pub attempts: u64,
     pub partitions: Vec<Partition>,
+    /// An export a crash interrupted, done again over the same numbers.
+    pub again: bool,
+    /// Set when the lake held numbers of this node beyond this database's
+    /// own exports: the highest of them, which this export continues after.
+    pub rebased_over: Option<i64>,
+}
+
+impl ExportSlice {
+    /// The first number of this export in the lake.
+    pub fn lake_from(&self) -> i64 {
+        self.after + 1 + self.offset
+    }
+
+    /// The last number of this export in the lake.
+    pub fn lake_through(&self) -> i64 {
+        self.through + self.offset
+    }
 }
 
 /// One day and bucket of an export: its rows go to one file (or several
@@ -112,14 +134,42 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// The lake's Parquet files of `root` as DuckDB's `read_parquet` reads
-/// them, with the partition columns of their paths.
-fn lake_files(root: &Path) -> String {
-    let glob = root.join("attempts").join("day=*").join("bucket=*").join("*.parquet");
-    format!(
-        "read_parquet({}, hive_partitioning = true, hive_types = {{'day': DATE, 'bucket': INTEGER}})",
-        quoted(&glob.display().to_string())
-    )
+/// Which attempts files of a lake a read takes.
+#[derive(Debug, Clone, Copy)]
+pub enum LakeFiles<'a> {
+    /// Every file in the partition folders of the lake at this root.
+    All(&'a Path),
+    /// These files (the others are known to be bad).
+    Only(&'a [std::path::PathBuf]),
+}
+
+impl LakeFiles<'_> {
+    /// The files as DuckDB's `read_parquet` reads them, with the partition
+    /// columns of their paths.
+    fn sql(&self) -> String {
+        let files = match self {
+            LakeFiles::All(root) => quoted(
+                &root.join("attempts").join("day=*").join("bucket=*").join("*.parquet").display().to_string(),
+            ),
+            LakeFiles::Only(paths) => format!(
+                "[{}]",
+                paths.iter().map(|p| quoted(&p.display().to_string())).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        format!(
+            "read_parquet({files}, hive_partitioning = true, hive_types = {{'day': DATE, 'bucket': INTEGER}})"
+        )
+    }
+}
+
+/// What a Parquet file's footer says, as far as a lake reader checks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParquetFooter {
+    pub rows: u64,
+    /// The key-value metadata, as text.
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// The columns with their DuckDB types, in file order.
+    pub columns: Vec<(String, String)>,
 }
 
 /// The dedup of the lake (docs/lake.md, "Reading the lake"): the newest
@@ -134,7 +184,14 @@ impl Store {
         self.in_transaction(|conn| {
             let stored: Option<String> =
                 conn.query_row("SELECT min(node_id) FROM lake_node", [], |r| r.get(0))?;
+            // Until a row has gone to a lake under it, the id can change
+            // (a lake refused it as another database's).
+            let exported: i64 = conn.query_row("SELECT count(*) FROM lake_exports", [], |r| r.get(0))?;
             match (stored, wanted) {
+                (Some(stored), Some(wanted)) if stored != wanted && exported == 0 => {
+                    conn.execute("UPDATE lake_node SET node_id = ?", [wanted])?;
+                    Ok(wanted.to_string())
+                }
                 (Some(stored), Some(wanted)) if stored != wanted => {
                     Err(StoreError::NodeId { stored, asked: wanted.to_string() })
                 }
@@ -151,7 +208,7 @@ impl Store {
     /// The lake files' columns and their DuckDB types, in file order.
     pub fn lake_schema(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.conn.execute_batch(MACROS)?;
-        let sql = format!("DESCRIBE SELECT ''::VARCHAR AS ingest_node, {} FROM attempts", lake_select());
+        let sql = format!("DESCRIBE SELECT ''::VARCHAR AS ingest_node, {} FROM attempts", lake_select(0));
         let columns = self
             .conn
             .prepare(&sql)?
@@ -160,43 +217,73 @@ impl Store {
         Ok(columns)
     }
 
+    /// This database's identity (made with it, kept by every copy of the
+    /// file): what a lake binds a node id to.
+    pub fn database_id(&self) -> Result<String, StoreError> {
+        Ok(self.conn.query_row("SELECT min(database_id) FROM database_identity", [], |r| r.get(0))?)
+    }
+
     /// The export to `lake_id` to do now: one a crash left unfinished (the
     /// same numbers again), else the attempts derived since the last one.
+    /// `lake_high` is the highest number the lake holds of this node: when
+    /// it is past what this database exported (a restored backup, or a
+    /// node rebuilt under its id), the new export is numbered after it.
     /// `None` when the lake holds everything. The export is recorded as
     /// begun before it returns.
     pub fn begin_export(
         &self,
         lake_id: &str,
+        lake_high: i64,
         bucket_of: impl Fn(&str) -> u32,
     ) -> Result<Option<ExportSlice>, StoreError> {
-        let range = self.in_transaction(|conn| {
-            let unfinished: Option<(i64, i64)> = conn
+        let plan = self.in_transaction(|conn| {
+            let unfinished: Option<(i64, i64, i64, Option<String>)> = conn
                 .query_row(
-                    "SELECT from_seq, through_seq FROM lake_exports
+                    "SELECT from_seq, through_seq, coalesce(lake_offset, 0), export_id FROM lake_exports
                      WHERE lake_id = ? AND finished_at IS NULL ORDER BY started_at LIMIT 1",
                     [lake_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .map(Some)
                 .or_else(
                     |e| if matches!(e, duckdb::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) },
                 )?;
-            if let Some(range) = unfinished {
-                return Ok(Some(range));
+            if let Some((after, through, offset, export_id)) = unfinished {
+                // Begun by a version that did not name its exports.
+                let export_id = match export_id {
+                    Some(id) => id,
+                    None => {
+                        let id = random_hex("export-", 8);
+                        conn.execute(
+                            "UPDATE lake_exports SET export_id = ? WHERE lake_id = ? AND from_seq = ?
+                             AND finished_at IS NULL",
+                            params![id, lake_id, after],
+                        )?;
+                        id
+                    }
+                };
+                return Ok(Some(Plan { after, through, offset, export_id, again: true, rebased_over: None }));
             }
-            let after = exported_through(conn, lake_id)?;
+            let (after, last_offset) = exported(conn, lake_id)?;
             // Only derived writes: a trace's attempts exist once derived.
             let through = deriver::derived_seq(conn)?;
             if through <= after {
                 return Ok(None);
             }
+            let behind = lake_high > after + last_offset;
+            let offset = if behind { lake_high - after } else { last_offset };
+            let export_id = random_hex("export-", 8);
             conn.execute(
-                "INSERT INTO lake_exports (lake_id, from_seq, through_seq) VALUES (?, ?, ?)",
-                params![lake_id, after, through],
+                "INSERT INTO lake_exports (lake_id, from_seq, through_seq, lake_offset, export_id)
+                 VALUES (?, ?, ?, ?, ?)",
+                params![lake_id, after, through, offset, export_id],
             )?;
-            Ok(Some((after, through)))
+            let rebased_over = behind.then_some(lake_high);
+            Ok(Some(Plan { after, through, offset, export_id, again: false, rebased_over }))
         })?;
-        let Some((after, through)) = range else { return Ok(None) };
+        let Some(Plan { after, through, offset, export_id, again, rebased_over }) = plan else {
+            return Ok(None);
+        };
         let conn = &self.conn;
         let workflows: Vec<String> = conn
             .prepare("SELECT DISTINCT workflow_id FROM attempts WHERE ingest_seq > ? AND ingest_seq <= ?")?
@@ -219,7 +306,7 @@ impl Store {
                  SELECT b.bucket::INTEGER AS bucket, a.started_at::DATE AS day, {}
                  FROM attempts a JOIN temp.lake_buckets b USING (workflow_id)
                  WHERE a.ingest_seq > ? AND a.ingest_seq <= ?",
-                lake_select()
+                lake_select(offset)
             ),
             [after, through],
         )?;
@@ -240,11 +327,23 @@ impl Store {
             })
             .collect();
         let attempts = partitions.iter().map(|p| p.rows).sum();
-        Ok(Some(ExportSlice { after, through, attempts, partitions }))
+        Ok(Some(ExportSlice { after, through, offset, export_id, attempts, partitions, again, rebased_over }))
+    }
+
+    /// Forgets the unfinished export `slice` (its numbers were taken in the
+    /// lake by another writer of the node): the next export plans anew.
+    pub fn abandon_export(&self, lake_id: &str, slice: &ExportSlice) -> Result<(), StoreError> {
+        self.conn.execute_batch("DROP TABLE IF EXISTS temp.lake_slice;")?;
+        self.conn.execute(
+            "DELETE FROM lake_exports WHERE lake_id = ? AND export_id = ? AND finished_at IS NULL",
+            params![lake_id, slice.export_id],
+        )?;
+        Ok(())
     }
 
     /// Writes rows `offset..offset + limit` of `partition` of the slice
-    /// `begin_export` staged, in the lake's order, as zstd Parquet at `path`.
+    /// `begin_export` staged, in the lake's order, as zstd Parquet at
+    /// `path`, with `metadata` (key, value) in its footer.
     pub fn write_partition(
         &self,
         partition: &Partition,
@@ -252,31 +351,41 @@ impl Store {
         limit: u64,
         node: &str,
         path: &Path,
+        metadata: &[(&str, String)],
     ) -> Result<(), StoreError> {
         self.conn.execute_batch(&format!(
             "COPY (SELECT {node} AS ingest_node, * EXCLUDE (bucket, day) FROM temp.lake_slice
                    WHERE day = DATE '{day}' AND bucket = {bucket}
                    ORDER BY workflow_id, started_at, attempt_id
                    LIMIT {limit} OFFSET {offset})
-             TO {path} (FORMAT parquet, COMPRESSION zstd);",
+             TO {path} (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{metadata}}});",
             node = quoted(node),
             day = partition.day,
             bucket = partition.bucket,
             path = quoted(&path.display().to_string()),
+            metadata = kv_literal(metadata),
         ))?;
         Ok(())
     }
 
     /// Writes the resolved price of every served model stored, as the
-    /// lake's engines price with it (pico-USD per token), at `path`.
-    pub fn write_prices(&self, prices: &PriceTable, node: &str, path: &Path) -> Result<(), StoreError> {
+    /// lake's engines price with it (pico-USD per token), at `path`, with
+    /// `metadata` in its footer.
+    pub fn write_prices(
+        &self,
+        prices: &PriceTable,
+        node: &str,
+        path: &Path,
+        metadata: &[(&str, String)],
+    ) -> Result<(), StoreError> {
         super::queries::load_prices(&self.conn, prices)?;
         self.conn.execute_batch(&format!(
             "COPY (SELECT {node} AS ingest_node, now()::TIMESTAMP AS exported_at, * FROM temp.prices
                    ORDER BY served_provider, served_model)
-             TO {path} (FORMAT parquet, COMPRESSION zstd);",
+             TO {path} (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{metadata}}});",
             node = quoted(node),
             path = quoted(&path.display().to_string()),
+            metadata = kv_literal(metadata),
         ))?;
         Ok(())
     }
@@ -292,8 +401,8 @@ impl Store {
         self.conn.execute_batch("DROP TABLE IF EXISTS temp.lake_slice;")?;
         self.conn.execute(
             "UPDATE lake_exports SET files = ?, attempts = ?, bytes = ?, finished_at = now()::TIMESTAMP
-             WHERE lake_id = ? AND from_seq = ? AND through_seq = ? AND finished_at IS NULL",
-            params![files as i64, slice.attempts as i64, bytes as i64, lake_id, slice.after, slice.through],
+             WHERE lake_id = ? AND export_id = ? AND finished_at IS NULL",
+            params![files as i64, slice.attempts as i64, bytes as i64, lake_id, slice.export_id],
         )?;
         Ok(())
     }
@@ -338,17 +447,94 @@ impl Store {
         Ok(Some((lake, rows as u64)))
     }
 
-    /// Reads the lake at `root` into this (empty, scratch) database: the
+    /// What the footers of `paths` say, each on its own: a file that cannot
+    /// be read as Parquet is an error naming why. One pass over every footer
+    /// when all can be read; file by file to tell which cannot.
+    pub fn parquet_footers(&self, paths: &[std::path::PathBuf]) -> Vec<Result<ParquetFooter, String>> {
+        if paths.is_empty() {
+            return Vec::new();
+        }
+        match self.footers_together(paths) {
+            Ok(footers) => footers.into_iter().map(Ok).collect(),
+            Err(_) => paths
+                .iter()
+                .map(|path| {
+                    // The engine's words, without the path it repeats.
+                    let quoted_path = format!(" '{}'", path.display());
+                    self.footers_together(std::slice::from_ref(path))
+                        .map_err(|e| match e {
+                            StoreError::DuckDb(e) => first_line(&e.to_string()).replace(&quoted_path, ""),
+                            other => first_line(&other.to_string()).replace(&quoted_path, ""),
+                        })
+                        .and_then(|mut one| one.pop().ok_or_else(|| "no footer".to_string()))
+                })
+                .collect(),
+        }
+    }
+
+    fn footers_together(&self, paths: &[std::path::PathBuf]) -> Result<Vec<ParquetFooter>, StoreError> {
+        use std::collections::{BTreeMap, HashMap};
+        let list = format!(
+            "[{}]",
+            paths.iter().map(|p| quoted(&p.display().to_string())).collect::<Vec<_>>().join(", ")
+        );
+        let conn = &self.conn;
+        let rows: HashMap<String, i64> = conn
+            .prepare(&format!("SELECT file_name, num_rows FROM parquet_file_metadata({list})"))?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut metadata: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+        let mut kv = conn.prepare(&format!(
+            "SELECT file_name, decode(key), decode(value) FROM parquet_kv_metadata({list})"
+        ))?;
+        for row in kv.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)))? {
+            let (file, key, value) = row?;
+            metadata.entry(file).or_default().insert(key, value);
+        }
+        // Files with the same Parquet schema have the same columns: the
+        // column types are read once per distinct schema.
+        let signatures: HashMap<String, String> = conn
+            .prepare(&format!(
+                "SELECT file_name, list_sort(list(name || ' ' || type || ' ' || coalesce(logical_type, '')))::VARCHAR
+                 FROM parquet_schema({list}) GROUP BY file_name"
+            ))?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut columns_of: HashMap<&str, Vec<(String, String)>> = HashMap::new();
+        let mut footers = Vec::with_capacity(paths.len());
+        for path in paths {
+            let name = path.display().to_string();
+            let signature = signatures.get(&name).map(String::as_str).unwrap_or_default();
+            if !columns_of.contains_key(signature) {
+                let columns = conn
+                    .prepare(&format!(
+                        "DESCRIBE SELECT * FROM read_parquet({}, hive_partitioning = false)",
+                        quoted(&name)
+                    ))?
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                columns_of.insert(signature, columns);
+            }
+            footers.push(ParquetFooter {
+                rows: rows.get(&name).copied().unwrap_or(0) as u64,
+                metadata: metadata.remove(&name).unwrap_or_default(),
+                columns: columns_of[signature].clone(),
+            });
+        }
+        Ok(footers)
+    }
+
+    /// Reads the lake's `files` into this (empty, scratch) database: the
     /// rows started inside `horizon`, deduplicated as every engine does
     /// (`queries/lake/dedup.sql`), left for derivation as one write per
     /// bucket. Derive with `catch_up`, then read as any database.
-    pub fn load_lake(&self, root: &Path, horizon: Horizon) -> Result<LakeLoad, StoreError> {
+    pub fn load_lake(&self, files: LakeFiles, horizon: Horizon) -> Result<LakeLoad, StoreError> {
         let (targets, sources) = stored_from_lake();
         self.conn.execute_batch(MACROS)?;
         self.in_transaction(|conn| {
             conn.execute_batch(&format!(
                 "CREATE OR REPLACE TEMP VIEW lake_rows AS SELECT * FROM {} WHERE {};",
-                lake_files(root),
+                files.sql(),
                 horizon.condition()
             ))?;
             let copies: i64 = conn.query_row("SELECT count(*) FROM temp.lake_rows", [], |r| r.get(0))?;
@@ -367,7 +553,7 @@ impl Store {
     /// window report over the horizon did not read.
     pub fn lake_outside_horizon(
         &self,
-        root: &Path,
+        files: LakeFiles,
         horizon: Horizon,
         since: Option<DateTime<Utc>>,
         until: Option<DateTime<Utc>>,
@@ -391,7 +577,7 @@ impl Store {
                 "SELECT count(DISTINCT attempt_id) FROM {files}
                  WHERE NOT ({inside})
                    AND workflow_id IN (SELECT workflow_id FROM workflow_facts WHERE {selected})",
-                files = lake_files(root),
+                files = files.sql(),
                 inside = horizon.condition(),
                 selected = selected.join(" AND "),
             ),
@@ -402,21 +588,58 @@ impl Store {
     }
 }
 
+/// What `begin_export` decided.
+struct Plan {
+    after: i64,
+    through: i64,
+    offset: i64,
+    export_id: String,
+    again: bool,
+    rebased_over: Option<i64>,
+}
+
+/// The first line of an engine's message: the rest is its context dump.
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or(text).trim().to_string()
+}
+
 fn exported_through(conn: &duckdb::Connection, lake_id: &str) -> Result<i64, StoreError> {
+    Ok(exported(conn, lake_id)?.0)
+}
+
+/// The writes the lake `lake_id` holds of this database (every one up to
+/// this number), and the offset of its last export there.
+fn exported(conn: &duckdb::Connection, lake_id: &str) -> Result<(i64, i64), StoreError> {
     Ok(conn.query_row(
-        "SELECT coalesce(max(through_seq), 0) FROM lake_exports WHERE lake_id = ? AND finished_at IS NOT NULL",
+        "SELECT coalesce(max(through_seq), 0), coalesce(arg_max(coalesce(lake_offset, 0), through_seq), 0)
+         FROM lake_exports WHERE lake_id = ? AND finished_at IS NOT NULL",
         [lake_id],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?)
+}
+
+/// A struct literal of `metadata` for `KV_METADATA`.
+fn kv_literal(metadata: &[(&str, String)]) -> String {
+    metadata
+        .iter()
+        .map(|(key, value)| format!("{}: {}", quoted(key), quoted(value)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `prefix` and `bytes` random bytes in hex.
+fn random_hex(prefix: &str, bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    // The clock is a fallback for a system without a random source.
+    if getrandom::fill(&mut buf).is_err() {
+        let nanos = Utc::now().timestamp_nanos_opt().unwrap_or(0).to_le_bytes();
+        buf.iter_mut().zip(nanos.iter().cycle()).for_each(|(b, n)| *b = *n);
+    }
+    format!("{prefix}{}", buf.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
 /// A node id for a database started without `--node-id`: random, so two
 /// nodes never share one by accident.
 fn new_node_id() -> String {
-    let mut bytes = [0u8; 4];
-    // The clock is a fallback for a system without a random source.
-    if getrandom::fill(&mut bytes).is_err() {
-        bytes = (Utc::now().timestamp_subsec_nanos()).to_le_bytes();
-    }
-    format!("node{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    random_hex("node", 4)
 }

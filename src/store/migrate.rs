@@ -70,6 +70,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0016_step_rollups.sql"),
     },
     Migration { version: 17, name: "shapes", sql: include_str!("../../migrations/0017_shapes.sql") },
+    Migration {
+        version: 18,
+        name: "lake_identity",
+        sql: include_str!("../../migrations/0018_lake_identity.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

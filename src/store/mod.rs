@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use duckdb::Connection;
 
 pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
-pub use lake::{ExportSlice, Horizon, LakeLoad, Partition};
+pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
 pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
@@ -1159,6 +1159,7 @@ mod tests {
                      DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
                      DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;
+                     DROP TABLE database_identity;
                      ALTER TABLE workflow_facts DROP COLUMN outcome_ms;
                      ALTER TABLE workflow_facts DROP COLUMN shape_key;",
                 )

@@ -101,9 +101,13 @@ pub struct WriteStats {
     /// Records stored for the first time: attempt records, and model-call
     /// spans (whose attempts are derived from their trace).
     pub inserted: u64,
-    /// Attempts whose id was already stored, or repeated within the batch.
+    /// Records already stored, or repeated within the batch, with the same
+    /// content: attempts by id, model-call spans by trace and span id.
     pub duplicates: u64,
-    /// Duplicates whose content differs from the stored copy (first wins).
+    /// Attempts whose id was stored (or came earlier in the batch) with
+    /// other content: not merged, the first copy wins. Not duplicates:
+    /// `inserted + duplicates + conflicts` (+ `records_refused`) is every
+    /// record written.
     pub conflicts: u64,
     /// The first `MAX_LISTED_CONFLICTS` conflicting ids.
     pub conflict_ids: Vec<String>,
@@ -111,6 +115,8 @@ pub struct WriteStats {
     pub spans_stored: u64,
     /// New spans not stored: their trace already held `MAX_SPANS_PER_TRACE`.
     pub spans_refused: u64,
+    /// Of those, model-call spans: records refused.
+    pub records_refused: u64,
 }
 
 impl std::ops::AddAssign for WriteStats {
@@ -120,6 +126,7 @@ impl std::ops::AddAssign for WriteStats {
         self.conflicts += other.conflicts;
         self.spans_stored += other.spans_stored;
         self.spans_refused += other.spans_refused;
+        self.records_refused += other.records_refused;
         let room = MAX_LISTED_CONFLICTS.saturating_sub(self.conflict_ids.len());
         self.conflict_ids.extend(other.conflict_ids.into_iter().take(room));
     }
@@ -232,28 +239,37 @@ fn write_in_transaction(
     let mut first_seen: HashMap<&str, u64> = HashMap::with_capacity(total);
     // (batch, row, id, start)
     let mut unique: Vec<(usize, usize, &str, i64)> = Vec::with_capacity(total);
+    // Later copies within the group: (batch, id, fingerprint).
+    let mut repeats: Vec<(usize, &str, u64)> = Vec::new();
     for (b, batch) in batches.iter().enumerate() {
         let ids: &StringArray = batch.rows.column("attempt_id");
         let starts: &TimestampMicrosecondArray = batch.rows.column("started_at");
         let fingerprints: &UInt64Array = batch.rows.column("fingerprint");
         for row in 0..batch.rows.len() {
             let (id, fingerprint) = (ids.value(row), fingerprints.value(row));
-            match first_seen.get(id) {
-                None => {
-                    first_seen.insert(id, fingerprint);
-                    unique.push((b, row, id, starts.value(row)));
-                }
-                Some(first) => {
-                    stats[b].duplicates += 1;
-                    if *first != fingerprint {
-                        note_conflict(&mut stats[b], id);
-                    }
-                }
+            if first_seen.contains_key(id) {
+                repeats.push((b, id, fingerprint));
+            } else {
+                first_seen.insert(id, fingerprint);
+                unique.push((b, row, id, starts.value(row)));
             }
         }
     }
     let lookups: Vec<(&str, i64)> = unique.iter().map(|(_, _, id, start)| (*id, *start)).collect();
     let stored = stored_fingerprints(conn, context.known, &lookups)?;
+    // A later copy is measured against the copy that wins: the stored one
+    // if there is one, else the group's first.
+    for (b, id, fingerprint) in repeats {
+        let winner = match stored.get(id) {
+            Some(stored) => *stored,
+            None => first_seen.get(id).copied(),
+        };
+        if winner.is_some_and(|w| w != fingerprint) {
+            note_conflict(&mut stats[b], id);
+        } else {
+            stats[b].duplicates += 1;
+        }
+    }
     let mut keep: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.rows.len()]).collect();
     let mut new: Vec<&str> = Vec::with_capacity(unique.len());
     for (b, row, id, _) in unique {
@@ -263,12 +279,10 @@ fn write_in_transaction(
                 keep[b][row] = true;
                 new.push(id);
             }
-            Some(stored_fingerprint) => {
-                stats[b].duplicates += 1;
-                if stored_fingerprint.is_some_and(|f| f != first_seen[id]) {
-                    note_conflict(&mut stats[b], id);
-                }
+            Some(stored_fingerprint) if stored_fingerprint.is_some_and(|f| f != first_seen[id]) => {
+                note_conflict(&mut stats[b], id)
             }
+            Some(_) => stats[b].duplicates += 1,
         }
     }
     let looked_up = began.elapsed();
@@ -381,12 +395,15 @@ fn store_spans(
     for (i, spans) in batches.iter().enumerate() {
         for span in spans.iter() {
             let key = (span.trace_id.clone(), span.span_id.clone());
+            let call = span.kind == SpanKind::Model;
             if stored.contains(&key) {
+                stats[i].duplicates += u64::from(call);
                 continue;
             }
             let count = per_trace.entry(span.trace_id.as_str()).or_default();
             if *count >= MAX_SPANS_PER_TRACE as i64 {
                 stats[i].spans_refused += 1;
+                stats[i].records_refused += u64::from(call);
                 continue;
             }
             *count += 1;
@@ -394,9 +411,7 @@ fn store_spans(
             stats[i].spans_stored += 1;
             // A model span is one call: its attempts are derived with its
             // trace, but the record it stands for is accepted now.
-            if span.kind == SpanKind::Model {
-                stats[i].inserted += 1;
-            }
+            stats[i].inserted += u64::from(call);
             new_spans.push(span);
         }
     }

@@ -92,6 +92,7 @@ impl BatchesCommitted {
 pub struct RecordsStored {
     pub inserted: u64,
     pub duplicates: u64,
+    pub conflicts: u64,
 }
 
 impl RecordsStored {
@@ -99,6 +100,7 @@ impl RecordsStored {
         let records = &families().ingest_records;
         records.get_or_create(&labels(&[("result", "accepted")])).inc_by(self.inserted);
         records.get_or_create(&labels(&[("result", "duplicate")])).inc_by(self.duplicates);
+        records.get_or_create(&labels(&[("result", "conflict")])).inc_by(self.conflicts);
     }
 }
 

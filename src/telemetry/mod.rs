@@ -82,7 +82,7 @@ static TELEMETRY: LazyLock<Telemetry> = LazyLock::new(|| {
     for receiver in events::Receiver::ALL {
         families.ingest_requests.get_or_create(&labels(&[("receiver", receiver.name())])).inc_by(0);
     }
-    for result in ["accepted", "duplicate", "rejected"] {
+    for result in ["accepted", "duplicate", "conflict", "rejected"] {
         families.ingest_records.get_or_create(&labels(&[("result", result)])).inc_by(0);
     }
     let mut registry = Registry::with_prefix(PREFIX);

@@ -59,7 +59,8 @@ fn ingest_then_report_in_every_format() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "accepted 15 records, 0 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected\n"
+        "accepted 15 records, 0 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected \
+         (of 15 received)\n"
     );
     assert!(
         dir.path().join("attempt-ledger.duckdb").exists(),
@@ -109,7 +110,8 @@ fn re_ingesting_adds_nothing() {
     let out = run(&["ingest", "attempts.jsonl"], dir.path());
     assert_eq!(
         text(&out.stdout),
-        "accepted 0 records, 15 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected\n"
+        "accepted 0 records, 15 duplicates of records already stored, 0 conflicts, 0 warnings, 0 rejected \
+         (of 15 received)\n"
     );
     assert_eq!(json_report(dir.path(), &[]), before);
 }

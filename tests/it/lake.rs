@@ -12,6 +12,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{Value, json};
 
 use crate::gateways::{export, kv, span_of_trace};
+use crate::lake_kit::{copies, export_command, walk};
 use crate::service::{Service, cli_report_with};
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
@@ -30,7 +31,7 @@ fn simulated(scenario: &str, workflows: u32) -> Vec<Value> {
 }
 
 /// The interpreter of the lake engines' environment (tests/python/lake).
-fn python_lake() -> Command {
+pub(crate) fn python_lake() -> Command {
     let path = std::env::var_os("ATTEMPT_LEDGER_TEST_PYTHON_LAKE").unwrap_or_else(|| {
         panic!(
             "this test reads the lake with Spark and chdb from the pinned environment of \
@@ -147,7 +148,7 @@ const SECTIONS: [&str; 12] = [
     "fallbacks",
 ];
 
-fn sections(report: &Value) -> Value {
+pub(crate) fn sections(report: &Value) -> Value {
     Value::Object(SECTIONS.iter().map(|k| (k.to_string(), report[*k].clone())).collect())
 }
 
@@ -177,7 +178,7 @@ fn differences(got: &Value, want: &Value, path: &str, out: &mut Vec<String>) {
 }
 
 #[track_caller]
-fn assert_same(got: &Value, want: &Value, what: &str) {
+pub(crate) fn assert_same(got: &Value, want: &Value, what: &str) {
     let mut out = Vec::new();
     differences(got, want, "", &mut out);
     assert!(
@@ -392,18 +393,6 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
     }
 }
 
-fn attempts_in_lake(lake: &Path) -> Vec<(String, String, i64)> {
-    // The lake read back by DuckDB itself, every copy.
-    let conn = duckdb::Connection::open_in_memory().unwrap();
-    let glob = lake.join("attempts/*/*/*.parquet");
-    let sql = format!(
-        "SELECT attempt_id, ingest_node, ingest_seq FROM read_parquet('{}') ORDER BY ALL",
-        glob.display()
-    );
-    let mut statement = conn.prepare(&sql).unwrap();
-    statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
-}
-
 fn fixture_db(dir: &Path, name: &str) -> PathBuf {
     let db = dir.join(name);
     let file = dir.join("records.jsonl");
@@ -425,19 +414,7 @@ fn an_export_killed_mid_way_is_done_again_and_the_lake_holds_each_attempt_once()
     // prices, which are written last).
     let mut mid_way = 0;
     for delay_ms in (20..3000u64).step_by(40) {
-        let mut child = Command::new(BIN)
-            .args([
-                "export",
-                "--db",
-                db.to_str().unwrap(),
-                "--lake",
-                lake.to_str().unwrap(),
-                "--node-id",
-                "a",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = export_command(&db, &lake, "a").stdout(std::process::Stdio::null()).spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let running = child.try_wait().unwrap().is_none();
         if running {
@@ -461,7 +438,7 @@ fn an_export_killed_mid_way_is_done_again_and_the_lake_holds_each_attempt_once()
     run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
     let again = run(&["export", "--db", db.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
     assert!(again.contains("already holds every attempt"), "{again}");
-    let copies = attempts_in_lake(&lake);
+    let copies = copies(&lake);
     let distinct: BTreeSet<&String> = copies.iter().map(|(id, _, _)| id).collect();
     assert_eq!(copies.len(), stored, "one copy of each attempt, no more");
     assert_eq!(distinct.len(), stored);
@@ -480,19 +457,6 @@ fn an_export_killed_mid_way_is_done_again_and_the_lake_holds_each_attempt_once()
     .unwrap();
     from_lake.as_object_mut().unwrap().remove("lake");
     assert_same(&from_lake, &expected, "report --lake after the killed exports");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]
@@ -570,11 +534,24 @@ fn report_lake_names_a_missing_or_an_empty_lake() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "a bad node id is refused at start");
-    let other = Command::new(BIN)
-        .args(["export", "--db", db.to_str().unwrap(), "--lake"])
-        .arg(&lake)
-        .args(["--node-id", "someone-else"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&other.stderr).contains("this database is lake node"), "{other:?}");
+    let as_node = |node: &str| {
+        Command::new(BIN)
+            .args(["export", "--db", db.to_str().unwrap(), "--lake"])
+            .arg(&lake)
+            .args(["--node-id", node])
+            .output()
+            .unwrap()
+    };
+    // No row went to a lake under its first id: the database may take another.
+    assert!(as_node("someone-else").status.success());
+    let one = dir.path().join("one.jsonl");
+    std::fs::write(&one, crate::rec(json!({"attempt_id": "one"}))).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), one.to_str().unwrap()]);
+    assert!(as_node("someone-else").status.success());
+    // Now rows carry it: another id is refused.
+    let other = as_node("a-third-id");
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("this database is lake node `someone-else`"),
+        "{other:?}"
+    );
 }

@@ -1,5 +1,6 @@
 //! One integration-test binary (faster to build than one per file).
 
+mod accounting;
 mod ai_sdk;
 mod alerts;
 mod audit;
@@ -8,8 +9,12 @@ mod dashboard;
 mod derived;
 mod gateways;
 mod grpc_bounds;
+mod hostile;
 mod house;
 mod lake;
+mod lake_damage;
+mod lake_kit;
+mod lake_writers;
 mod prometheus;
 mod properties;
 mod readme;

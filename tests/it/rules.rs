@@ -585,7 +585,7 @@ fn a_redelivery_with_different_content_is_a_conflict_and_the_first_copy_wins() {
     let changed =
         attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 999})), 1);
     let stats = store.write_batch(&changed.attempts).unwrap();
-    assert_eq!((stats.inserted, stats.duplicates, stats.conflicts), (0, 1, 1));
+    assert_eq!((stats.inserted, stats.duplicates, stats.conflicts), (0, 0, 1), "a conflict is no duplicate");
     assert_eq!(stats.conflict_ids, vec!["x".to_string()]);
     let report = report_of(&store, &ReportFilter::default());
     assert_eq!(report.tokens.total.input, 10, "the first stored copy wins");

@@ -93,6 +93,12 @@ impl Service {
         (response.status().as_u16(), body, retry_after)
     }
 
+    /// The `/metrics` page as it reads now.
+    pub fn metrics(&self) -> String {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        agent.get(&format!("{}/metrics", self.http)).call().unwrap().body_mut().read_to_string().unwrap()
+    }
+
     /// The report once it reflects every write acknowledged before it was
     /// asked (asked again while its `derivation` section says it is not
     /// complete, as a client that needs a complete answer does), without
@@ -212,8 +218,8 @@ fn http_attempts_share_validation_and_dedup_with_file_ingest() {
     assert_eq!(status, 200);
     let answer = json_of(&answer);
     assert_eq!(
-        (&answer["accepted"], &answer["duplicates"], &answer["conflicts"]),
-        (&json!(1), &json!(1), &json!(1))
+        (&answer["accepted"], &answer["duplicates"], &answer["conflicts"], &answer["received"]),
+        (&json!(1), &json!(0), &json!(1), &json!(152))
     );
     let derived_id = attempt_ledger::ingest::jsonl::decode_line(&first.to_string()).unwrap().attempt_id;
     assert_eq!(answer["conflict_ids"], json!([derived_id]));
@@ -1003,14 +1009,7 @@ fn otlp_over_http_and_grpc_answer_and_count_the_same() {
     ));
     let request: ExportTraceServiceRequest = serde_json::from_slice(&export_json(spans)).unwrap();
     let rejected_metric = |service: &Service| -> String {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let text = agent
-            .get(&format!("{}/metrics", service.http))
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap();
+        let text = service.metrics();
         text.lines()
             .find(|l| l.starts_with("attempt_ledger_ingest_records_total{result=\"rejected\"}"))
             .unwrap_or("")

@@ -147,7 +147,7 @@ pub struct RuleSet {
 
 impl RuleSet {
     pub fn load(path: &Path) -> Result<RuleSet, RulesError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_config(path)
             .map_err(|source| RulesError::Read { path: path.display().to_string(), source })?;
         RuleSet::parse(&text, &path.display().to_string())
     }

@@ -30,6 +30,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("alert_rules", alert_rules),
     ("report_arguments", report_arguments),
     ("policy_file", policy_file),
+    ("body_accounting", body_accounting),
 ];
 
 /// A file as `ingest` reads it: split into chunks of whole lines (length
@@ -52,6 +53,49 @@ pub fn ingest_file(data: &[u8]) {
         Ok(())
     });
     outcome.expect("reading from memory cannot fail");
+}
+
+/// A request body, as `POST /v1/attempts` and `POST /v1/litellm` read it:
+/// the first byte picks the declared framing and the format, the rest is
+/// the body. Every record received is kept or rejected, once: for attempt
+/// records and LiteLLM payloads, whose records are one attempt each, the
+/// count is what the framing rule says the body holds, counted here
+/// without any decoder (the non-blank lines, the array's elements, or one).
+pub fn body_accounting(data: &[u8]) {
+    use crate::ingest::framing::{Framing, check_accounting, decode_body};
+    let Some((&pick, body)) = data.split_first() else { return };
+    let Ok(text) = std::str::from_utf8(body) else { return };
+    if text.lines().any(|l| l.len() > MAX_LINE_BYTES) {
+        return;
+    }
+    let framing = if pick & 1 == 0 { Framing::Lines } else { Framing::Document };
+    let format =
+        [None, Some(Format::Attempts), Some(Format::Litellm), Some(Format::Openrouter), Some(Format::Otlp)]
+            [usize::from(pick >> 1) % 5];
+    let Ok(decoded) = decode_body(text, framing, format) else { return };
+    check_notes(&decoded);
+    if let Err(broken) = check_accounting(&decoded) {
+        panic!("{broken}");
+    }
+    if matches!(format, Some(Format::Attempts | Format::Litellm)) {
+        // "Parses as one" is JSON's syntax: a number past f64's range is
+        // still one value (that record is rejected, not the body).
+        use serde_json::value::RawValue;
+        let lines = text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
+        let whole = match framing {
+            Framing::Lines => None,
+            Framing::Document => serde_json::from_str::<&RawValue>(text.trim()).ok(),
+        };
+        let expected = match whole {
+            Some(value) if value.get().starts_with('[') => {
+                serde_json::from_str::<Vec<&RawValue>>(value.get()).map_or(0, |v| v.len() as u64)
+            }
+            Some(_) => 1,
+            None => lines,
+        };
+        assert_eq!(decoded.received(), expected, "{framing:?} {format:?}");
+        assert_eq!(decoded.records, decoded.attempts.len() as u64);
+    }
 }
 
 pub fn attempts_jsonl(data: &[u8]) {

@@ -11,6 +11,7 @@ pub mod alert_event;
 pub mod alert_rules;
 pub mod classify;
 pub mod dimensions;
+pub mod files;
 pub mod finding;
 pub mod fuzzing;
 pub mod ingest;

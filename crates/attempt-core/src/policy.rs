@@ -234,6 +234,7 @@ impl Limits {
         ];
         let origin = "--set";
         let mut text = String::from("[default]\n");
+        let mut keys = HashSet::new();
         for assignment in assignments {
             let Some((key, value)) = assignment.split_once('=') else {
                 return Err(PolicyError::Parse {
@@ -242,6 +243,20 @@ impl Limits {
                 });
             };
             let (key, value) = (key.trim(), value.trim());
+            // A value is one TOML value: a line break or another control
+            // character would let it set keys the command line never named.
+            if value.chars().any(char::is_control) {
+                return Err(PolicyError::Assignment {
+                    assignment: assignment.clone(),
+                    message: "a value is one line without control characters".into(),
+                });
+            }
+            if !keys.insert(key.to_string()) {
+                return Err(PolicyError::Assignment {
+                    assignment: assignment.clone(),
+                    message: format!("`{key}` is set twice: give each key once"),
+                });
+            }
             if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
                 return Err(PolicyError::Parse {
                     path: origin.into(),
@@ -291,7 +306,7 @@ pub struct LimitSet {
 
 impl LimitSet {
     pub fn load(path: &Path) -> Result<LimitSet, PolicyError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_config(path)
             .map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
         LimitSet::parse(&text, &path.display().to_string())
     }
@@ -354,7 +369,7 @@ impl LimitSet {
 
 impl PolicySet {
     pub fn load(path: &Path) -> Result<PolicySet, PolicyError> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_config(path)
             .map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
         PolicySet::parse(&text, &path.display().to_string())
     }

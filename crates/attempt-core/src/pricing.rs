@@ -86,7 +86,7 @@ impl PriceTable {
         let mut table = Self::default();
         table.merge(BUILTIN_PRICES, "<built-in prices.toml>")?;
         if let Some(path) = overrides {
-            let text = std::fs::read_to_string(path)
+            let text = crate::files::read_config(path)
                 .map_err(|source| PriceError::Read { path: path.display().to_string(), source })?;
             table.merge(&text, &path.display().to_string())?;
         }

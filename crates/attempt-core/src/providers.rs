@@ -50,7 +50,7 @@ impl ProviderAliases {
     pub fn load(overrides: Option<&Path>) -> Result<Self, ProviderError> {
         let mut table = Self::builtin();
         if let Some(path) = overrides {
-            let text = std::fs::read_to_string(path)
+            let text = crate::files::read_config(path)
                 .map_err(|source| ProviderError::Read { path: path.display().to_string(), source })?;
             // A user may move an alias to another provider: their file wins.
             table.merge(&text, &path.display().to_string(), true)?;

@@ -61,17 +61,28 @@ impl Format {
             Format::Otlp => {
                 let mut decoded = Decoded::default();
                 for (index, line) in text.lines().enumerate() {
-                    let line_no = first_line + index as u64;
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    match otlp::decode_json(line) {
-                        Ok(spans) => decoded.absorb_at(spans.decoded, line_no),
-                        Err(reason) => decoded.reject(line_no, reason),
+                    if !line.trim().is_empty() {
+                        self.decode_record(line, first_line + index as u64, &mut decoded);
                     }
                 }
                 decoded
             }
+        }
+    }
+
+    /// Decodes one record of this format (a line, an element of a JSON
+    /// array, or a whole body) into `into`, its notes at `number`.
+    pub fn decode_record(self, text: &str, number: u64, into: &mut Decoded) {
+        match self {
+            Format::Attempts => into.push_built(number, jsonl::decode_record(text)),
+            Format::Litellm => {
+                super::decode_json_record(text, number, |v| litellm::decode_value(v).map(|b| vec![b]), into)
+            }
+            Format::Openrouter => super::decode_json_record(text, number, openrouter::decode_value, into),
+            Format::Otlp => match otlp::decode_json(text) {
+                Ok(spans) => into.absorb_at(spans.decoded, number),
+                Err(reason) => into.reject(number, reason),
+            },
         }
     }
 }

@@ -23,16 +23,6 @@ use serde_json::{Map, Value};
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{PicoUsd, Status, Tokens};
 
-/// Decodes a request body of attempt records: JSONL, or a JSON array of
-/// records (which HTTP clients often send) when it starts with `[`.
-pub fn decode_body(body: &str) -> Decoded {
-    let trimmed = body.trim_start();
-    if trimmed.starts_with('[') {
-        return decode_array(trimmed);
-    }
-    decode_lines(body, 1)
-}
-
 /// Decodes JSONL attempt records. Blank lines are skipped; `first_line`
 /// numbers the lines of a chunk that started mid-file.
 pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
@@ -41,31 +31,18 @@ pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
         if line.trim().is_empty() {
             continue;
         }
-        decoded.push_built(first_line + index as u64, decode_line_built(line));
-    }
-    decoded
-}
-
-/// A JSON array body: "line" in a rejection is the 1-based element index.
-fn decode_array(body: &str) -> Decoded {
-    let mut decoded = Decoded::default();
-    match super::array_elements(body) {
-        Ok(elements) => {
-            for (index, element) in elements.into_iter().enumerate() {
-                decoded.push_built(index as u64 + 1, decode_line_built(element.get()));
-            }
-        }
-        Err(err) => decoded.reject(err.line() as u64, format!("not a JSON array of records: {err}")),
+        decoded.push_built(first_line + index as u64, decode_record(line));
     }
     decoded
 }
 
 /// Decodes one non-blank line (warnings dropped: for tests and tools).
 pub fn decode_line(line: &str) -> Result<crate::model::Attempt, String> {
-    decode_line_built(line).map(|built| built.attempt)
+    decode_record(line).map(|built| built.attempt)
 }
 
-fn decode_line_built(line: &str) -> Result<Built, String> {
+/// Decodes one record (a line, or an element of an array).
+pub fn decode_record(line: &str) -> Result<Built, String> {
     match serde_json::from_str::<Fields>(line) {
         Ok(fields) => fields.validate(),
         // Not an object, or not JSON: the DOM's reading says which, in the
@@ -711,20 +688,12 @@ mod tests {
             "7".to_string(),
         ];
         for line in &lines {
-            let (fast, dom) = (decode_line_built(line), decode_line_through_dom(line));
+            let (fast, dom) = (decode_record(line), decode_line_through_dom(line));
             match (&fast, &dom) {
                 (Ok(a), Ok(b)) => assert_eq!((&a.attempt, &a.warnings), (&b.attempt, &b.warnings), "{line}"),
                 (Err(a), Err(b)) => assert_eq!(a, b, "{line}"),
                 _ => panic!("{line}: {fast:?} against {dom:?}"),
             }
         }
-    }
-
-    #[test]
-    fn json_array_bodies_are_accepted() {
-        let body = format!("[{MINIMAL}, 7]");
-        let decoded = decode_body(&body);
-        assert_eq!(decoded.attempts.len(), 1);
-        assert_eq!(decoded.rejections[0].line, 2);
     }
 }

@@ -23,31 +23,6 @@ pub fn decode_lines(text: &str, first_line: u64) -> Decoded {
     super::decode_json_lines(text, first_line, |value| decode_value(value).map(|b| vec![b]))
 }
 
-/// What LiteLLM's generic API logger posts: a JSON array of payloads (its
-/// default), NDJSON, or one payload.
-pub fn decode_body(body: &str) -> Decoded {
-    let trimmed = body.trim();
-    if trimmed.starts_with('[') {
-        let mut decoded = Decoded::default();
-        match super::array_elements(trimmed) {
-            Ok(items) => {
-                for (index, item) in items.into_iter().enumerate() {
-                    let item = serde_json::from_str::<Value>(item.get()).map_err(|e| e.to_string());
-                    decoded.push_built(index as u64 + 1, item.and_then(decode_value));
-                }
-            }
-            Err(e) => decoded.reject(e.line() as u64, format!("not a JSON array of payloads: {e}")),
-        }
-        return decoded;
-    }
-    if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
-        let mut decoded = Decoded::default();
-        decoded.push_built(1, decode_value(value));
-        return decoded;
-    }
-    decode_lines(body, 1)
-}
-
 /// Whether a parsed record looks like a StandardLoggingPayload.
 pub fn looks_like(map: &Map<String, Value>) -> bool {
     map.contains_key("call_type")
@@ -55,7 +30,7 @@ pub fn looks_like(map: &Map<String, Value>) -> bool {
         && map.contains_key("startTime")
 }
 
-fn decode_value(value: Value) -> Result<Built, String> {
+pub(super) fn decode_value(value: Value) -> Result<Built, String> {
     let Value::Object(map) = value else {
         return Err("expected a JSON object (a StandardLoggingPayload)".into());
     };
@@ -299,10 +274,13 @@ mod tests {
 
     #[test]
     fn the_generic_api_loggers_three_formats_are_read() {
+        use crate::ingest::format::Format;
+        use crate::ingest::framing::{Framing, decode_body};
         let one = payload("success", "");
-        assert_eq!(decode_body(&format!("[{one},{one}]")).attempts.len(), 2);
-        assert_eq!(decode_body(&format!("{one}\n{one}\n")).attempts.len(), 2);
-        assert_eq!(decode_body(&one).attempts.len(), 1);
+        let decoded = |body: &str| decode_body(body, Framing::Document, Some(Format::Litellm)).unwrap();
+        assert_eq!(decoded(&format!("[{one},{one}]")).attempts.len(), 2);
+        assert_eq!(decoded(&format!("{one}\n{one}\n")).attempts.len(), 2);
+        assert_eq!(decoded(&one).attempts.len(), 1);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! `build_attempt`, so JSONL and OTLP cannot drift apart.
 
 pub mod format;
+pub mod framing;
 pub mod jsonl;
 pub mod litellm;
 mod numbers;
@@ -59,6 +60,10 @@ pub struct Decoded {
     pub warnings: Vec<Warning>,
     /// Every warning.
     pub warned: u64,
+    /// Records kept: one per attempt built, one per model-call span kept
+    /// (its attempts are derived with its trace). With `rejected`, every
+    /// record the input held (`received`).
+    pub records: u64,
 }
 
 impl Decoded {
@@ -70,8 +75,15 @@ impl Decoded {
             rejected: self.rejected,
             warnings: std::mem::take(&mut self.warnings),
             warned: self.warned,
+            records: self.records,
             ..Decoded::default()
         }
+    }
+
+    /// Every record the input held: kept or rejected. What an ingest
+    /// answer's accepted, duplicates, conflicts and rejected add up to.
+    pub fn received(&self) -> u64 {
+        self.records + self.rejected
     }
 
     /// Counts a rejected record, keeping its reason while there is room.
@@ -95,6 +107,7 @@ impl Decoded {
         match built {
             Ok(Built { attempt, warnings }) => {
                 self.attempts.push(attempt);
+                self.records += 1;
                 warnings.into_iter().for_each(|reason| self.warn(line, reason));
             }
             Err(reason) => self.reject(line, reason),
@@ -115,6 +128,7 @@ impl Decoded {
     fn append_renumbered(&mut self, other: Decoded, line: Option<u64>) {
         self.attempts.extend(other.attempts);
         self.spans.extend(other.spans);
+        self.records += other.records;
         let (unlisted_rejections, unlisted_warnings) =
             (other.rejected - other.rejections.len() as u64, other.warned - other.warnings.len() as u64);
         for r in other.rejections {
@@ -139,26 +153,12 @@ pub fn array_elements(text: &str) -> Result<Vec<&serde_json::value::RawValue>, s
 /// derived id, and its row in the writer's Arrow batch.
 pub const RECORD_HELD_BYTES: usize = std::mem::size_of::<Attempt>() + 256;
 
-/// At most what the records of a JSON body hold once decoded, read without
-/// decoding one: for each line or array element that is an object (nothing
-/// else becomes a record), `RECORD_HELD_BYTES` and twice its bytes (its
-/// strings are parts of it, in the attempt and in its row).
-pub fn held_at_most(text: &str) -> usize {
-    let held = |record: &str| {
-        let record = record.trim();
-        if record.starts_with('{') {
-            RECORD_HELD_BYTES.saturating_add(record.len().saturating_mul(2))
-        } else {
-            0
-        }
-    };
-    let trimmed = text.trim();
-    if trimmed.starts_with('[')
-        && let Ok(elements) = array_elements(trimmed)
-    {
-        return elements.iter().map(|e| held(e.get())).fold(0, usize::saturating_add);
-    }
-    text.lines().map(held).fold(0, usize::saturating_add)
+/// At most what a record of `bytes` holds once decoded: `RECORD_HELD_BYTES`
+/// and twice its bytes (its strings are parts of it, in the attempt and in
+/// its row). Only an object becomes a record.
+pub fn record_held_at_most(record: &str) -> usize {
+    let record = record.trim();
+    if record.starts_with('{') { RECORD_HELD_BYTES.saturating_add(record.len().saturating_mul(2)) } else { 0 }
 }
 
 /// Decodes JSON lines with `decode`, which maps one parsed record to its
@@ -175,13 +175,23 @@ pub fn decode_json_lines(
         if line.trim().is_empty() {
             continue;
         }
-        let line_no = first_line + index as u64;
-        match serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}")).and_then(&decode) {
-            Ok(built) => built.into_iter().for_each(|b| decoded.push_built(line_no, Ok(b))),
-            Err(reason) => decoded.reject(line_no, reason),
-        }
+        decode_json_record(line, first_line + index as u64, &decode, &mut decoded);
     }
     decoded
+}
+
+/// Decodes one JSON record (a line, or an element of an array) with
+/// `decode` into `into`, as `decode_json_lines` does each line.
+pub fn decode_json_record(
+    text: &str,
+    number: u64,
+    decode: impl Fn(serde_json::Value) -> Result<Vec<Built>, String>,
+    into: &mut Decoded,
+) {
+    match serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}")).and_then(decode) {
+        Ok(built) => built.into_iter().for_each(|b| into.push_built(number, Ok(b))),
+        Err(reason) => into.reject(number, reason),
+    }
 }
 
 /// What `build_attempt` made of a record: the attempt and what it had to

@@ -26,7 +26,7 @@ pub fn looks_like(map: &Map<String, Value>) -> bool {
         || (data.contains_key("provider_name") && data.contains_key("native_tokens_prompt"))
 }
 
-fn decode_value(value: Value) -> Result<Vec<Built>, String> {
+pub(super) fn decode_value(value: Value) -> Result<Vec<Built>, String> {
     let Value::Object(mut map) = value else {
         return Err("expected a JSON object (an OpenRouter generation)".into());
     };

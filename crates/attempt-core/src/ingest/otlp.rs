@@ -228,6 +228,8 @@ impl SpanSorter {
             // the trace's derivation later only sees spans that map.
             match map_call(span, &[]) {
                 Ok(built) => {
+                    // One record: a call, whose attempts its trace derives.
+                    self.out.decoded.records += 1;
                     built.warnings.into_iter().for_each(|reason| self.out.decoded.warn(line, reason));
                     let mut unread = Vec::new();
                     let resends = checked_int(span, &["http.request.resend_count"], &mut unread);
@@ -333,10 +335,23 @@ fn check_ids(span: &Span) -> Result<(), String> {
     if span.parent_span_id.is_empty() { Ok(()) } else { check("parent_span_id", &span.parent_span_id, 8) }
 }
 
-/// One OTLP/JSON `ExportTraceServiceRequest`.
+/// One OTLP/JSON `ExportTraceServiceRequest`. OTLP ignores unknown keys,
+/// so an object of other keys only (an attempt record sent as OTLP) would
+/// read as an empty request: it is refused instead, naming its keys.
 pub fn decode_json(text: &str) -> Result<DecodedSpans, String> {
     let request: ExportTraceServiceRequest =
         serde_json::from_str(text).map_err(|e| format!("not an OTLP ExportTraceServiceRequest: {e}"))?;
+    if request.resource_spans.is_empty() {
+        let keys: std::collections::BTreeMap<String, serde::de::IgnoredAny> =
+            serde_json::from_str(text).unwrap_or_default();
+        if !keys.is_empty() && !keys.contains_key("resourceSpans") && !keys.contains_key("resource_spans") {
+            let named: Vec<&str> = keys.keys().map(String::as_str).take(8).collect();
+            return Err(format!(
+                "not an OTLP ExportTraceServiceRequest: no resourceSpans (keys: {})",
+                named.join(", ")
+            ));
+        }
+    }
     Ok(decode_request(&request))
 }
 

@@ -94,6 +94,76 @@ pub struct Chunk {
 /// spans can reach megabytes).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// The largest input read whole to see whether it is one JSON document (an
+/// array of records, or one record over several lines); past it an input
+/// is read as lines.
+pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+
+/// An input as it is to be read: lines, or one JSON document.
+pub enum Framed {
+    Lines(Box<dyn BufRead + Send>),
+    /// The whole input, which parses as one JSON value.
+    Document(String),
+}
+
+/// Decides how `reader` is read, with the rule a body with no declared type
+/// follows (`framing`): one JSON document only when the whole input parses
+/// as one, else lines. Only what it must is read ahead: a first line that is
+/// a whole JSON value followed by more lines is JSON lines, and is never
+/// held; an input whose first line is not a whole value is held up to
+/// `MAX_DOCUMENT_BYTES` to try it as a document.
+pub fn frame_input(mut reader: Box<dyn BufRead + Send>) -> io::Result<Framed> {
+    let mut head = Vec::new();
+    // The first non-blank line.
+    let first = loop {
+        let start = head.len();
+        if (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut head)? == 0 {
+            return Ok(Framed::Lines(chained(head, reader)));
+        }
+        if !head[start..].iter().all(u8::is_ascii_whitespace) {
+            break start;
+        }
+    };
+    let line = std::str::from_utf8(&head[first..]).map(str::trim).unwrap_or("");
+    let whole_value = serde_json::from_str::<&serde_json::value::RawValue>(line).is_ok();
+    if whole_value {
+        // A document only if nothing but blank lines follows.
+        loop {
+            let start = head.len();
+            if (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut head)? == 0 {
+                return Ok(document(head, reader));
+            }
+            if !head[start..].iter().all(u8::is_ascii_whitespace) {
+                return Ok(Framed::Lines(chained(head, reader)));
+            }
+        }
+    }
+    if !(line.starts_with('[') || line.starts_with('{')) {
+        return Ok(Framed::Lines(chained(head, reader)));
+    }
+    let room = MAX_DOCUMENT_BYTES.saturating_sub(head.len()) as u64 + 1;
+    (&mut reader).take(room).read_to_end(&mut head)?;
+    if head.len() > MAX_DOCUMENT_BYTES {
+        return Ok(Framed::Lines(chained(head, reader)));
+    }
+    Ok(document(head, reader))
+}
+
+/// `head`, the whole input, as a document if it parses as one JSON value.
+fn document(head: Vec<u8>, reader: Box<dyn BufRead + Send>) -> Framed {
+    match String::from_utf8(head) {
+        Ok(text) if serde_json::from_str::<&serde_json::value::RawValue>(text.trim()).is_ok() => {
+            Framed::Document(text)
+        }
+        Ok(text) => Framed::Lines(chained(text.into_bytes(), reader)),
+        Err(err) => Framed::Lines(chained(err.into_bytes(), reader)),
+    }
+}
+
+fn chained(head: Vec<u8>, rest: Box<dyn BufRead + Send>) -> Box<dyn BufRead + Send> {
+    Box::new(io::Cursor::new(head).chain(rest))
+}
+
 /// Reads up to and including the next newline, keeping nothing.
 fn skip_line(reader: &mut impl BufRead) -> io::Result<()> {
     loop {
@@ -160,6 +230,46 @@ pub fn for_each_chunk<E: From<io::Error>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn framed(input: &str) -> Framed {
+        let reader: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(input.as_bytes().to_vec()));
+        frame_input(reader).unwrap()
+    }
+
+    fn lines_of(framed: Framed) -> String {
+        let Framed::Lines(mut reader) = framed else { panic!("read as a document") };
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    #[test]
+    fn an_input_is_a_document_only_when_the_whole_of_it_parses_as_one() {
+        for document in
+            ["[{\"a\":1},{\"a\":2}]", "\n[\n  {\"a\": 1},\n  {\"a\": 2}\n]\n\n", "{\n \"a\": 1\n}"]
+        {
+            assert!(matches!(framed(document), Framed::Document(text) if text == document), "{document:?}");
+        }
+        // JSON lines, the first of them an array: lines, every byte kept.
+        for lines in
+            ["[1,2]\n{\"a\":1}\n", "{\"a\":1}\n{\"a\":2}", "[\n{\"a\":1}\nnot json\n", "x\ny\n", "", "\n\n"]
+        {
+            assert_eq!(lines_of(framed(lines)), lines, "{lines:?}");
+        }
+        // A one-line record is the same either way: lines keep the reader streaming.
+        assert!(matches!(framed("{\"a\":1}\n"), Framed::Document(_)));
+    }
+
+    #[test]
+    fn an_input_past_the_document_bound_is_read_as_lines() {
+        let mut big = String::from("[\n");
+        while big.len() <= MAX_DOCUMENT_BYTES {
+            big.push_str("{\"a\": 1},\n");
+        }
+        big.push_str("{\"a\": 1}\n]\n");
+        let text = lines_of(framed(&big));
+        assert_eq!(text.len(), big.len(), "nothing is lost");
+    }
 
     #[test]
     fn an_overlong_line_is_rejected_and_skipped_not_held() {

@@ -267,6 +267,18 @@ fn assignments_name_what_is_wrong() {
     assert!(err("no_retry_on=flaky").contains("`no_retry_on`: \"flaky\" is not one of"));
     assert!(err("max_retries.robot=2").contains("`max_retries`: \"robot\" is not one of"));
     assert!(err("max_tries=2").contains("unknown field `max_tries`"));
+    // A value cannot reach past its own line, nor a key be given twice.
+    let injected = err("max_total_attempts=3\nretryable = []");
+    assert!(injected.contains("one line without control characters"), "{injected}");
+    let twice = Limits::from_assignments(&["max_retries.sdk=2".into(), "max_retries.sdk=3".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(twice.contains("`max_retries.sdk` is set twice"), "{twice}");
+    for huge in
+        ["max_total_attempts=1e400", "max_elapsed_ms=inf", "max_elapsed_ms=nan", "max_extra_cost_usd=-1"]
+    {
+        assert!(Limits::from_assignments(&[huge.to_string()]).is_err(), "{huge} is refused");
+    }
     let limits = Limits::from_assignments(&["max_retries.sdk=2".into(), "no_retry_on=quota".into()]).unwrap();
     assert_eq!(limits.max_retries[Layer::Sdk as usize], Some(2));
     assert_eq!(limits.no_retry_on, Some(vec![C::Quota]));

@@ -764,3 +764,15 @@ proptest::proptest! {
         }
     }
 }
+
+/// OTLP ignores unknown keys, so an attempt record sent as OTLP read as an
+/// empty export and vanished, uncounted: it is refused, and an empty
+/// export stays an empty export.
+#[test]
+fn an_object_of_other_keys_only_is_no_export() {
+    let err = decode_json(r#"{"workflow_id":"w1","status":"ok"}"#).unwrap_err();
+    assert!(err.contains("no resourceSpans (keys: status, workflow_id)"), "{err}");
+    let empty = decode_json("{}").unwrap();
+    assert_eq!((empty.model_spans, empty.decoded.received()), (0, 0));
+    assert!(decode_json(r#"{"resourceSpans":[]}"#).is_ok());
+}
