@@ -282,6 +282,12 @@ fn a_first_line_that_is_an_array_is_one_bad_record_in_every_framing_and_path() {
         );
     }
     assert_eq!(service.report("")["attempts"]["total"], 399);
+    // LiteLLM's route, NDJSON whose first line is an array: the same.
+    let payloads: Vec<String> = std::iter::once("[1]".to_string())
+        .chain((0..3).map(|key| good_record(Format::Litellm, key, 0, 1)))
+        .collect();
+    let answer = answer_of(&service, "/v1/litellm", "application/x-ndjson", &payloads.join("\n"));
+    assert_eq!(counts(&answer), (4, 3, 0, 0, 1), "{answer}");
 
     // A JSON array declared as JSON lines is lines: each line is judged.
     let array = format!("[{},\n{}]", rec(json!({"attempt_id": "b1"})), rec(json!({"attempt_id": "b2"})));
