@@ -636,7 +636,7 @@ def main():
     engine, skipped = None, []
     if args.engine != "duckdb":
         good, good_prices, skipped = survey(args.lake, manifest)
-        if skipped and not args.skip_bad_files:
+        if skipped and (not args.skip_bad_files or not good):
             sys.exit("error: " + refusal(args.lake, skipped))
         if not good:
             sys.exit(f"error: the attempt lake {args.lake} holds no attempts yet: export to it first")

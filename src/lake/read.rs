@@ -62,7 +62,8 @@ pub fn lake_report(
         tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
     let store = Store::open(&scratch.path().join("lake.duckdb"))?;
     let surveyed = survey(&lake, &store)?;
-    if !surveyed.bad.is_empty() && bad_files == BadFiles::Refuse {
+    // Nothing left to read once they are skipped: refused all the same.
+    if !surveyed.bad.is_empty() && (bad_files == BadFiles::Refuse || surveyed.good.is_empty()) {
         return Err(LakeError::BadFiles { lake: root.display().to_string(), files: surveyed.bad }.into());
     }
     if surveyed.good.is_empty() {
