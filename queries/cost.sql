@@ -12,13 +12,15 @@
 CREATE OR REPLACE TEMP MACRO known_cost_pusd(kind, emitter_pusd, input_tokens, cached_input_tokens,
                                              cache_write_input_tokens, output_tokens,
                                              input_pusd, cached_input_pusd, cache_write_pusd, output_pusd) AS
+    -- In 128 bits from the first operation: stored counts are 64-bit, and
+    -- a count times a price may pass that.
     coalesce(CASE kind
-        WHEN 'emitter' THEN emitter_pusd
+        WHEN 'emitter' THEN emitter_pusd::HUGEINT
         WHEN 'priced' THEN
-             (input_tokens - cached_input_tokens - cache_write_input_tokens) * input_pusd
-           + cached_input_tokens * cached_input_pusd
-           + cache_write_input_tokens * cache_write_pusd
-           + output_tokens * output_pusd
+             (input_tokens::HUGEINT - cached_input_tokens - cache_write_input_tokens) * input_pusd
+           + cached_input_tokens::HUGEINT * cached_input_pusd
+           + cache_write_input_tokens::HUGEINT * cache_write_pusd
+           + output_tokens::HUGEINT * output_pusd
         ELSE 0 END, 0)::HUGEINT;
 
 CREATE OR REPLACE TEMP MACRO cost_is_unknown(kind, priced_model) AS

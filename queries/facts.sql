@@ -17,7 +17,8 @@
 -- Parameters: temp.fact_input (the stored attempt columns plus dim1..dim3,
 --   the dimension values of each attempt; every attempt of each workflow it
 --   holds, so the derivation sees whole workflows) and the variable
---   latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending).
+--   latency_buckets (DOUBLE[]: histogram bounds, seconds, ascending); the
+--   macro int64_of (bounds.sql), which every stored sum passes through.
 -- Columns of temp.new_facts (see migrations/0004_facts.sql), one row per workflow:
 --   workflow_id, workflow_name   first non-NULL `workflow` in attempt order
 --   first_at                     start of the first attempt (seq 1)
@@ -191,7 +192,12 @@ SELECT o.*,
             WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
                  AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
                  THEN 'unknown'
-            ELSE 'priced' END AS cost_kind
+            ELSE 'priced' END AS cost_kind,
+       -- The workflow's own columns its attempts' rows carry, so that no
+       -- reader joins the workflows a second time.
+       w.first_at, w.workflow_name, w.outcome, w.attempts AS workflow_attempts, w.delivered_seq, w.outcome_ms,
+       w.primary_provider, w.primary_model, w.primary_route_group,
+       w.dim1 AS workflow_dim1, w.dim2 AS workflow_dim2, w.dim3 AS workflow_dim3
 FROM temp.fact_ordered o
 JOIN temp.fact_workflows w USING (workflow_id);
 
@@ -205,7 +211,7 @@ CREATE OR REPLACE TEMP TABLE new_steps AS
 WITH keyed AS (
     SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key
     FROM temp.fact_attempts a
-    WHERE a.workflow_id IN (SELECT workflow_id FROM temp.fact_workflows WHERE attempts > 1)
+    WHERE a.workflow_attempts > 1
 ),
 ordered AS (
     SELECT *,
@@ -242,13 +248,13 @@ fallen AS (
                OVER (PARTITION BY workflow_id) AS shape_sum
     FROM ordered
 )
-SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.delivered_seq, w.outcome_ms,
-       hash(w.outcome, w.attempts, a.shape_sum) AS shape_key,
-       lower(coalesce(w.primary_route_group, w.primary_provider || '/' || w.primary_model)) AS primary_route,
+SELECT a.workflow_id, a.first_at, a.workflow_name, a.workflow_attempts AS attempts, a.outcome, a.delivered_seq,
+       a.outcome_ms, hash(a.outcome, a.workflow_attempts, a.shape_sum) AS shape_key,
+       lower(coalesce(a.primary_route_group, a.primary_provider || '/' || a.primary_model)) AS primary_route,
        a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
-       (epoch_us(a.started_at) - epoch_us(w.first_at)) / 1000.0 AS offset_ms,
+       (epoch_us(a.started_at) - epoch_us(a.first_at)) / 1000.0 AS offset_ms,
        coalesce(a.duration_ms, 0) AS duration_ms,
-       (a.end_before_us - epoch_us(w.first_at)) / 1000.0 AS end_before_ms,
+       (a.end_before_us - epoch_us(a.first_at)) / 1000.0 AS end_before_ms,
        a.layer, a.route_key, a.effective_route, a.retry,
        CASE WHEN a.retry THEN row_number() OVER (PARTITION BY a.workflow_id, a.layer, coalesce(a.call_seq, 0), a.retry
                                                  ORDER BY a.seq) END AS layer_retry,
@@ -265,12 +271,11 @@ SELECT a.workflow_id, w.first_at, w.workflow_name, w.attempts, w.outcome, w.deli
        CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_class END
            AS fallback_class,
        a.served_provider, a.served_model, a.cost_kind,
-       coalesce(a.input_tokens, 0)::HUGEINT AS input_tokens, coalesce(a.output_tokens, 0)::HUGEINT AS output_tokens,
-       coalesce(a.cached_input_tokens, 0)::HUGEINT AS cached_input_tokens,
-       coalesce(a.cache_write_input_tokens, 0)::HUGEINT AS cache_write_input_tokens,
-       coalesce(a.cost_pusd, 0)::HUGEINT AS emitter_cost_pusd
-FROM fallen a
-JOIN temp.fact_workflows w USING (workflow_id);
+       coalesce(a.input_tokens, 0) AS input_tokens, coalesce(a.output_tokens, 0) AS output_tokens,
+       coalesce(a.cached_input_tokens, 0) AS cached_input_tokens,
+       coalesce(a.cache_write_input_tokens, 0) AS cache_write_input_tokens,
+       coalesce(a.cost_pusd, 0) AS emitter_cost_pusd
+FROM fallen a;
 
 -- Each retried workflow's shape key and its attempts' times in order:
 -- what a replay by shape reads of a workflow it changes.
@@ -310,34 +315,33 @@ LEFT JOIN fallbacks f USING (workflow_id)
 LEFT JOIN temp.new_times t USING (workflow_id);
 
 CREATE OR REPLACE TEMP TABLE new_spend AS
-SELECT a.workflow_id, w.first_at, w.workflow_name, w.outcome, w.dim1, w.dim2, w.dim3,
-       date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
+SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS dim1, a.workflow_dim2 AS dim2,
+       a.workflow_dim3 AS dim3, date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
        a.served_provider, a.served_model, a.status, a.error_class, a.seq > 1 AS retry, a.delivered,
        a.cost_kind, count(*) AS attempts,
-       coalesce(sum(a.input_tokens), 0)::HUGEINT AS input_tokens,
-       coalesce(sum(a.output_tokens), 0)::HUGEINT AS output_tokens,
-       coalesce(sum(a.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
-       coalesce(sum(a.cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
-       coalesce(sum(a.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
+       int64_of(coalesce(sum(a.input_tokens), 0), 'workflow_spend.input_tokens') AS input_tokens,
+       int64_of(coalesce(sum(a.output_tokens), 0), 'workflow_spend.output_tokens') AS output_tokens,
+       int64_of(coalesce(sum(a.cached_input_tokens), 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
+       int64_of(coalesce(sum(a.cache_write_input_tokens), 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd
 FROM temp.fact_attempts a
-JOIN temp.fact_workflows w USING (workflow_id)
 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE new_latency AS
 SELECT workflow_id, first_at, workflow_name, provider, model, status, metric, le,
-       count(*) AS observations, sum(round(ms * 1000))::HUGEINT AS sum_us
+       count(*) AS observations,
+       int64_of(sum(round(ms * 1000)::BIGINT), 'workflow_latency.sum_us') AS sum_us
 FROM (SELECT *,
              -- The smallest bound at or above the observation; NULL above the last.
              list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
-      FROM (SELECT a.workflow_id, w.first_at, w.workflow_name, a.provider, a.model, a.status,
-                   'duration' AS metric, a.duration_ms AS ms
-            FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
-            WHERE a.duration_ms IS NOT NULL
+      FROM (SELECT workflow_id, first_at, workflow_name, provider, model, status, 'duration' AS metric,
+                   duration_ms AS ms
+            FROM temp.fact_attempts
+            WHERE duration_ms IS NOT NULL
             UNION ALL
-            SELECT a.workflow_id, w.first_at, w.workflow_name, a.provider, a.model, a.status,
-                   'ttft' AS metric, a.ttft_ms AS ms
-            FROM temp.fact_attempts a JOIN temp.fact_workflows w USING (workflow_id)
-            WHERE a.ttft_ms IS NOT NULL))
+            SELECT workflow_id, first_at, workflow_name, provider, model, status, 'ttft' AS metric, ttft_ms AS ms
+            FROM temp.fact_attempts
+            WHERE ttft_ms IS NOT NULL))
 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE new_findings AS
@@ -357,12 +361,10 @@ previous AS (
            a.decision, a.served_provider, a.served_model, a.cost_kind, a.delivered, a.effective_route,
            a.input_tokens, a.output_tokens, a.cached_input_tokens, a.cache_write_input_tokens, a.cost_pusd,
            a.prev_status, coalesce(a.prev_error_class, 'unknown') AS prev_class, a.committed_before,
-           a.latest_before, a.has_next, p.prev_same_provider, w.attempts AS workflow_attempts, w.first_at,
-           w.workflow_name,
+           a.latest_before, a.has_next, p.prev_same_provider, a.workflow_attempts, a.first_at, a.workflow_name,
            same_route(a.prev_route_group, a.prev_provider, a.prev_model, a.route_group, a.provider, a.model)
                AS same_as_previous
     FROM temp.fact_attempts a
-    JOIN temp.fact_workflows w USING (workflow_id)
     LEFT JOIN same_provider p USING (workflow_id, seq)
 ),
 broken AS (
@@ -415,10 +417,10 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
        CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.latest_before) - epoch_us(b.first_at)) / 1000.0 END
            AS prev_offset_ms,
        count(*) AS attempts,
-       coalesce(sum(b.input_tokens), 0)::HUGEINT AS input_tokens,
-       coalesce(sum(b.output_tokens), 0)::HUGEINT AS output_tokens,
-       coalesce(sum(b.cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
-       coalesce(sum(b.cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
-       coalesce(sum(b.cost_pusd), 0)::HUGEINT AS emitter_cost_pusd
+       int64_of(coalesce(sum(b.input_tokens), 0), 'workflow_findings.input_tokens') AS input_tokens,
+       int64_of(coalesce(sum(b.output_tokens), 0), 'workflow_findings.output_tokens') AS output_tokens,
+       int64_of(coalesce(sum(b.cached_input_tokens), 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
+       int64_of(coalesce(sum(b.cache_write_input_tokens), 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(coalesce(sum(b.cost_pusd), 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd
 FROM every_kind b
 GROUP BY ALL;

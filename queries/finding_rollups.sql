@@ -8,7 +8,8 @@
 -- Parameters: temp.rollup_findings_source: rows shaped like
 --   workflow_findings plus sign BIGINT (+1 adds the workflow, -1 takes its
 --   old rows away), every row of each workflow it holds; the macro
---   kept_label (labels.sql) and its variable fold_labels.
+--   kept_label (labels.sql) and its variable fold_labels; the macro int64_of
+--   (bounds.sql): each sum is a checked BIGINT.
 -- Workflow names are folded by kept_label, as in the other rollups; the
 --   classes are kept whole, since a policy's lists (approved fallback route
 --   keys, classes) are matched against them. Their number is that of the
@@ -29,11 +30,11 @@ CREATE OR REPLACE TEMP TABLE r_findings AS
 SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name,
        kind, class, served_provider, served_model, cost_kind, seq,
        sum(sign * attempts)::BIGINT AS attempts,
-       sum(sign * input_tokens)::HUGEINT AS input_tokens,
-       sum(sign * output_tokens)::HUGEINT AS output_tokens,
-       sum(sign * cached_input_tokens)::HUGEINT AS cached_input_tokens,
-       sum(sign * cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-       sum(sign * emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
+       int64_of(sum(sign * input_tokens), 'rollup_findings.input_tokens') AS input_tokens,
+       int64_of(sum(sign * output_tokens), 'rollup_findings.output_tokens') AS output_tokens,
+       int64_of(sum(sign * cached_input_tokens), 'rollup_findings.cached_input_tokens') AS cached_input_tokens,
+       int64_of(sum(sign * cache_write_input_tokens), 'rollup_findings.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(sum(sign * emitter_cost_pusd), 'rollup_findings.emitter_cost_pusd') AS emitter_cost_pusd
 FROM temp.rollup_findings_source
 GROUP BY ALL
 HAVING sum(sign * attempts) <> 0 OR sum(sign * input_tokens) <> 0 OR sum(sign * output_tokens) <> 0

@@ -12,7 +12,8 @@
 --   workflow, -1 takes it away (a workflow's old rows, when a write derived
 --   them again); the macro kept_label (labels.sql) and its variable
 --   fold_labels; the variable recovery_buckets (BIGINT[]: the recovery-time
---   histogram's bounds, microseconds, ascending).
+--   histogram's bounds, microseconds, ascending); the macro int64_of
+--   (bounds.sql): each sum is a checked BIGINT.
 -- Workflow names, primary and fallback routes and dimension values are
 --   folded by kept_label (bounded labels). The requested and served
 --   provider and model of rollup_attempts and rollup_latency are kept whole:
@@ -46,11 +47,11 @@ SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('w
        s.provider, s.model, s.served_provider, s.served_model, s.status, s.error_class, s.retry,
        s.delivered, s.cost_kind,
        sum(sign * s.attempts)::BIGINT AS attempts,
-       sum(sign * s.input_tokens)::HUGEINT AS input_tokens,
-       sum(sign * s.output_tokens)::HUGEINT AS output_tokens,
-       sum(sign * s.cached_input_tokens)::HUGEINT AS cached_input_tokens,
-       sum(sign * s.cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-       sum(sign * s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
+       int64_of(sum(sign * s.input_tokens), 'rollup_attempts.input_tokens') AS input_tokens,
+       int64_of(sum(sign * s.output_tokens), 'rollup_attempts.output_tokens') AS output_tokens,
+       int64_of(sum(sign * s.cached_input_tokens), 'rollup_attempts.cached_input_tokens') AS cached_input_tokens,
+       int64_of(sum(sign * s.cache_write_input_tokens), 'rollup_attempts.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(sum(sign * s.emitter_cost_pusd), 'rollup_attempts.emitter_cost_pusd') AS emitter_cost_pusd,
        kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3
 FROM temp.rollup_spend_source s
 GROUP BY ALL
@@ -61,7 +62,7 @@ HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sig
 CREATE OR REPLACE TEMP TABLE r_latency AS
 SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, l.metric, l.le,
        sum(sign * l.observations)::BIGINT AS observations,
-       sum(sign * l.sum_us)::HUGEINT AS sum_us
+       int64_of(sum(sign * l.sum_us), 'rollup_latency.sum_us') AS sum_us
 FROM temp.rollup_latency_source l
 GROUP BY ALL
 HAVING sum(sign * l.observations) <> 0 OR sum(sign * l.sum_us) <> 0;
@@ -72,7 +73,7 @@ HAVING sum(sign * l.observations) <> 0 OR sum(sign * l.sum_us) <> 0;
 CREATE OR REPLACE TEMP TABLE r_recovery AS
 SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name, outcome,
        list_filter(getvariable('recovery_buckets'), lambda bound: us <= bound)[1] AS le_us,
-       sum(sign)::BIGINT AS workflows, sum(sign * us)::HUGEINT AS sum_us
+       sum(sign)::BIGINT AS workflows, int64_of(sum(sign * us), 'rollup_recovery.sum_us') AS sum_us
 FROM (SELECT *, epoch_us(delivered_at) - epoch_us(first_at) AS us FROM temp.rollup_source
       WHERE outcome IN ('retry_recovery', 'fallback_recovery'))
 GROUP BY ALL

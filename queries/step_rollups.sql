@@ -7,7 +7,8 @@
 --
 -- Parameters: temp.rollup_steps_source: rows shaped like workflow_steps plus
 --   sign BIGINT (+1 adds the workflow, -1 takes its old rows away); the
---   macro kept_label (labels.sql) and its variable fold_labels.
+--   macro kept_label (labels.sql) and its variable fold_labels; the macro
+--   int64_of (bounds.sql): each sum is a checked BIGINT.
 -- Only the attempts that can buy success count: positions 2 and later, up
 --   to the workflow's delivery (nothing a policy stops after it changes the
 --   outcome). Workflow names and primary routes are folded by kept_label;
@@ -23,16 +24,16 @@ SELECT * FROM (
            coalesce(sum(sign) FILTER (WHERE seq <= 16), 0)::BIGINT AS reached,
            coalesce(sum(sign) FILTER (WHERE deliverable AND seq = delivered_seq), 0)::BIGINT AS delivered,
            sum(sign)::BIGINT AS attempts,
-           sum(sign * input_tokens)::HUGEINT AS input_tokens,
-           sum(sign * output_tokens)::HUGEINT AS output_tokens,
-           sum(sign * cached_input_tokens)::HUGEINT AS cached_input_tokens,
-           sum(sign * cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-           sum(sign * emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
+           int64_of(sum(sign * input_tokens), 'rollup_steps.input_tokens') AS input_tokens,
+           int64_of(sum(sign * output_tokens), 'rollup_steps.output_tokens') AS output_tokens,
+           int64_of(sum(sign * cached_input_tokens), 'rollup_steps.cached_input_tokens') AS cached_input_tokens,
+           int64_of(sum(sign * cache_write_input_tokens), 'rollup_steps.cache_write_input_tokens') AS cache_write_input_tokens,
+           int64_of(sum(sign * emitter_cost_pusd), 'rollup_steps.emitter_cost_pusd') AS emitter_cost_pusd,
            -- Whole microseconds, so that sums do not depend on row order.
-           sum(sign * round(greatest(offset_ms + duration_ms - end_before_ms, 0) * 1000)::BIGINT)::HUGEINT
-               AS added_us,
-           sum(sign * CASE WHEN first_fallback THEN round(greatest(outcome_ms - end_before_ms, 0) * 1000)::BIGINT
-                           ELSE 0 END)::HUGEINT AS added_to_outcome_us
+           int64_of(sum(sign * round(greatest(offset_ms + duration_ms - end_before_ms, 0) * 1000)::BIGINT),
+                    'rollup_steps.added_us') AS added_us,
+           int64_of(sum(sign * CASE WHEN first_fallback THEN round(greatest(outcome_ms - end_before_ms, 0) * 1000)::BIGINT
+                           ELSE 0 END), 'rollup_steps.added_to_outcome_us') AS added_to_outcome_us
     FROM temp.rollup_steps_source
     WHERE seq > 1 AND (delivered_seq IS NULL OR seq <= delivered_seq)
     GROUP BY ALL

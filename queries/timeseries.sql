@@ -74,7 +74,7 @@ SELECT epoch_us(bucket), 'spend', served_provider, NULL, provider, served_model,
        coalesce(sum(attempts) FILTER (WHERE NOT delivered), 0)::BIGINT,
        sum(cost_pusd)::HUGEINT,
        coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT,
-       coalesce(sum(input_tokens + output_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT,
+       coalesce(sum(input_tokens::HUGEINT + output_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT,
        sum(unknown_cost_attempts)::BIGINT,
        NULL, NULL, NULL, NULL
 FROM attempts_in_range

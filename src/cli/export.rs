@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use super::DbArg;
 use crate::lake::export::{export, open_bound};
 use crate::pricing::PriceTable;
-use crate::store::Store;
+use crate::store::{Job, MemoryLimit, Store};
 
 /// Where `--node-id` may come from instead.
 pub const NODE_ID_ENV: &str = "ATTEMPT_LEDGER_NODE_ID";
@@ -51,7 +51,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let db = &args.db.db;
     super::existing_db(db)?;
     let prices = PriceTable::load(args.prices.as_deref())?;
-    let store = Store::open(db)?;
+    let limit = MemoryLimit::for_job(Job::Bulk);
+    eprintln!("{limit}");
+    let store = Store::open_for_job(db, &limit)?;
     let node = store.node_id(args.node.node_id.as_deref())?;
     let (lake, binding) =
         open_bound(&store, &args.lake, args.node.lake_buckets, &node, args.node.replace_node)?;

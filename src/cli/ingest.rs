@@ -9,7 +9,7 @@ use super::{DbArg, ProvidersArg, exit};
 use crate::ingest::format::Format;
 use crate::ingest::source::Source;
 use crate::pipeline::{IngestSummary, ingest_sources};
-use crate::store::Store;
+use crate::store::{Job, MemoryLimit, Store};
 
 /// Rejections and warnings printed in full; the rest are counted.
 const SHOWN_NOTES: usize = 50;
@@ -33,7 +33,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db.db)?.with_aliases(args.providers.load()?);
+    let limit = MemoryLimit::for_job(Job::Bulk);
+    eprintln!("{limit}");
+    let store = Store::open_for_job(&args.db.db, &limit)?.with_aliases(args.providers.load()?);
     let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
     let summary = ingest_sources(&store, &sources, args.format, !args.no_progress)
         .with_context(|| format!("ingest into {}", args.db.db.display()))?;

@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use super::{DbArg, ProvidersArg};
-use crate::store::Store;
+use crate::store::{Job, MemoryLimit, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,7 +19,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db.db)?.with_aliases(args.providers.load()?);
+    let limit = MemoryLimit::for_job(Job::Bulk);
+    eprintln!("{limit}");
+    let store = Store::open_for_job(&args.db.db, &limit)?.with_aliases(args.providers.load()?);
     let kept = store.derived_checksum()?;
     let rows = store.reapply_aliases()?;
     println!("re-applied provider aliases: {rows} stored attempts changed provider names");

@@ -49,7 +49,7 @@ use tokio::sync::watch;
 
 use crate::alerts::RuleSet;
 use crate::pricing::PriceTable;
-use crate::store::Store;
+use crate::store::{Job, MemoryLimit, Store};
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -137,7 +137,9 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         );
     }
     // Opening derives whatever an earlier process left pending.
-    let store = Store::open(&config.db)?.with_aliases(config.providers.clone());
+    let limit = MemoryLimit::for_job(Job::Serve);
+    tracing::info!(db = %config.db.display(), "{limit}");
+    let store = Store::open_for_job(&config.db, &limit)?.with_aliases(config.providers.clone());
     // Before listening: the first request must not wait for a scan of
     // every stored id.
     store.load_known_ids()?;

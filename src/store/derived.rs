@@ -23,18 +23,19 @@ use chrono::{DateTime, Duration, Utc};
 use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
-use super::StoreError;
 use super::columns::SPEND_MEASURES;
+use super::{StoreError, cost};
 use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 
 pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 /// The scratch tables `facts.sql` leaves, dropped once read.
 pub(super) const DROP_FACT_SCRATCH: &str =
     "DROP VIEW temp.fact_attempts; DROP TABLE temp.fact_ordered; DROP TABLE temp.fact_workflows;";
-const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
+pub(super) const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding_rollups.sql");
 pub(super) const STEP_ROLLUPS_SQL: &str = include_str!("../../queries/step_rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
+const BOUNDS_SQL: &str = include_str!("../../queries/bounds.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 
 /// The recovery-time histogram's bucket bounds, milliseconds (`rollups.sql`
@@ -169,6 +170,7 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     conn.execute_batch(&format!(
         "SET VARIABLE label_limit = {label_limit}::BIGINT; SET VARIABLE fold_labels = true;"
     ))?;
+    define_bounds(conn)?;
     define_kept_label(conn)?;
     define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
@@ -177,6 +179,12 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     let bounds: Vec<String> = RECOVERY_BUCKETS_MS.iter().map(|ms| (ms * 1000).to_string()).collect();
     conn.execute_batch(&format!("SET VARIABLE recovery_buckets = [{}]::BIGINT[];", bounds.join(", ")))?;
     Ok(())
+}
+
+/// Defines the macro `int64_of` (`queries/bounds.sql`), which every sum the
+/// derived tables store per workflow or per minute passes through.
+pub(super) fn define_bounds(conn: &Connection) -> Result<(), StoreError> {
+    Ok(conn.execute_batch(BOUNDS_SQL)?)
 }
 
 /// Defines the macro `kept_label` for the labels that hold K values now
@@ -300,7 +308,9 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     //    a scan of the ids for the few known workflows not found there.
     set_time_variable(conn, "look_from", span.map(|(e, _)| e - LOOKUP_MARGIN))?;
     set_time_variable(conn, "look_until", span.map(|(_, l)| l + LOOKUP_MARGIN))?;
-    conn.execute_batch(
+    cost::run(
+        conn,
+        "lookup of old rows",
         "CREATE OR REPLACE TEMP TABLE old_facts AS
          SELECT * FROM workflow_facts
          WHERE first_at >= getvariable('look_from') AND first_at <= getvariable('look_until')
@@ -343,7 +353,7 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
            AND workflow_id IN (SELECT workflow_id FROM temp.touched
                                WHERE workflow_id NOT IN (SELECT workflow_id FROM quarantine));",
     )?;
-    conn.execute_batch(FACTS_SQL)?;
+    cost::run_script(conn, FACTS_SQL)?;
     let facts_at = began.elapsed();
     stats.clamped = clamped(conn)?;
     conn.execute_batch(DROP_FACT_SCRATCH)?;
@@ -354,25 +364,27 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     // bounds prune them. (The facts, first, are read above.)
     for table in &PER_WORKFLOW[1..] {
         let rows = &table["workflow_".len()..];
-        conn.execute_batch(&format!(
+        let old = format!(
             "CREATE OR REPLACE TEMP TABLE old_{rows} AS
              SELECT * FROM {table}
              WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
                AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);"
-        ))?;
+        );
+        cost::run(conn, "lookup of old rows", &old)?;
     }
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
-        conn.execute_batch(&format!(
+        let swap = format!(
             "DELETE FROM {table}
              WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
                AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
              INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
             insertion_order(table)
-        ))?;
+        );
+        cost::run(conn, cost::family_of(table), &swap)?;
     }
     let swapped_at = began.elapsed();
-    conn.execute_batch(ADMIT_SQL)?;
+    cost::run(conn, "labels", ADMIT_SQL)?;
     define_kept_label(conn)?;
 
     let derived_at = began.elapsed();
@@ -397,9 +409,9 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     })
     .collect();
     conn.execute_batch(&format!("{differences} SET VARIABLE fold_labels = true;"))?;
-    conn.execute_batch(ROLLUPS_SQL)?;
-    conn.execute_batch(FINDING_ROLLUPS_SQL)?;
-    conn.execute_batch(STEP_ROLLUPS_SQL)?;
+    cost::run_script(conn, ROLLUPS_SQL)?;
+    cost::run_script(conn, FINDING_ROLLUPS_SQL)?;
+    cost::run_script(conn, STEP_ROLLUPS_SQL)?;
     let summed_at = began.elapsed();
     let (aff_from, aff_until) = time_range(
         conn,
@@ -509,23 +521,24 @@ enum Target {
     Totals,
 }
 
+/// The measures that count rows (workflows, attempts, observations): BIGINT
+/// in the totals too.
+const COUNTS: [&str; 6] =
+    ["workflows", "attempts", "observations", "workflow_attempts", "reached", "delivered"];
+
 /// Adds `temp.r_*` to the minute rollups or to the totals; rows whose every
 /// measure comes to 0 are dropped.
 fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
     for Rollup { minutes, totals, delta, measures } in ROLLUPS {
         let measures: Vec<&str> = measures.concat();
+        // A minute's sums are BIGINT, checked (queries/bounds.sql); the
+        // all-time totals keep 128 bits for money and tokens.
         let sums: Vec<String> = measures
             .iter()
-            .map(|m| {
-                let ty = if matches!(
-                    *m,
-                    "workflows" | "attempts" | "observations" | "workflow_attempts" | "reached" | "delivered"
-                ) {
-                    "BIGINT"
-                } else {
-                    "HUGEINT"
-                };
-                format!("sum({m})::{ty} AS {m}")
+            .map(|m| match target {
+                Target::Minutes => format!("int64_of(sum({m}), '{minutes}.{m}') AS {m}"),
+                Target::Totals if COUNTS.contains(m) => format!("sum({m})::BIGINT AS {m}"),
+                Target::Totals => format!("sum({m})::HUGEINT AS {m}"),
             })
             .collect();
         let nonzero: Vec<String> = measures.iter().map(|m| format!("sum({m}) <> 0")).collect();
@@ -557,7 +570,7 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
                 )
             }
         };
-        conn.execute_batch(&format!(
+        let merge = format!(
             "CREATE OR REPLACE TEMP TABLE merged AS
              SELECT * EXCLUDE ({measures}), {sums}
              FROM ({current} UNION ALL BY NAME {delta_rows})
@@ -569,7 +582,8 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
             measures = measures.join(", "),
             sums = sums.join(", "),
             nonzero = nonzero.join(" OR "),
-        ))?;
+        );
+        cost::run(conn, cost::family_of(table), &merge)?;
     }
     Ok(())
 }
@@ -696,23 +710,24 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
          WHERE started_at >= getvariable('pass_from') AND started_at <= getvariable('pass_until')
            AND workflow_id IN (SELECT workflow_id FROM temp.pass_workflows);",
     )?;
-    conn.execute_batch(FACTS_SQL)?;
+    cost::run_script(conn, FACTS_SQL)?;
     let facts_at = began.elapsed();
     let clamped = clamped(conn)?;
     if clamped > 0 {
         tracing::warn!(clamped, "durations past 30 days (stored before the bound) clamped to it");
     }
     conn.execute_batch(DROP_FACT_SCRATCH)?;
-    conn.execute_batch(ADMIT_SQL)?;
+    cost::run(conn, "labels", ADMIT_SQL)?;
     define_kept_label(conn)?;
     let admitted_at = began.elapsed();
     let derived: i64 = conn.query_row("SELECT count(*) FROM temp.new_facts", [], |r| r.get(0))?;
     for table in PER_WORKFLOW {
         let new = &table["workflow_".len()..];
-        conn.execute_batch(&format!(
+        let store = format!(
             "INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
             insertion_order(table)
-        ))?;
+        );
+        cost::run(conn, cost::family_of(table), &store)?;
     }
     conn.execute_batch(DROP_NEW_FACTS)?;
     conn.execute_batch("DROP TABLE temp.pass_workflows; DROP VIEW temp.fact_input;")?;
@@ -753,14 +768,15 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
          CREATE OR REPLACE TEMP VIEW rollup_steps_source AS SELECT 1::BIGINT AS sign, * FROM workflow_steps;
          SET VARIABLE fold_labels = true;",
     )?;
-    conn.execute_batch(ROLLUPS_SQL)?;
-    conn.execute_batch(FINDING_ROLLUPS_SQL)?;
-    conn.execute_batch(STEP_ROLLUPS_SQL)?;
+    cost::run_script(conn, ROLLUPS_SQL)?;
+    cost::run_script(conn, FINDING_ROLLUPS_SQL)?;
+    cost::run_script(conn, STEP_ROLLUPS_SQL)?;
     super::shapes::rebuild(conn)?;
     for Rollup { minutes, totals, delta, .. } in ROLLUPS {
-        conn.execute_batch(&format!(
+        let replace = format!(
             "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"
-        ))?;
+        );
+        cost::run(conn, cost::family_of(minutes), &replace)?;
         if let Some(totals) = totals {
             conn.execute_batch(&format!("DELETE FROM {totals};"))?;
         }

@@ -75,6 +75,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "lake_identity",
         sql: include_str!("../../migrations/0018_lake_identity.sql"),
     },
+    Migration { version: 19, name: "int64_sums", sql: include_str!("../../migrations/0019_int64_sums.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

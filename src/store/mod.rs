@@ -6,11 +6,13 @@
 
 mod alerts;
 pub mod columns;
+mod cost;
 mod derived;
 mod deriver;
 mod functions;
 mod known;
 mod lake;
+pub mod memory;
 mod migrate;
 pub mod queries;
 mod shapes;
@@ -25,6 +27,7 @@ use duckdb::Connection;
 
 pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
 pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
+pub use memory::{Job, MemoryLimit};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
 pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
@@ -175,8 +178,6 @@ fn config(mode: duckdb::AccessMode) -> Result<duckdb::Config, duckdb::Error> {
 /// The environment variable that sets DuckDB's memory limit for a database
 /// file (DuckDB's syntax: `512MB`, `2GB`); in-memory databases have none.
 pub const MEMORY_LIMIT_ENV: &str = "ATTEMPT_LEDGER_MEMORY_LIMIT";
-/// Leaves room under 1 GiB for the process's own buffers.
-pub const DEFAULT_MEMORY_LIMIT: &str = "512MB";
 
 /// The log size past which a commit checkpoints (DuckDB's default is 16MB).
 /// A log this large replays in a few seconds at the next open after a crash.
@@ -289,7 +290,13 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and brings its
     /// schema up to date.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with(path, duckdb::AccessMode::ReadWrite)
+        Self::open_with(path, duckdb::AccessMode::ReadWrite, &MemoryLimit::for_job(Job::Serve))
+    }
+
+    /// `open`, for a bulk job under `limit` (`MemoryLimit::for_job(Job::Bulk)`,
+    /// which the command prints first).
+    pub fn open_for_job(path: &Path, limit: &MemoryLimit) -> Result<Self, StoreError> {
+        Self::open_with(path, duckdb::AccessMode::ReadWrite, limit)
     }
 
     /// `open`, for commands that only read (report, audit, alerts): a
@@ -302,21 +309,24 @@ impl Store {
             .append(true)
             .open(path)
             .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
-        if marked || denied { Self::open_with(path, duckdb::AccessMode::ReadOnly) } else { Self::open(path) }
+        if marked || denied {
+            Self::open_with(path, duckdb::AccessMode::ReadOnly, &MemoryLimit::for_job(Job::Serve))
+        } else {
+            Self::open(path)
+        }
     }
 
-    fn open_with(path: &Path, mode: duckdb::AccessMode) -> Result<Self, StoreError> {
+    fn open_with(path: &Path, mode: duckdb::AccessMode, limit: &MemoryLimit) -> Result<Self, StoreError> {
         check_is_duckdb(path)?;
         let read_only = matches!(mode, duckdb::AccessMode::ReadOnly);
         let conn = config(mode)
             .and_then(|config| Connection::open_with_flags(path, config))
             .map_err(|source| open_error(path, source))?;
-        // A file database can spill to disk, so DuckDB's memory is bounded:
-        // a rebuild over millions of attempts sorts on disk rather than
-        // taking the machine's memory.
-        let limit = std::env::var(MEMORY_LIMIT_ENV).unwrap_or_else(|_| DEFAULT_MEMORY_LIMIT.to_string());
-        conn.execute_batch(&format!("SET memory_limit = '{}';", limit.replace('\'', "")))
-            .map_err(|source| StoreError::MemoryLimit { value: limit.clone(), source })?;
+        // A file database can spill to disk, so DuckDB's memory is bounded
+        // (`memory`): a rebuild over millions of attempts sorts on disk
+        // rather than taking the machine's memory.
+        conn.execute_batch(&format!("SET memory_limit = '{}';", limit.setting.replace('\'', "")))
+            .map_err(|source| StoreError::MemoryLimit { value: limit.setting.clone(), source })?;
         // DuckDB checkpoints inside the commit that takes its log past this
         // size, stalling that commit (and the other connections' behind it)
         // for seconds on a large database: the derivation loop checkpoints
@@ -343,6 +353,7 @@ impl Store {
             });
         }
         functions::register(&conn)?;
+        derived::define_bounds(&conn)?;
         Ok(Self {
             conn,
             aliases: Arc::new(ProviderAliases::builtin()),

@@ -6,8 +6,8 @@
 
 use duckdb::Connection;
 
-use super::StoreError;
 use super::columns::SPEND_MEASURES;
+use super::{StoreError, cost};
 
 pub(super) const SHAPE_ROLLUPS_SQL: &str = include_str!("../../queries/shape_rollups.sql");
 const SHAPES_SQL: &str = include_str!("../../queries/shapes.sql");
@@ -16,10 +16,12 @@ const SHAPES_SQL: &str = include_str!("../../queries/shapes.sql");
 /// (`temp.rollup_steps_source`, new steps minus old), and drops the shapes
 /// no workflow has any more. Needs `temp.new_steps` and `temp.old_steps`.
 pub(super) fn refresh(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch(SHAPES_SQL)?;
+    cost::run(conn, "shapes", SHAPES_SQL)?;
     sum_steps(conn)?;
     merge(conn)?;
-    conn.execute_batch(
+    cost::run(
+        conn,
+        "shapes",
         "DELETE FROM shape_steps
          WHERE shape_key IN (SELECT shape_key FROM temp.old_steps)
            AND shape_key NOT IN (SELECT shape_key FROM total_shapes);",
@@ -46,7 +48,7 @@ fn sum_steps(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE OR REPLACE TEMP VIEW shape_steps_source AS SELECT * FROM temp.rollup_steps_source;",
     )?;
-    conn.execute_batch(SHAPE_ROLLUPS_SQL)?;
+    cost::run(conn, "shapes", SHAPE_ROLLUPS_SQL)?;
     conn.execute_batch("DROP VIEW temp.shape_steps_source;")?;
     Ok(())
 }
@@ -60,16 +62,20 @@ fn merge(conn: &Connection) -> Result<(), StoreError> {
     let on: Vec<String> = keys.iter().map(|k| format!("t.{k} = d.{k}")).collect();
     let zero: Vec<String> = SPEND_MEASURES.iter().map(|m| format!("t.{m} + d.{m} = 0")).collect();
     let add: Vec<String> = SPEND_MEASURES.iter().map(|m| format!("{m} = t.{m} + d.{m}")).collect();
-    conn.execute_batch(&format!(
-        "MERGE INTO total_shapes t USING temp.r_shapes d
+    cost::run(
+        conn,
+        "shapes",
+        &format!(
+            "MERGE INTO total_shapes t USING temp.r_shapes d
          ON t.workflow_name IS NOT DISTINCT FROM d.workflow_name AND {on}
          WHEN MATCHED AND {zero} THEN DELETE
          WHEN MATCHED THEN UPDATE SET {add}
          WHEN NOT MATCHED THEN INSERT BY NAME;
          DROP TABLE temp.r_shapes;",
-        on = on.join(" AND "),
-        zero = zero.join(" AND "),
-        add = add.join(", "),
-    ))?;
+            on = on.join(" AND "),
+            zero = zero.join(" AND "),
+            add = add.join(", "),
+        ),
+    )?;
     Ok(())
 }

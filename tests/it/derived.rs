@@ -508,3 +508,135 @@ fn every_list_of_names_in_the_report_is_bounded_with_exact_totals() {
         n as usize
     );
 }
+
+/// The columns migration 19 narrowed to BIGINT: every sum kept per
+/// workflow and per minute.
+const INT64_SUMS: [(&str, &[&str]); 9] = [
+    ("workflow_spend", &SPEND),
+    ("workflow_findings", &SPEND),
+    ("workflow_steps", &SPEND),
+    ("workflow_latency", &["sum_us"]),
+    ("rollup_attempts", &SPEND),
+    ("rollup_findings", &SPEND),
+    ("rollup_latency", &["sum_us"]),
+    ("rollup_recovery", &["sum_us"]),
+    (
+        "rollup_steps",
+        &[
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "cache_write_input_tokens",
+            "emitter_cost_pusd",
+            "added_us",
+            "added_to_outcome_us",
+        ],
+    ),
+];
+const SPEND: [&str; 5] =
+    ["input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens", "emitter_cost_pusd"];
+
+fn column_types(path: &std::path::Path) -> Vec<String> {
+    let conn = duckdb::Connection::open(path).unwrap();
+    INT64_SUMS
+        .iter()
+        .flat_map(|(table, columns)| columns.iter().map(move |c| (table, c)))
+        .map(|(table, column)| {
+            conn.query_row(
+                "SELECT data_type FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                [table, column],
+                |r| r.get(0),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// A database written with 128-bit stored sums (schema 18) is converted in
+/// place when it is opened: the same reports, the same derived rows as a
+/// fresh ingest of its attempts, and the all-time totals still 128 bits.
+#[test]
+fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.duckdb");
+    let before = {
+        let store = store_at(&path, &fixture_lines());
+        report_of(&store, &ReportFilter::default())
+    };
+    {
+        let conn = duckdb::Connection::open(&path).unwrap();
+        for (table, columns) in INT64_SUMS {
+            for column in columns {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE {table} ALTER COLUMN {column} SET DATA TYPE HUGEINT;"
+                ))
+                .unwrap();
+            }
+        }
+        conn.execute_batch("DELETE FROM schema_migrations WHERE version = 19;").unwrap();
+    }
+    assert!(column_types(&path).iter().all(|t| t == "HUGEINT"), "set up as schema 18 left it");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(report_of(&store, &ReportFilter::default()), before);
+    assert_eq!(store.derived_digest().unwrap(), store_with(&fixture_lines()).derived_digest().unwrap());
+    drop(store);
+    assert!(column_types(&path).iter().all(|t| t == "BIGINT"), "{:?}", column_types(&path));
+    let conn = duckdb::Connection::open(&path).unwrap();
+    let wide: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name LIKE 'total_%' AND data_type = 'HUGEINT'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(wide, 19, "the all-time totals keep 128 bits");
+}
+
+/// $9.2M in pico-USD is a BIGINT's bound. One attempt may cost up to it; a
+/// workflow whose attempts of one row sum past it, and a minute whose workflows do, are
+/// refused with the sum named (the workflow that carried it past is
+/// quarantined) and nothing is wrapped: every other workflow is derived.
+#[test]
+fn sums_past_the_64_bit_bound_are_refused_with_their_field_never_wrapped() {
+    let five_million = |workflow: &str, attempt: &str, minute: u32| {
+        rec(json!({"workflow_id": workflow, "attempt_id": attempt, "cost_usd": 5_000_000.0,
+                   "started_at": format!("2026-11-28T04:{minute:02}:00Z")}))
+    };
+    let failed = |attempt: &str, seq: u32, cost_usd: f64| {
+        rec(json!({"workflow_id": "rich", "attempt_id": attempt, "attempt": seq, "cost_usd": cost_usd,
+                   "status": "error", "error_class": "rate_limit", "started_at": "2026-11-28T04:00:00Z"}))
+    };
+    let mut lines = fixture_lines();
+    // Two retries that failed in the same minute: one row of the workflow's spend.
+    lines.push(failed("rich-1", 1, 0.0));
+    lines.push(failed("rich-2", 2, 5_000_000.0));
+    lines.push(failed("rich-3", 3, 5_000_000.0));
+    lines.push(five_million("same-minute-a", "a", 10));
+    lines.push(five_million("same-minute-b", "b", 10));
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_at(&dir.path().join("ledger.duckdb"), &lines);
+    let quarantined: Vec<(String, String)> =
+        store.quarantined().unwrap().into_iter().map(|(id, error, ..)| (id, error)).collect();
+    assert_eq!(quarantined.len(), 2, "{quarantined:?}");
+    assert!(
+        quarantined.iter().any(|(id, e)| id == "rich"
+            && e.contains("workflow_spend.emitter_cost_pusd sums to 10000000000000000000")
+            && e.contains("past the bound of a stored sum")),
+        "{quarantined:?}"
+    );
+    assert!(
+        quarantined
+            .iter()
+            .any(|(id, e)| id.starts_with("same-minute-") && e.contains("rollup_attempts.emitter_cost_pusd")),
+        "{quarantined:?}"
+    );
+    let report = report_of(&store, &ReportFilter::default());
+    let expected = report_of(&store_with(&fixture_lines()), &ReportFilter::default());
+    assert_eq!(
+        report.workflows.total,
+        expected.workflows.total + 1,
+        "one $5M workflow of the minute is derived"
+    );
+    let added = report.cost_usd.total - expected.cost_usd.total;
+    assert!((added - 5_000_000.0).abs() < 1e-6, "{added}");
+}

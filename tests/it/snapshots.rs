@@ -44,6 +44,7 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "cost.sql",
         "shapes.sql",
         "shape_rollups.sql",
+        "bounds.sql",
     ];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
