@@ -327,6 +327,23 @@ fn check_folder(root: &Path) -> Result<(), LakeError> {
     }
 }
 
+/// Removes what writers of `path` killed between staging it and placing it
+/// left beside it (`.NAME.*.tmp`). Called once `path` is in place, when
+/// every such copy is useless: a writer still alive whose staged copy is
+/// gone fails to place it the way it would have anyway (the name exists).
+pub(crate) fn remove_staged_copies(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        if file.starts_with(&prefix) && file.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Creates `path` holding `bytes`, whole, unless a file is there already
 /// (`LakeError::Exists`): written under a staged name, flushed, then
 /// hard-linked to its name, which fails when the name exists. Where the
@@ -341,8 +358,9 @@ pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<(), LakeErro
     let linked = std::fs::hard_link(&staged, path);
     let _ = std::fs::remove_file(&staged);
     match linked {
-        Ok(()) => {}
+        Ok(()) => remove_staged_copies(path),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            remove_staged_copies(path);
             return Err(LakeError::Exists(path.display().to_string()));
         }
         Err(_) => {
@@ -377,6 +395,27 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer killed between staging a file and placing it leaves its
+    /// staged copy; the next writer of that name, placing it or finding it
+    /// placed, removes every such copy, and no other file.
+    #[test]
+    fn a_killed_writers_staged_copies_go_once_the_file_is_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_lake.json");
+        let leftovers = ["._lake.json.4562.s-1.tmp", "._lake.json.77.s-2.tmp"].map(|n| dir.path().join(n));
+        let other = dir.path().join(".claim-000001.json.4562.s-3.tmp");
+        for file in leftovers.iter().chain([&other]) {
+            std::fs::write(file, b"half").unwrap();
+        }
+        create_exclusive(&path, b"{}").unwrap();
+        assert!(leftovers.iter().all(|f| !f.exists()));
+        assert!(other.exists(), "a staged copy of another name is not this writer's to remove");
+        std::fs::write(&leftovers[0], b"half").unwrap();
+        assert!(matches!(create_exclusive(&path, b"{}"), Err(LakeError::Exists(_))));
+        assert!(!leftovers[0].exists());
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+    }
 
     /// The Iceberg table spec's test vectors for the bucket hash (appendix
     /// B): a lake written with them can be registered as an Iceberg table.

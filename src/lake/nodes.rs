@@ -254,6 +254,7 @@ impl Lake {
         write_synced(&staged, &to_json(record))?;
         std::fs::rename(&staged, &path).map_err(io_error(&path))?;
         sync_dir(path.parent());
+        super::remove_staged_copies(&path);
         Ok(())
     }
 }
