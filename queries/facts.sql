@@ -12,7 +12,11 @@
 -- derivation. What costs here is moving wide rows: fact_attempts is a view
 -- (its join is cheaper than a third wide table), and every comparison with
 -- the attempt before is computed in fact_ordered's one sort (500k attempts:
--- 2.3 s to 1.8 s).
+-- 2.3 s to 1.8 s). Later window functions run over the few columns they
+-- read and join back (new_steps: 2.3 s to 1.5 s at 850k attempts), and a
+-- workflow of one attempt, most of them, skips the grouping it does not
+-- need (fact_workflows, new_spend, new_latency; the `attempt` rows of
+-- new_findings are one an attempt already).
 --
 -- Parameters: temp.fact_input (the stored attempt columns plus dim1..dim3,
 --   the dimension values of each attempt; every attempt of each workflow it
@@ -156,7 +160,22 @@ WITH per_workflow AS (
            arg_min(dim2, seq) FILTER (WHERE dim2 IS NOT NULL) AS dim2,
            arg_min(dim3, seq) FILTER (WHERE dim3 IS NOT NULL) AS dim3
     FROM temp.fact_ordered
+    WHERE seq > 1 OR has_next
     GROUP BY workflow_id
+    UNION ALL
+    -- A workflow of one attempt: the same columns, of that attempt alone.
+    SELECT workflow_id, 1::BIGINT AS attempts, (layer = 'sdk')::BIGINT AS n_sdk, (layer = 'gateway')::BIGINT AS n_gateway,
+           (layer = 'app')::BIGINT AS n_app, (layer = 'queue')::BIGINT AS n_queue,
+           started_at AS first_at, started_at AS earliest_at, started_at AS last_at, workflow AS workflow_name,
+           {'provider': provider, 'model': model, 'route_group': route_group} AS primary_route,
+           CASE WHEN deliverable THEN {'seq': seq, 'started_at': started_at, 'provider': provider, 'model': model,
+                                       'route_group': route_group, 'route': route,
+                                       'duration_ms': coalesce(duration_ms, 0)} END AS delivered,
+           decision AS last_decision,
+           epoch_us(started_at) + coalesce(duration_ms, 0) * 1000 AS outcome_end_us,
+           dim1, dim2, dim3
+    FROM temp.fact_ordered
+    WHERE seq = 1 AND NOT has_next
 )
 SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_sdk, n_gateway, n_app, n_queue,
        dim1, dim2, dim3, delivered.started_at AS delivered_at, delivered.seq AS delivered_seq,
@@ -208,13 +227,18 @@ JOIN temp.fact_workflows w USING (workflow_id);
 -- outside it (sdk inside gateway inside app inside queue: an attempt of an
 -- outer layer starts a new call of every layer inside it).
 CREATE OR REPLACE TEMP TABLE new_steps AS
-WITH keyed AS (
-    SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key
+WITH keyed AS NOT MATERIALIZED (
+    SELECT a.*, lower(coalesce(a.route_group, a.provider || '/' || a.model)) AS route_key,
+           CASE WHEN a.seq > 1 THEN CASE WHEN a.prev_status = 'error' THEN coalesce(a.prev_error_class, 'unknown')
+                                         ELSE 'none' END END AS after_class
     FROM temp.fact_attempts a
     WHERE a.workflow_attempts > 1
 ),
-ordered AS (
-    SELECT *,
+-- The window functions run over the few columns they read, and their
+-- results are joined back to the wide rows once: a window carries every
+-- column of its input through its sort.
+positions AS (
+    SELECT workflow_id, seq, layer,
            coalesce(lag(route_key) OVER by_seq = route_key, false) AS retry,
            -- The latest attempt before this one of a layer outside this one's.
            CASE layer
@@ -223,59 +247,56 @@ ordered AS (
                WHEN 'app' THEN max(CASE WHEN layer = 'queue' THEN seq END) OVER before_it
            END AS call_seq,
            row_number() OVER (PARTITION BY workflow_id, route_key ORDER BY seq) AS route_attempt,
-           min(CASE WHEN effective_route = 'fallback' THEN seq END) OVER (PARTITION BY workflow_id)
-               AS first_fallback_seq,
            max(epoch_us(started_at) + coalesce(duration_ms, 0) * 1000) OVER before_it AS end_before_us,
-           CASE WHEN seq > 1 THEN CASE WHEN prev_status = 'error' THEN coalesce(prev_error_class, 'unknown')
-                                       ELSE 'none' END END AS after_class
-    FROM keyed
-    WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
-           before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-),
--- The first fallback's layer and class, on it and every attempt after it.
-fallen AS (
-    SELECT *,
-           max(CASE WHEN seq = first_fallback_seq THEN layer END) OVER (PARTITION BY workflow_id) AS fallback_layer,
-           max(CASE WHEN seq = first_fallback_seq THEN after_class END) OVER (PARTITION BY workflow_id)
-               AS fallback_class,
+           -- The first fallback's position, layer and class (a struct is never NULL).
+           arg_min({'seq': seq, 'layer': layer, 'class': after_class}, seq)
+               FILTER (WHERE effective_route = 'fallback') OVER whole AS first_fallback,
            -- The shape (migrations/0017_shapes.sql): a sum of each position's
            -- hash, so no list is built (aggregating lists of structs cost five
            -- times this); the position is in each hash, so order counts.
            sum(hash(seq, layer, route_key, effective_route,
                     CASE WHEN status = 'error' THEN coalesce(error_class, 'unknown') END, deliverable, decision,
                     CASE WHEN commit_state IN ('committed', 'unknown') THEN commit_state
-                         WHEN visible_output THEN 'visible_output' END)::HUGEINT)
-               OVER (PARTITION BY workflow_id) AS shape_sum
-    FROM ordered
+                         WHEN visible_output THEN 'visible_output' END)::HUGEINT) OVER whole AS shape_sum
+    FROM keyed
+    WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq),
+           before_it AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+           whole AS (PARTITION BY workflow_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+),
+layer_retries AS (
+    SELECT workflow_id, seq, retry, call_seq, route_attempt, end_before_us, shape_sum,
+           first_fallback.seq AS first_fallback_seq, first_fallback.layer AS fallback_layer,
+           first_fallback.class AS fallback_class,
+           CASE WHEN retry THEN row_number() OVER (PARTITION BY workflow_id, layer, coalesce(call_seq, 0), retry
+                                                   ORDER BY seq) END AS layer_retry
+    FROM positions
 )
 SELECT a.workflow_id, a.first_at, a.workflow_name, a.workflow_attempts AS attempts, a.outcome, a.delivered_seq,
-       a.outcome_ms, hash(a.outcome, a.workflow_attempts, a.shape_sum) AS shape_key,
+       a.outcome_ms, hash(a.outcome, a.workflow_attempts, p.shape_sum) AS shape_key,
        lower(coalesce(a.primary_route_group, a.primary_provider || '/' || a.primary_model)) AS primary_route,
        a.seq, date_trunc('minute', a.started_at) AS attempt_minute,
        (epoch_us(a.started_at) - epoch_us(a.first_at)) / 1000.0 AS offset_ms,
        coalesce(a.duration_ms, 0) AS duration_ms,
-       (a.end_before_us - epoch_us(a.first_at)) / 1000.0 AS end_before_ms,
-       a.layer, a.route_key, a.effective_route, a.retry,
-       CASE WHEN a.retry THEN row_number() OVER (PARTITION BY a.workflow_id, a.layer, coalesce(a.call_seq, 0), a.retry
-                                                 ORDER BY a.seq) END AS layer_retry,
-       a.route_attempt,
+       (p.end_before_us - epoch_us(a.first_at)) / 1000.0 AS end_before_ms,
+       a.layer, a.route_key, a.effective_route, p.retry, p.layer_retry, p.route_attempt,
        a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
        a.after_class, a.deliverable, a.decision,
        CASE WHEN a.commit_state IN ('committed', 'unknown') THEN a.commit_state
             WHEN a.visible_output THEN 'visible_output' END AS commit_marker,
        -- A workflow whose first attempt is on a fallback route never moved to one.
-       coalesce(a.seq = a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS first_fallback,
-       coalesce(a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1, false) AS from_fallback,
-       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_layer END
+       coalesce(a.seq = p.first_fallback_seq AND p.first_fallback_seq > 1, false) AS first_fallback,
+       coalesce(a.seq >= p.first_fallback_seq AND p.first_fallback_seq > 1, false) AS from_fallback,
+       CASE WHEN a.seq >= p.first_fallback_seq AND p.first_fallback_seq > 1 THEN p.fallback_layer END
            AS fallback_layer,
-       CASE WHEN a.seq >= a.first_fallback_seq AND a.first_fallback_seq > 1 THEN a.fallback_class END
+       CASE WHEN a.seq >= p.first_fallback_seq AND p.first_fallback_seq > 1 THEN p.fallback_class END
            AS fallback_class,
        a.served_provider, a.served_model, a.cost_kind,
        coalesce(a.input_tokens, 0) AS input_tokens, coalesce(a.output_tokens, 0) AS output_tokens,
        coalesce(a.cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(a.cache_write_input_tokens, 0) AS cache_write_input_tokens,
        coalesce(a.cost_pusd, 0) AS emitter_cost_pusd
-FROM fallen a;
+FROM keyed a
+JOIN layer_retries p USING (workflow_id, seq);
 
 -- Each retried workflow's shape key and its attempts' times in order:
 -- what a replay by shape reads of a workflow it changes.
@@ -325,24 +346,49 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(sum(a.cache_write_input_tokens), 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd
 FROM temp.fact_attempts a
-GROUP BY ALL;
+WHERE a.workflow_attempts > 1
+GROUP BY ALL
+UNION ALL
+-- A workflow of one attempt is one group already.
+SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS dim1, a.workflow_dim2 AS dim2,
+       a.workflow_dim3 AS dim3, date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
+       a.served_provider, a.served_model, a.status, a.error_class, a.seq > 1 AS retry, a.delivered,
+       a.cost_kind, 1::BIGINT AS attempts,
+       int64_of(coalesce(a.input_tokens, 0), 'workflow_spend.input_tokens') AS input_tokens,
+       int64_of(coalesce(a.output_tokens, 0), 'workflow_spend.output_tokens') AS output_tokens,
+       int64_of(coalesce(a.cached_input_tokens, 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
+       int64_of(coalesce(a.cache_write_input_tokens, 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd
+FROM temp.fact_attempts a
+WHERE a.workflow_attempts = 1;
 
 CREATE OR REPLACE TEMP TABLE new_latency AS
+WITH observations AS (
+    SELECT *,
+           -- The smallest bound at or above the observation; NULL above the last.
+           list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
+    FROM (SELECT workflow_id, first_at, workflow_name, provider, model, status, 'duration' AS metric,
+                 duration_ms AS ms, workflow_attempts
+          FROM temp.fact_attempts
+          WHERE duration_ms IS NOT NULL
+          UNION ALL
+          SELECT workflow_id, first_at, workflow_name, provider, model, status, 'ttft' AS metric, ttft_ms AS ms,
+                 workflow_attempts
+          FROM temp.fact_attempts
+          WHERE ttft_ms IS NOT NULL)
+)
 SELECT workflow_id, first_at, workflow_name, provider, model, status, metric, le,
        count(*) AS observations,
        int64_of(sum(round(ms * 1000)::BIGINT), 'workflow_latency.sum_us') AS sum_us
-FROM (SELECT *,
-             -- The smallest bound at or above the observation; NULL above the last.
-             list_filter(getvariable('latency_buckets'), lambda bound: ms / 1000.0 <= bound)[1] AS le
-      FROM (SELECT workflow_id, first_at, workflow_name, provider, model, status, 'duration' AS metric,
-                   duration_ms AS ms
-            FROM temp.fact_attempts
-            WHERE duration_ms IS NOT NULL
-            UNION ALL
-            SELECT workflow_id, first_at, workflow_name, provider, model, status, 'ttft' AS metric, ttft_ms AS ms
-            FROM temp.fact_attempts
-            WHERE ttft_ms IS NOT NULL))
-GROUP BY ALL;
+FROM observations
+WHERE workflow_attempts > 1
+GROUP BY workflow_id, first_at, workflow_name, provider, model, status, metric, le
+UNION ALL
+-- A workflow of one attempt has one observation of each metric at most.
+SELECT workflow_id, first_at, workflow_name, provider, model, status, metric, le, 1::BIGINT AS observations,
+       round(ms * 1000)::BIGINT AS sum_us
+FROM observations
+WHERE workflow_attempts = 1;
 
 CREATE OR REPLACE TEMP TABLE new_findings AS
 WITH same_provider AS (
@@ -386,9 +432,6 @@ broken AS (
     FROM previous
     WHERE status = 'error' AND error_class = 'timeout' AND coalesce(output_tokens, 0) > 0 AND has_next
     UNION ALL BY NAME
-    SELECT *, 'attempt' AS kind, CASE WHEN delivered THEN 'delivered' ELSE 'wasted' END AS class
-    FROM previous WHERE workflow_attempts > 1
-    UNION ALL BY NAME
     SELECT *, 'fallback_route' AS kind, lower(coalesce(route_group, provider || '/' || model)) AS class
     FROM previous WHERE effective_route = 'fallback'
     UNION ALL BY NAME
@@ -410,12 +453,9 @@ every_kind AS (
     FROM broken b JOIN stacked s USING (workflow_id)
     WHERE b.kind = 'retry_after_error'
 )
+-- A rule's attempts are summed by what a report groups them by.
 SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
-       b.cost_kind,
-       CASE WHEN b.kind = 'attempt' THEN b.seq END AS seq,
-       CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.started_at) - epoch_us(b.first_at)) / 1000.0 END AS offset_ms,
-       CASE WHEN b.kind = 'attempt' THEN (epoch_us(b.latest_before) - epoch_us(b.first_at)) / 1000.0 END
-           AS prev_offset_ms,
+       b.cost_kind, NULL::BIGINT AS seq, NULL::DOUBLE AS offset_ms, NULL::DOUBLE AS prev_offset_ms,
        count(*) AS attempts,
        int64_of(coalesce(sum(b.input_tokens), 0), 'workflow_findings.input_tokens') AS input_tokens,
        int64_of(coalesce(sum(b.output_tokens), 0), 'workflow_findings.output_tokens') AS output_tokens,
@@ -423,4 +463,19 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
        int64_of(coalesce(sum(b.cache_write_input_tokens), 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(sum(b.cost_pusd), 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd
 FROM every_kind b
-GROUP BY ALL;
+GROUP BY ALL
+UNION ALL
+-- The `attempt` rows are one an attempt already (seq tells them apart): no
+-- grouping to do.
+SELECT workflow_id, first_at, workflow_name, 'attempt' AS kind,
+       CASE WHEN delivered THEN 'delivered' ELSE 'wasted' END AS class, layer, served_provider, served_model,
+       cost_kind, seq, (epoch_us(started_at) - epoch_us(first_at)) / 1000.0 AS offset_ms,
+       (epoch_us(latest_before) - epoch_us(first_at)) / 1000.0 AS prev_offset_ms,
+       1::BIGINT AS attempts,
+       int64_of(coalesce(input_tokens, 0), 'workflow_findings.input_tokens') AS input_tokens,
+       int64_of(coalesce(output_tokens, 0), 'workflow_findings.output_tokens') AS output_tokens,
+       int64_of(coalesce(cached_input_tokens, 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
+       int64_of(coalesce(cache_write_input_tokens, 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
+       int64_of(coalesce(cost_pusd, 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd
+FROM previous
+WHERE workflow_attempts > 1;

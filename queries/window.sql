@@ -25,6 +25,9 @@
 --   scope_everything   no time bound: the all-time totals answer
 --   scope_whole_from, scope_whole_until   the whole minutes inside
 --                  [since, until) (NULL: unbounded); none when from >= until
+--   scope_has_edges    some workflow may be in_edges: false with no time
+--                      bound, or bounds on whole minutes and no folding
+--                      (store::queries then skips rollups.sql's scans)
 -- Columns of temp.rollup_source, temp.rollup_spend_source,
 --   temp.rollup_latency_source, temp.rollup_findings_source and
 --   temp.rollup_steps_source: sign (1), then those of workflow_facts,
@@ -50,6 +53,11 @@ SET VARIABLE scope_whole_from = (
                 ELSE date_trunc('minute', since) + INTERVAL 1 MINUTE END
     FROM temp.scope_filter);
 SET VARIABLE scope_whole_until = (SELECT date_trunc('minute', until) FROM temp.scope_filter);
+-- in_edges below is false for every row when this is.
+SET VARIABLE scope_has_edges = NOT getvariable('scope_everything')
+    AND (getvariable('scope_folded')
+         OR getvariable('scope_whole_from') IS DISTINCT FROM getvariable('scope_since')
+         OR getvariable('scope_whole_until') IS DISTINCT FROM getvariable('scope_until'));
 
 -- A rollup row inside the window's whole minutes, of the workflow name asked for.
 CREATE OR REPLACE TEMP MACRO in_whole_minutes(minute, name) AS

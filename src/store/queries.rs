@@ -133,13 +133,43 @@ fn split_window(
     let labels = began.elapsed();
     conn.execute_batch(WINDOW_SQL)?;
     let window = began.elapsed();
-    conn.execute_batch(ROLLUPS_SQL)?;
+    sum_edges(
+        conn,
+        ROLLUPS_SQL,
+        &[
+            ("r_workflows", "rollup_workflows"),
+            ("r_attempts", "rollup_attempts"),
+            ("r_latency", "rollup_latency"),
+            ("r_recovery", "rollup_recovery"),
+        ],
+    )?;
     tracing::trace!(
         labels_ms = labels.as_millis() as u64,
         window_ms = (window - labels).as_millis() as u64,
         edges_ms = (began.elapsed() - window).as_millis() as u64,
         "window split"
     );
+    Ok(())
+}
+
+/// Sums the window's edge workflows with a rollups script (`window.sql`'s
+/// views feed it), or, when the window has none (`scope_has_edges`: no
+/// time bound, or bounds on whole minutes), gives each table it builds the
+/// empty shape of the rollup table it mirrors (each script's header says
+/// its columns are that table's), without the scans that would find nothing.
+pub(super) fn sum_edges(conn: &Connection, script: &str, tables: &[(&str, &str)]) -> Result<(), StoreError> {
+    let has_edges: bool = conn.query_row("SELECT getvariable('scope_has_edges')", [], |r| r.get(0))?;
+    if has_edges {
+        conn.execute_batch(script)?;
+    } else {
+        let empty: String = tables
+            .iter()
+            .map(|(built, mirrored)| {
+                format!("CREATE OR REPLACE TEMP TABLE {built} AS SELECT * FROM {mirrored} LIMIT 0;")
+            })
+            .collect();
+        conn.execute_batch(&empty)?;
+    }
     Ok(())
 }
 
@@ -714,7 +744,11 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
                      WHERE p.workflow_name = 'other'
                         OR p.workflow_name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))",
     )?;
-    conn.execute_batch(super::derived::FINDING_ROLLUPS_SQL)?;
+    sum_edges(
+        conn,
+        super::derived::FINDING_ROLLUPS_SQL,
+        &[("r_findings", "rollup_findings"), ("r_finding_sets", "rollup_finding_sets")],
+    )?;
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(AUDIT_SQL)?;
     let mut statement = conn.prepare("SELECT * FROM temp.audit_findings ORDER BY finding")?;

@@ -16,7 +16,6 @@ mod snapshot;
 mod steps;
 
 pub use shapes::{ChangedWorkflow, PlanRow, ReplaySum, ShapeCount, Shapes};
-use snapshot::scope_everything;
 pub use snapshot::{Names, Snapshot};
 pub use steps::ReplayRows;
 
@@ -66,12 +65,7 @@ row_struct! {
 
 pub(super) fn curve_rows(conn: &Connection) -> Result<Vec<CurveRow>, StoreError> {
     let began = std::time::Instant::now();
-    // With no time bound the totals answer and there are no edges to sum.
-    if scope_everything(conn)? {
-        conn.execute_batch("CREATE OR REPLACE TEMP TABLE r_steps AS SELECT * FROM rollup_steps LIMIT 0;")?;
-    } else {
-        conn.execute_batch(super::derived::STEP_ROLLUPS_SQL)?;
-    }
+    super::queries::sum_edges(conn, super::derived::STEP_ROLLUPS_SQL, &[("r_steps", "rollup_steps")])?;
     let edges = began.elapsed();
     conn.execute_batch(CURVE_SQL)?;
     let mut stmt = conn.prepare(

@@ -441,6 +441,75 @@ fn recovery_percentiles_are_bucket_bounds_and_windows_agree_with_their_workflows
     assert_eq!(windowed.recovery_time_ms, report_of(&alone, &ReportFilter::default()).recovery_time_ms);
 }
 
+/// A window whose bounds fall on whole minutes has no edges (it is read from
+/// the minute rollups alone); one for a name the rollups fold is read from
+/// the facts; one whose bounds cut minutes adds its edges. Each agrees with
+/// a fresh store holding only the window's workflows.
+#[test]
+fn windows_on_whole_minutes_cut_minutes_and_folded_names_agree_with_their_workflows_alone() {
+    // Two workflows a minute from 02:00 for six minutes, of three names;
+    // every third fails once before it recovers.
+    let base_ms = 1_795_831_200_000_i64;
+    let workflows: Vec<(i64, String, Vec<String>)> = (0..12_i64)
+        .map(|i| {
+            let (start, id, name) = (base_ms + i * 30_000, format!("w{i}"), format!("name-{}", i % 3));
+            let mut lines = Vec::new();
+            if i % 3 == 0 {
+                lines.push(rec(
+                        json!({"workflow_id": id, "workflow": name, "attempt": 0, "status": "error",
+                                      "error_class": "overloaded", "started_at": start, "input_tokens": 10}),
+                    ));
+            }
+            lines.push(rec(
+                json!({"workflow_id": id, "workflow": name, "attempt": 1, "started_at": start + 500,
+                                  "input_tokens": 100 + i, "output_tokens": 7, "duration_ms": 900}),
+            ));
+            (start, name, lines)
+        })
+        .collect();
+    let every: Vec<String> = workflows.iter().flat_map(|(_, _, lines)| lines.clone()).collect();
+    let with_limit = |limit: u64, lines: &[String]| {
+        let store = attempt_ledger::store::Store::open_in_memory().unwrap().with_label_limit(limit).unwrap();
+        store
+            .write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts)
+            .unwrap();
+        store
+    };
+    let store = with_limit(1, &every);
+    let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms);
+    let cases = [
+        (base_ms + 60_000, base_ms + 240_000, None),
+        (base_ms + 60_000, base_ms + 240_000, Some("name-2")),
+        (base_ms + 45_000, base_ms + 250_000, None),
+        (base_ms + 45_000, base_ms + 250_000, Some("name-2")),
+    ];
+    for (since, until, name) in cases {
+        let filter = ReportFilter {
+            since: at(since),
+            until: at(until),
+            workflow: name.map(String::from),
+            ..ReportFilter::default()
+        };
+        let alone: Vec<String> = workflows
+            .iter()
+            .filter(|(start, n, _)| (since..until).contains(start) && name.is_none_or(|name| n == name))
+            .flat_map(|(_, _, lines)| lines.clone())
+            .collect();
+        let (windowed, fresh) =
+            (report_of(&store, &filter), report_of(&with_limit(1, &alone), &ReportFilter::default()));
+        assert!(windowed.workflows.total > 0, "{filter:?}");
+        assert_eq!(
+            (&windowed.workflows, &windowed.attempts, &windowed.tokens, &windowed.cost_usd),
+            (&fresh.workflows, &fresh.attempts, &fresh.tokens, &fresh.cost_usd),
+            "{filter:?}"
+        );
+        assert_eq!(windowed.by_served_model, fresh.by_served_model, "{filter:?}");
+        assert_eq!(windowed.amplification, fresh.amplification, "{filter:?}");
+        assert_eq!(windowed.recovery_time_ms, fresh.recovery_time_ms, "{filter:?}");
+        assert_eq!(windowed.error_classes, fresh.error_classes, "{filter:?}");
+    }
+}
+
 // ---- Filters and dedup ------------------------------------------------------
 
 #[test]
