@@ -6,7 +6,7 @@
 //! or longer than a plan's mask) and every workflow under a limit of time,
 //! cost or retry budget are replayed from their own steps.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::model::Outcome;
 use crate::policy::LimitSet;
@@ -46,51 +46,45 @@ pub fn replay(snapshot: &Snapshot, limits: &LimitSet) -> Result<ReplayFigures, S
     } else {
         engine.plans(&named, |name| limits.for_workflow(name))
     };
-    let mut decided: HashMap<(i32, u64), (&Plan, bool)> = HashMap::with_capacity(plans.len());
     let mut rows = Vec::with_capacity(plans.len());
     for (&(section, i), plan) in pairs.iter().zip(&plans) {
-        let (shape, key) = (&shapes.shapes[i], shapes.keys[i]);
-        rows.push(plan_row(section, key, shape, plan)?);
-        decided.insert((section, key), (plan, plan.whole(shape.outcome)));
+        rows.push(plan_row(section, shapes.keys[i], &shapes.shapes[i], plan)?);
     }
     snapshot.set_plans(&rows)?;
     let decided_at = began.elapsed();
 
     let mut figures = ReplayFigures { tally: tally(&snapshot.replay_sums()?)?, ..ReplayFigures::default() };
     let summed_at = began.elapsed();
-    // One attempt, or a shape no section's plan changes: as recorded. A
-    // shape set apart is timed with its steps below.
-    let changed: HashSet<u64> = rows.iter().filter(|r| r.changed).map(|r| r.shape_key).collect();
-    let apart: HashSet<u64> = shapes.apart.iter().copied().collect();
-    snapshot.for_each_outcome(|key, ms| {
-        if key.is_none_or(|k| !changed.contains(&k) && !apart.contains(&k)) {
-            figures.unchanged_ms.push(ms);
-        }
-    })?;
-    snapshot.for_each_changed(|w: ChangedWorkflow| {
-        let malformed = |what| StoreError::Malformed { file: "read/replay.rs", what };
-        let &(plan, whole) =
-            decided.get(&(w.section, w.shape_key)).ok_or(malformed("a workflow of a shape not decided"))?;
+    let malformed = |what| StoreError::Malformed { file: "read/replay.rs", what };
+    let counts = snapshot.outcome_counts()?;
+    figures.unchanged_ms = counts.unchanged_ms;
+    let changed = snapshot.for_each_changed(|w: ChangedWorkflow| {
+        let plan = plans.get(w.plan).ok_or(malformed("a changed workflow of no plan"))?;
         if w.offsets_ms.len() != plan.kept.len() || w.durations_ms.len() != plan.kept.len() {
             return Err(malformed("a workflow's times do not match its shape's length"));
         }
-        if whole {
-            figures.unchanged_ms.push(w.outcome_ms);
-        } else {
-            figures.changed_before_ms.push(w.outcome_ms);
-            figures
-                .changed_after_ms
-                .push(outcome_ms(plan, w.offsets_ms.iter().copied().zip(w.durations_ms.iter().copied())));
-        }
+        figures.changed_before_ms.push(w.outcome_ms);
+        figures
+            .changed_after_ms
+            .push(outcome_ms(plan, w.offsets_ms.iter().copied().zip(w.durations_ms.iter().copied())));
         Ok(())
     })?;
+    if changed != counts.changed {
+        return Err(malformed("the changed workflows read are not those counted"));
+    }
     figures.lost_examples = snapshot.lost_examples(SUCCESS_LOST_EXAMPLES)?;
     let timed_at = began.elapsed();
 
+    let mut apart_workflows = 0;
     if !shapes.apart.is_empty() {
         let apart = snapshot.steps(false, true)?;
         let engine = Replay { routes: &apart.routes, first_attempts: &no_budget };
         one_by_one(&engine, &apart.workflows, limits, &mut figures);
+        apart_workflows = apart.workflows.len() as u64;
+    }
+    // Every workflow in scope is timed once: as recorded, changed, or apart.
+    if apart_workflows != counts.undecided {
+        return Err(malformed("the workflows set apart are not those with no plan"));
     }
     tracing::debug!(
         shapes = shapes.shapes.len(),
@@ -300,7 +294,7 @@ fn one_by_one(replay: &Replay, workflows: &[Workflow], limits: &LimitSet, figure
     for (workflow, plan) in workflows.iter().zip(&plans) {
         let recorded = Replayed::recorded(workflow);
         if plan.whole(workflow.outcome) {
-            figures.unchanged_ms.push(recorded.outcome_ms);
+            figures.unchanged_ms.push((recorded.outcome_ms, 1));
             continue;
         }
         let replayed = Replayed::of(workflow, plan);

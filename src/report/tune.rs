@@ -82,8 +82,9 @@ pub struct ReplaySummary {
 pub struct ReplayFigures {
     pub tally: Tally,
     /// Time to outcome of every workflow in scope the replay leaves as
-    /// recorded, in no particular order.
-    pub unchanged_ms: Vec<f64>,
+    /// recorded, each with how many workflows took it, in no particular
+    /// order (a value may come more than once).
+    pub unchanged_ms: Vec<(f64, u64)>,
     /// Of the others, as recorded and as replayed.
     pub changed_before_ms: Vec<f64>,
     pub changed_after_ms: Vec<f64>,

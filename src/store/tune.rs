@@ -15,7 +15,7 @@ mod shapes;
 mod snapshot;
 mod steps;
 
-pub use shapes::{ChangedWorkflow, PlanRow, ReplaySum, ShapeCount, Shapes};
+pub use shapes::{ChangedWorkflow, OutcomeCounts, PlanRow, ReplaySum, ShapeCount, Shapes};
 pub use snapshot::{Names, Snapshot};
 pub use steps::ReplayRows;
 

@@ -51,14 +51,16 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
     // audit_of_the_fixture (and a case per finding in audit.rs);
     // tune_curve.sql's, step_rollups.sql's, tune_shapes.sql's,
-    // tune_replay.sql's and tune_steps.sql's tune_of_the_fixture (and
+    // tune_replay.sql's, tune_outcome_counts.sql's and tune_steps.sql's
+    // tune_of_the_fixture (and
     // tune.rs, against the report, the simulator, a window's workflows
     // alone and each other).
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
         .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
-        .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql", "tune_steps.sql"])
+        .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql"])
+        .chain(["tune_outcome_counts.sql", "tune_steps.sql"])
         .chain(derivation)
         .collect();
     for file in &files {

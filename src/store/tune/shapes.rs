@@ -1,7 +1,9 @@
 //! A replay by shape's reads (`Snapshot`'s): the window's shapes
 //! (`queries/tune_shapes.sql`), the plans decided for them, the sums of
-//! what each plan keeps (`queries/tune_replay.sql`) and the times of the
-//! workflows a plan changes.
+//! what each plan keeps (`queries/tune_replay.sql`), the times to outcome
+//! of the workflows left as recorded, counted by time
+//! (`queries/tune_outcome_counts.sql`), and those of the workflows a plan
+//! changes, one by one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use crate::replay::{Step, Workflow};
 
 const SHAPES_SQL: &str = include_str!("../../../queries/tune_shapes.sql");
 const REPLAY_SQL: &str = include_str!("../../../queries/tune_replay.sql");
+const OUTCOME_COUNTS_SQL: &str = include_str!("../../../queries/tune_outcome_counts.sql");
 const SHAPES_IN_STORED_ORDER: &str = "SELECT * FROM temp.tune_shape_rows";
 
 impl Snapshot<'_> {
@@ -68,31 +71,21 @@ impl Snapshot<'_> {
         Ok(rows)
     }
 
-    /// Calls `each` with every workflow in scope of a shape some section's
-    /// plan changes: its section, shape key, recorded time to outcome and
-    /// its attempts' offsets and durations in order.
+    /// Calls `each` with every workflow in scope whose (section, shape)
+    /// plan changes it: the plan's place in `set_plans`' rows, its recorded
+    /// time to outcome and its attempts' offsets and durations in order.
+    /// Returns how many it read.
     pub fn for_each_changed(
         &self,
         each: impl FnMut(ChangedWorkflow) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         for_each_changed(self.conn, each)
     }
 
-    /// Calls `each` with the shape key (`None`: one attempt) and the time
-    /// to outcome of every workflow in scope.
-    pub fn for_each_outcome(&self, mut each: impl FnMut(Option<u64>, f64)) -> Result<(), StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT outcome_ms, shape_key FROM workflow_facts WHERE in_window(first_at, workflow_name)",
-        )?;
-        for batch in stmt.stream_arrow([])? {
-            let batch = batch?;
-            let outcome = column::<Float64Array>(&batch, "workflow_facts", "outcome_ms")?;
-            let key = column::<UInt64Array>(&batch, "workflow_facts", "shape_key")?;
-            for i in 0..batch.num_rows() {
-                each(key.is_valid(i).then(|| key.value(i)), outcome.value(i));
-            }
-        }
-        Ok(())
+    /// The workflows in scope by what the plans do to them
+    /// (`queries/tune_outcome_counts.sql`).
+    pub fn outcome_counts(&self) -> Result<OutcomeCounts, StoreError> {
+        outcome_counts(self.conn)
     }
 
     /// The `limit` lowest ids of the workflows whose (section, shape) plan
@@ -175,18 +168,31 @@ pub struct PlanRow {
     pub outcome: i32,
 }
 
-/// One workflow of a changed shape, as `for_each_changed` reads it.
+/// One workflow a plan changes, as `for_each_changed` reads it.
 pub struct ChangedWorkflow<'a> {
-    pub section: i32,
-    pub shape_key: u64,
+    /// Its plan's place in the rows `set_plans` was given.
+    pub plan: usize,
     pub outcome_ms: f64,
     pub offsets_ms: &'a [f64],
     pub durations_ms: &'a [f64],
 }
 
+/// The workflows in scope by what the plans do to them.
+#[derive(Debug, Default)]
+pub struct OutcomeCounts {
+    /// Times to outcome of the workflows left as recorded (one attempt, or
+    /// a plan that keeps every attempt and the outcome), each with how many
+    /// workflows took it.
+    pub unchanged_ms: Vec<(f64, u64)>,
+    /// Workflows a plan changes (`for_each_changed` reads them).
+    pub changed: u64,
+    /// Workflows of a shape with no plan: set apart (`Shapes::apart`).
+    pub undecided: u64,
+}
+
 /// The plans of a replay by shape (`PlanRow`).
 const PLANS_TABLE: &str = "CREATE OR REPLACE TEMP TABLE tune_plans (
-    section INTEGER NOT NULL, shape_key UBIGINT NOT NULL, changed BOOLEAN NOT NULL, lost BOOLEAN NOT NULL,
+    plan INTEGER NOT NULL, section INTEGER NOT NULL, shape_key UBIGINT NOT NULL, changed BOOLEAN NOT NULL, lost BOOLEAN NOT NULL,
     moved BOOLEAN NOT NULL, kept UBIGINT NOT NULL, delivered INTEGER, recorded_delivered INTEGER,
     recorded_outcome INTEGER NOT NULL, outcome INTEGER NOT NULL);";
 
@@ -336,7 +342,12 @@ fn unpack(step: i64, places: &Places) -> Step {
 fn set_plans(conn: &Connection, plans: &[PlanRow]) -> Result<(), StoreError> {
     conn.execute_batch(PLANS_TABLE)?;
     let array = |values: ArrayRef| values;
+    let places = i32::try_from(plans.len()).map_err(|_| StoreError::Malformed {
+        file: "tune_plans",
+        what: "more plans than a 32-bit place counts",
+    })?;
     let batch = RecordBatch::try_from_iter([
+        ("plan", array(Arc::new(Int32Array::from_iter_values(0..places)))),
         ("section", array(Arc::new(Int32Array::from_iter_values(plans.iter().map(|p| p.section))))),
         ("shape_key", array(Arc::new(UInt64Array::from_iter_values(plans.iter().map(|p| p.shape_key))))),
         ("changed", array(Arc::new(BooleanArray::from_iter(plans.iter().map(|p| Some(p.changed)))))),
@@ -363,28 +374,24 @@ fn set_plans(conn: &Connection, plans: &[PlanRow]) -> Result<(), StoreError> {
 fn for_each_changed(
     conn: &Connection,
     mut each: impl FnMut(ChangedWorkflow) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+) -> Result<u64, StoreError> {
     let began = std::time::Instant::now();
     let mut stmt = conn.prepare(
-        "SELECT tune_section(workflow_name) AS section, shape_key, outcome_ms, step_offsets_ms, step_durations_ms
-         FROM workflow_times
-         WHERE in_window(first_at, workflow_name)
-           AND shape_key IN (SELECT shape_key FROM temp.tune_plans WHERE changed)",
+        "SELECT p.plan, t.outcome_ms, t.step_offsets_ms, t.step_durations_ms
+         FROM workflow_times t
+         JOIN temp.tune_plans p ON p.shape_key = t.shape_key AND p.section = tune_section(t.workflow_name)
+         WHERE p.changed AND in_window(t.first_at, t.workflow_name)",
     )?;
     const TIMES: &str = "workflow_times";
+    let malformed = |what| StoreError::Malformed { file: TIMES, what };
     let mut workflows = 0u64;
     for batch in stmt.stream_arrow([])? {
         let batch = batch?;
-        let section = column::<Int32Array>(&batch, TIMES, "section")?;
-        let key = column::<UInt64Array>(&batch, TIMES, "shape_key")?;
+        let plan = column::<Int32Array>(&batch, TIMES, "plan")?;
         let outcome = column::<Float64Array>(&batch, TIMES, "outcome_ms")?;
         let lists = |name| -> Result<(&ListArray, &Float64Array), StoreError> {
             let list = column::<ListArray>(&batch, TIMES, name)?;
-            let values = list
-                .values()
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .ok_or(StoreError::Malformed { file: TIMES, what: name })?;
+            let values = list.values().as_any().downcast_ref::<Float64Array>().ok_or(malformed(name))?;
             Ok((list, values))
         };
         let (offsets, offset_values) = lists("step_offsets_ms")?;
@@ -393,8 +400,7 @@ fn for_each_changed(
         for i in 0..batch.num_rows() {
             let span = |at: &[i32]| at[i] as usize..at[i + 1] as usize;
             each(ChangedWorkflow {
-                section: section.value(i),
-                shape_key: key.value(i),
+                plan: usize::try_from(plan.value(i)).map_err(|_| malformed("a negative plan place"))?,
                 outcome_ms: outcome.value(i),
                 offsets_ms: &offset_values.values()[span(offset_at)],
                 durations_ms: &duration_values.values()[span(duration_at)],
@@ -407,7 +413,37 @@ fn for_each_changed(
         elapsed_ms = began.elapsed().as_millis() as u64,
         "changed workflows' times read"
     );
-    Ok(())
+    Ok(workflows)
+}
+
+fn outcome_counts(conn: &Connection) -> Result<OutcomeCounts, StoreError> {
+    const FILE: &str = "tune_outcome_counts.sql";
+    let began = std::time::Instant::now();
+    let mut out = OutcomeCounts::default();
+    let mut stmt = conn.prepare(OUTCOME_COUNTS_SQL)?;
+    for batch in stmt.stream_arrow([])? {
+        let batch = batch?;
+        let outcome = column::<Float64Array>(&batch, FILE, "outcome_ms")?;
+        let plan = column::<Int32Array>(&batch, FILE, "plan")?;
+        let workflows = column::<UInt64Array>(&batch, FILE, "workflows")?;
+        for i in 0..batch.num_rows() {
+            let n = workflows.value(i);
+            match plan.value(i) {
+                0 if outcome.is_valid(i) => out.unchanged_ms.push((outcome.value(i), n)),
+                1 => out.changed += n,
+                2 => out.undecided += n,
+                _ => return Err(StoreError::Malformed { file: FILE, what: "a row of no known plan" }),
+            }
+        }
+    }
+    tracing::debug!(
+        query = FILE,
+        distinct_times = out.unchanged_ms.len(),
+        changed = out.changed,
+        undecided = out.undecided,
+        elapsed_ms = began.elapsed().as_millis() as u64
+    );
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -464,5 +500,80 @@ mod tests {
         let changed = apart.replay.as_ref().unwrap().changed_workflows;
         assert!(changed > 50, "{changed}");
         assert_eq!(replay(&store), apart);
+    }
+
+    /// In any scope (every workflow, a window off whole minutes, a window
+    /// and a name), each workflow is counted once by what its plan does to
+    /// it, and the changed ones read for their times are those counted.
+    #[test]
+    fn every_workflow_in_scope_is_timed_once() {
+        use std::collections::HashSet;
+        let store = super::super::tests::simulated_store(Scenario::RateLimitFallback, 600, 5, usize::MAX);
+        store.catch_up().unwrap();
+        let prices = PriceTable::load(None).unwrap();
+        let facts: Vec<(i64, Option<String>, Option<u64>)> = store
+            .conn
+            .prepare("SELECT epoch_us(first_at), workflow_name, shape_key FROM workflow_facts")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let (first, last) = facts.iter().fold((i64::MAX, i64::MIN), |(lo, hi), f| (lo.min(f.0), hi.max(f.0)));
+        let at = |us: i64| chrono::DateTime::from_timestamp_micros(us).unwrap();
+        let (since, until) = (first + (last - first) / 3 + 7_000_123, last - (last - first) / 3);
+        let name = facts.iter().find_map(|f| f.1.clone());
+        let window =
+            ReportFilter { since: Some(at(since)), until: Some(at(until)), ..ReportFilter::default() };
+        let named = ReportFilter { workflow: name.clone(), ..window.clone() };
+        for filter in [ReportFilter::default(), window, named] {
+            let (counts, streamed, changed_keys) = store
+                .tune_read(&filter, &prices, Names::Every, |snapshot| {
+                    let shapes = snapshot.shapes()?;
+                    assert!(shapes.apart.is_empty());
+                    let plans: Vec<super::PlanRow> = shapes
+                        .keys
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &shape_key)| super::PlanRow {
+                            section: 0,
+                            shape_key,
+                            changed: i % 3 != 0,
+                            lost: false,
+                            moved: false,
+                            kept: 1,
+                            delivered: None,
+                            recorded_delivered: None,
+                            recorded_outcome: 0,
+                            outcome: 0,
+                        })
+                        .collect();
+                    snapshot.set_plans(&plans)?;
+                    let counts = snapshot.outcome_counts()?;
+                    let streamed = snapshot.for_each_changed(|w| {
+                        assert!(plans[w.plan].changed);
+                        Ok(())
+                    })?;
+                    let changed: HashSet<u64> =
+                        plans.iter().filter(|p| p.changed).map(|p| p.shape_key).collect();
+                    Ok((counts, streamed, changed))
+                })
+                .unwrap();
+            let in_scope: Vec<_> = facts
+                .iter()
+                .filter(|f| filter.since.is_none_or(|s| f.0 >= s.timestamp_micros()))
+                .filter(|f| filter.until.is_none_or(|u| f.0 < u.timestamp_micros()))
+                .filter(|f| filter.workflow.is_none() || f.1 == filter.workflow)
+                .collect();
+            let changed =
+                in_scope.iter().filter(|f| f.2.is_some_and(|k| changed_keys.contains(&k))).count() as u64;
+            let unchanged: u64 = counts.unchanged_ms.iter().map(|(_, n)| n).sum();
+            assert!(changed > 0 && unchanged > changed, "{filter:?}: {changed} changed, {unchanged} not");
+            assert_eq!(
+                (unchanged, counts.changed, counts.undecided),
+                (in_scope.len() as u64 - changed, changed, 0)
+            );
+            assert_eq!(streamed, changed);
+        }
     }
 }

@@ -33,9 +33,10 @@ pub struct ReplayRows {
     pub workflows: Vec<Workflow>,
     /// Route keys, by `Step::route`.
     pub routes: Vec<String>,
-    /// Time to outcome of each workflow in scope with one attempt (not
-    /// read for the workflows apart from their shapes).
-    pub single_outcome_ms: Vec<f64>,
+    /// Time to outcome of the workflows in scope with one attempt, each
+    /// with how many took it (not read for the workflows apart from their
+    /// shapes).
+    pub single_outcome_ms: Vec<(f64, u64)>,
     /// First attempts by workflow name and epoch minute (the retry budget).
     pub first_attempts: HashMap<(Option<String>, i64), u64>,
 }
@@ -72,10 +73,10 @@ fn replay_rows(conn: &Connection, with_budget: bool, apart: bool) -> Result<Repl
     conn.execute_batch("DROP VIEW temp.tune_step_rows; DROP TABLE temp.tune_routes;")?;
     let steps_read = began.elapsed();
     if !apart {
-        read_outcome_ms(
+        out.single_outcome_ms = read_outcome_counts(
             conn,
-            "SELECT outcome_ms FROM workflow_facts WHERE in_window(first_at, workflow_name) AND attempts = 1",
-            &mut out.single_outcome_ms,
+            "SELECT outcome_ms, count(*)::UBIGINT AS workflows FROM workflow_facts
+             WHERE in_window(first_at, workflow_name) AND attempts = 1 GROUP BY outcome_ms",
         )?;
     }
     if with_budget {
@@ -100,14 +101,23 @@ fn replay_rows(conn: &Connection, with_budget: bool, apart: bool) -> Result<Repl
     Ok(out)
 }
 
-/// Appends the DOUBLE column of `sql` to `into`.
-fn read_outcome_ms(conn: &Connection, sql: &str, into: &mut Vec<f64>) -> Result<(), StoreError> {
+/// The (outcome_ms, workflows) rows of `sql`: times to outcome, counted.
+fn read_outcome_counts(conn: &Connection, sql: &str) -> Result<Vec<(f64, u64)>, StoreError> {
+    let mut out = Vec::new();
     let mut stmt = conn.prepare(sql)?;
     for batch in stmt.stream_arrow([])? {
         let batch = batch?;
-        into.extend(column::<Float64Array>(&batch, "workflow_facts", "outcome_ms")?.iter().flatten());
+        let outcome = column::<Float64Array>(&batch, "workflow_facts", "outcome_ms")?;
+        let workflows = column::<UInt64Array>(&batch, "workflow_facts", "workflows")?;
+        if outcome.null_count() > 0 {
+            return Err(StoreError::Malformed {
+                file: "workflow_facts",
+                what: "a workflow with no outcome_ms",
+            });
+        }
+        out.extend(outcome.values().iter().copied().zip(workflows.values().iter().copied()));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Builds `tune_steps.sql`'s route table and view, enums as places in
