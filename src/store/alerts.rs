@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
-use super::StoreError;
 use super::columns::timestamp;
+use super::error::StoreError;
 use crate::alert_event::{AlertEvent, AlertState};
 
 fn micros(t: DateTime<Utc>) -> Value {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use duckdb::Connection;
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// Runs one statement (or a batch that feeds one family) and logs its time.
 pub(super) fn run(conn: &Connection, family: &'static str, sql: &str) -> Result<(), StoreError> {

@@ -24,7 +24,8 @@ use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
 use super::columns::SPEND_MEASURES;
-use super::{StoreError, cost};
+use super::cost;
+use super::error::StoreError;
 use crate::dimensions::{Dimension, MAX_DIMENSIONS};
 
 pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");

@@ -26,9 +26,10 @@ use duckdb::types::Value;
 use duckdb::{Connection, params};
 
 use super::derived::{self, Touched};
+use super::error::StoreError;
 use super::known::IdFilter;
 use super::writer::append_attempts;
-use super::{StoreError, in_transaction, temp};
+use super::{in_transaction, temp};
 use crate::ingest::otlp::{CallShape, SpanLink, derive_call, facts_of_stored, trace_calls};
 use crate::model::{Attempt, SpanFacts, SpanKind, SpanRecord};
 use crate::providers::ProviderAliases;

@@ -9,7 +9,7 @@ use duckdb::arrow::array::{Array, RecordBatch, StringArray, StringBuilder};
 use duckdb::arrow::datatypes::DataType;
 use duckdb::vscalar::{ArrowFunctionSignature, VArrowScalar};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// `extra_value(extra, key)`: the value under `key` at the top level of a
 /// record's `extra` JSON object, as text (numbers and booleans spelled as

@@ -20,7 +20,7 @@ use duckdb::arrow::compute::cast;
 use duckdb::arrow::datatypes::DataType;
 use fastbloom::BloomFilter;
 
-use super::StoreError;
+use super::error::StoreError;
 
 const FALSE_POSITIVE_RATE: f64 = 1e-6;
 const MIN_CAPACITY: usize = 1 << 20;

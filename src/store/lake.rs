@@ -8,8 +8,9 @@ use std::path::Path;
 use chrono::{DateTime, NaiveDate, Utc};
 use duckdb::params;
 
+use super::error::StoreError;
 use super::writer::COLUMNS;
-use super::{Store, StoreError, deriver, temp};
+use super::{Store, deriver, temp};
 use crate::pricing::PriceTable;
 
 /// The lake's columns as written from the attempts table: the node, then

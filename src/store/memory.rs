@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::MEMORY_LIMIT_ENV;
+use super::env::MEMORY_LIMIT_ENV;
 
 /// What a process opens its database for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

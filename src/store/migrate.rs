@@ -5,7 +5,7 @@
 
 use duckdb::Connection;
 
-use super::StoreError;
+use super::error::StoreError;
 
 #[derive(Debug, Clone)]
 pub struct Migration {

@@ -9,6 +9,8 @@ pub mod columns;
 mod cost;
 mod derived;
 mod deriver;
+mod env;
+mod error;
 mod functions;
 mod known;
 mod lake;
@@ -26,6 +28,9 @@ use std::sync::{Arc, Mutex};
 use duckdb::Connection;
 
 pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
+pub use env::{DEFAULT_LABEL_LIMIT, LABEL_LIMIT_ENV, MEMORY_LIMIT_ENV};
+use error::open_error;
+pub use error::{EXIT_DAMAGED_WAL, StoreError};
 pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
 pub use memory::{Job, MemoryLimit};
 pub use migrate::{MIGRATIONS, schema_version};
@@ -40,114 +45,8 @@ use crate::model::Attempt;
 use crate::pricing::PriceTable;
 use crate::providers::ProviderAliases;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot open database {path}: {}", first_sentence(source))]
-    Open { path: String, source: duckdb::Error },
-    #[error(
-        "the database {path} is in use by {holder}: one process at a time may open a database file \
-         for writing, and `serve` keeps its file open. While it runs, `report`, `audit` and `alerts` \
-         ask it for the same answers themselves (as GET /api/v1/report, /api/v1/audit, /api/v1/alerts \
-         do); for anything else, stop it and run this again."
-    )]
-    Locked { path: String, holder: String },
-    #[error(
-        "{path} is not an attempt-ledger database: it is {what}. Pass --db with a DuckDB file (or a new path)"
-    )]
-    NotDuckDb { path: String, what: &'static str },
-    #[error(
-        "{path} is read-only and {why}: open it once with write access (any command) so it is brought \
-         up to date, then it can be read from a read-only copy"
-    )]
-    ReadOnlyStale { path: String, why: String },
-    #[error(
-        "database schema version {found} is newer than this attempt-ledger supports ({supported}); \
-         upgrade attempt-ledger"
-    )]
-    SchemaTooNew { found: i64, supported: i64 },
-    #[error("schema migration {version} failed: {source}")]
-    Migration { version: i64, source: duckdb::Error },
-    #[error("database error: {0}")]
-    DuckDb(#[from] duckdb::Error),
-    #[error("{MEMORY_LIMIT_ENV}={value} is not a memory limit DuckDB accepts (say 512MB or 2GB): {source}")]
-    MemoryLimit { value: String, source: duckdb::Error },
-    #[error("cannot build a record batch: {0}")]
-    Arrow(#[from] duckdb::arrow::error::ArrowError),
-    #[error("{0}")]
-    Dimension(String),
-    /// A query file or its rows are not what its reader expects: a bug.
-    #[error("{file}: {what} (a bug in this build: please report it)")]
-    Malformed { file: &'static str, what: &'static str },
-    #[error(
-        "no dimension named `{name}` (configured: {configured}); add one with \
-         `attempt-ledger dimensions --set {name}=extra.{name}`"
-    )]
-    UnknownDimension { name: String, configured: String },
-    #[error("{LABEL_LIMIT_ENV}={0} is not a count of label values (a whole number from 1)")]
-    LabelLimit(String),
-    #[error(
-        "the write-ahead log {wal} is damaged, so {db} cannot be opened ({detail}).\n\
-         The database file holds everything up to its last checkpoint. To open it, move the log aside:\n\
-         \n    mv {wal} {wal}.damaged\n\n\
-         The transactions after the last checkpoint are then not in the database: send those records \
-         again from their source (writes are idempotent: records already stored count as duplicates). \
-         Keep the moved file for a bug report. Exit status {EXIT_DAMAGED_WAL}: a supervisor should not \
-         restart on it (systemd: RestartPreventExitStatus={EXIT_DAMAGED_WAL})."
-    )]
-    DamagedWal { db: String, wal: String, detail: String },
-    #[error(
-        "this database is lake node `{stored}`, not `{asked}`: a database keeps the node id it was first \
-         given (every row it exported carries it); drop --node-id or pass --node-id {stored}"
-    )]
-    NodeId { stored: String, asked: String },
-}
-
 /// The first and the last minute holding a workflow's first attempt.
 pub type MinuteSpan = (DateTime<Utc>, DateTime<Utc>);
-/// The exit status of any command that stops on `StoreError::DamagedWal`
-/// (sysexits' EX_DATAERR): retrying cannot help, a person has to act.
-pub const EXIT_DAMAGED_WAL: u8 = 65;
-
-/// DuckDB reports a log it cannot replay as a "Data Corruption Error"
-/// naming the WAL; that one gets instructions, any other its own text.
-fn open_error(path: &Path, source: duckdb::Error) -> StoreError {
-    let text = source.to_string();
-    if text.contains("Failure while replaying WAL") || text.contains("Corrupt WAL") {
-        // DuckDB repeats its message; the part from "Corrupt WAL" to the
-        // first repeat says where the log broke.
-        let detail = text
-            .find("Corrupt WAL")
-            .map(|at| {
-                let rest = &text[at..];
-                rest[..rest.find(": Data Corruption").unwrap_or(rest.len())].to_string()
-            })
-            .unwrap_or_else(|| "it cannot be replayed".to_string());
-        let mut wal = path.as_os_str().to_owned();
-        wal.push(".wal");
-        return StoreError::DamagedWal {
-            db: path.display().to_string(),
-            wal: Path::new(&wal).display().to_string(),
-            detail,
-        };
-    }
-    if let Some(at) = text.find("Conflicting lock is held in ") {
-        let rest = &text[at + "Conflicting lock is held in ".len()..];
-        let holder = rest.find(')').map_or(rest, |end| &rest[..=end]).to_string();
-        return StoreError::Locked { path: path.display().to_string(), holder };
-    }
-    StoreError::Open { path: path.display().to_string(), source }
-}
-
-/// DuckDB's messages repeat themselves (`msg: msg: Error code 1`): the
-/// first statement of it is the whole of it.
-fn first_sentence(error: &duckdb::Error) -> String {
-    let text = error.to_string();
-    let half = text.len() / 2;
-    match text.get(..half).and_then(|head| head.rfind(": ").map(|cut| &text[..cut])) {
-        Some(head) if text[head.len() + 2..].starts_with(head) => head.to_string(),
-        _ => text.trim_end_matches(": Error code 1: Unknown error code").to_string(),
-    }
-}
 
 /// What a file that exists is, by its first bytes: DuckDB files carry
 /// `DUCK` at offset 8. Anything else is refused before DuckDB reads it
@@ -175,10 +74,6 @@ fn config(mode: duckdb::AccessMode) -> Result<duckdb::Config, duckdb::Error> {
         .with("autoinstall_known_extensions", "false")
 }
 
-/// The environment variable that sets DuckDB's memory limit for a database
-/// file (DuckDB's syntax: `512MB`, `2GB`); in-memory databases have none.
-pub const MEMORY_LIMIT_ENV: &str = "ATTEMPT_LEDGER_MEMORY_LIMIT";
-
 /// The log size past which a commit checkpoints (DuckDB's default is 16MB).
 /// A log this large replays in a few seconds at the next open after a crash.
 pub const CHECKPOINT_THRESHOLD: &str = "256MB";
@@ -186,15 +81,10 @@ pub const CHECKPOINT_THRESHOLD: &str = "256MB";
 /// The log size past which an idle derivation loop checkpoints.
 pub const IDLE_CHECKPOINT_BYTES: u64 = 16 << 20;
 
-/// The environment variable that sets K, how many values of each label
-/// (workflow names, providers, models, route groups, each dimension) keep
-/// rollup rows and `/metrics` series of their own; later values are summed
-/// under `other`.
-pub const LABEL_LIMIT_ENV: &str = "ATTEMPT_LEDGER_LABEL_LIMIT";
-pub const DEFAULT_LABEL_LIMIT: u64 = 1000;
-
 /// Runs `work` in one transaction: committed if it succeeds, rolled back if
-/// it fails.
+/// it fails. The work's own error is the answer even when the rollback
+/// fails too (the connection's next BEGIN finds out), so a read never
+/// hides why it failed behind a failed rollback.
 fn in_transaction<T>(
     conn: &Connection,
     work: impl FnOnce(&Connection) -> Result<T, StoreError>,
@@ -793,18 +683,15 @@ impl Store {
             Some(name) => Some(self.dimension_slot(name)?),
             None => None,
         };
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
-            let mut rows = queries::report_rows(&self.conn, filter, &Query::ALL)?;
+        self.in_transaction(|conn| {
+            queries::prepare_scope(conn, filter, prices)?;
+            let mut rows = queries::report_rows(conn, filter, &Query::ALL)?;
             if let Some((slot, dimension)) = group {
-                rows.groups =
-                    Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
+                rows.groups = Some(queries::Groups { rows: queries::group_rows(conn, slot)?, dimension });
             }
             // prepare_scope loaded the prices.
-            Ok((rows, queries::audit_rows(&self.conn, audit)?))
-        });
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+            Ok((rows, queries::audit_rows(conn, audit)?))
+        })
     }
 
     /// Runs the report `queries` only; the rows of the others are empty.
@@ -820,17 +707,14 @@ impl Store {
             Some(name) => Some(self.dimension_slot(name)?),
             None => None,
         };
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::prepare_scope(&self.conn, filter, prices).and_then(|_| {
-            let mut rows = queries::report_rows(&self.conn, filter, queries)?;
+        self.in_transaction(|conn| {
+            queries::prepare_scope(conn, filter, prices)?;
+            let mut rows = queries::report_rows(conn, filter, queries)?;
             if let Some((slot, dimension)) = group {
-                rows.groups =
-                    Some(queries::Groups { rows: queries::group_rows(&self.conn, slot)?, dimension });
+                rows.groups = Some(queries::Groups { rows: queries::group_rows(conn, slot)?, dimension });
             }
             Ok(rows)
-        });
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        })
     }
 
     /// The reads of one `tune` answer, in one snapshot: `work` gets the
@@ -880,10 +764,7 @@ impl Store {
         workflow_id: &str,
         prices: &PriceTable,
     ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = self.derive_one_workflow(workflow_id, prices);
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        self.in_transaction(|_| self.derive_one_workflow(workflow_id, prices))
     }
 
     fn derive_one_workflow(
@@ -929,11 +810,10 @@ impl Store {
         filter: &queries::AuditFilter,
         prices: &PriceTable,
     ) -> Result<Vec<queries::AuditRow>, StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows =
-            queries::load_prices(&self.conn, prices).and_then(|_| queries::audit_rows(&self.conn, filter));
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        self.in_transaction(|conn| {
+            queries::load_prices(conn, prices)?;
+            queries::audit_rows(conn, filter)
+        })
     }
 
     /// The minutes of the oldest and the newest workflow's first attempt
@@ -957,12 +837,11 @@ impl Store {
         range: &queries::SeriesRange,
         prices: &PriceTable,
     ) -> Result<Vec<queries::SeriesRow>, StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::load_prices(&self.conn, prices)
-            .and_then(|_| Ok(self.conn.execute_batch(queries::COST_SQL)?))
-            .and_then(|_| queries::series_rows(&self.conn, range));
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        self.in_transaction(|conn| {
+            queries::load_prices(conn, prices)?;
+            conn.execute_batch(queries::COST_SQL)?;
+            queries::series_rows(conn, range)
+        })
     }
 
     /// The configured dimensions, in slot order.
@@ -1011,11 +890,10 @@ impl Store {
     /// The stored-data samples of `/metrics` over every stored workflow, in
     /// one transaction (histogram bounds: `model::LATENCY_BUCKETS`).
     pub fn metric_rows(&self, prices: &PriceTable) -> Result<Vec<queries::MetricRow>, StoreError> {
-        self.conn.execute_batch("BEGIN TRANSACTION")?;
-        let rows = queries::prepare_scope(&self.conn, &ReportFilter::default(), prices)
-            .and_then(|_| queries::metric_rows(&self.conn));
-        self.conn.execute_batch(if rows.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-        rows
+        self.in_transaction(|conn| {
+            queries::prepare_scope(conn, &ReportFilter::default(), prices)?;
+            queries::metric_rows(conn)
+        })
     }
 
     /// One report query's result as an aligned text table, for snapshots

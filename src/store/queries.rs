@@ -6,11 +6,11 @@ use chrono::{DateTime, Utc};
 use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
-use super::StoreError;
 use super::columns::{
     FromRow, counts, flattened, route_key, row_struct, spelled, spelled_if_any, spelled_or_all,
     spelled_or_none, texts, timestamp_column,
 };
+use super::error::StoreError;
 use crate::finding::FindingKind;
 use crate::model::{ErrorClass, Layer, Outcome};
 use crate::pricing::PriceTable;

@@ -7,7 +7,8 @@
 use duckdb::Connection;
 
 use super::columns::SPEND_MEASURES;
-use super::{StoreError, cost};
+use super::cost;
+use super::error::StoreError;
 
 pub(super) const SHAPE_ROLLUPS_SQL: &str = include_str!("../../queries/shape_rollups.sql");
 const SHAPES_SQL: &str = include_str!("../../queries/shapes.sql");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use duckdb::Connection;
 use duckdb::arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// Appends `rows` (each one value per column) to `temp.<table>`.
 pub(super) fn fill<'a>(

@@ -7,8 +7,8 @@
 
 use duckdb::Connection;
 
-use super::StoreError;
 use super::columns::{FromRow, row_struct};
+use super::error::StoreError;
 use super::queries::{self, Query, ReportRows};
 
 mod shapes;

@@ -35,8 +35,9 @@ use duckdb::arrow::compute::{concat_batches, filter_record_batch};
 use duckdb::params;
 
 use super::derived::set_time_variable;
+use super::error::StoreError;
 use super::known::IdFilter;
-use super::{StoreError, temp};
+use super::temp;
 use crate::model::{Attempt, SpanKind, SpanRecord, name};
 use crate::providers::ProviderAliases;
 

@@ -267,3 +267,35 @@ fn the_check_finds_a_circle_and_expands_use_groups() {
     assert_eq!(spelled, ["super::a::self", "super::a::B", "super::c", "crate::d::e"]);
     assert_eq!(code_of("x // crate::f\n#[cfg(test)]\nmod tests { crate::g }").trim(), "x");
 }
+
+/// The places that open a transaction by hand, and how many each may:
+/// the store's one helper (`in_transaction`) and its probe write, the
+/// writer's group commit, the migration. Every read goes through the
+/// helper, so none can hide its own error behind a failed rollback.
+const TRANSACTIONS: &[(&str, usize)] =
+    &[("src/store/mod.rs", 2), ("src/store/writer.rs", 1), ("src/store/migrate.rs", 1)];
+
+/// How many string literals of `code` open a transaction.
+fn transactions_opened(code: &str) -> usize {
+    code.matches("\"BEGIN").count()
+}
+
+#[test]
+fn only_the_stores_helper_the_writer_and_the_migration_open_a_transaction() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut broken = Vec::new();
+    for file in &files {
+        let name = format!("src/{}", file.strip_prefix(&src).unwrap().display());
+        let opened = transactions_opened(&code_of(&std::fs::read_to_string(file).unwrap()));
+        let allowed = TRANSACTIONS.iter().find(|(f, _)| *f == name).map_or(0, |(_, n)| *n);
+        if opened != allowed {
+            broken.push(format!("{name}: {opened} (allowed {allowed})"));
+        }
+    }
+    assert!(broken.is_empty(), "transactions opened by hand:\n{}", broken.join("\n"));
+    // A planted break is found; a comment or a tests module is not code.
+    let planted = "fn read(c: &C) { c.execute_batch(\"BEGIN TRANSACTION\")?; }\n// \"BEGIN\n#[cfg(test)]\nmod tests { \"BEGIN\" }";
+    assert_eq!(transactions_opened(&code_of(planted)), 1);
+}

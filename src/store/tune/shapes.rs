@@ -13,8 +13,8 @@ use duckdb::arrow::array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, UInt64Array,
 };
 
-use super::super::StoreError;
 use super::super::columns::{FromRow, row_struct};
+use super::super::error::StoreError;
 use super::snapshot::{Places, Snapshot, column, nth, scope_everything, set_enum_places};
 use crate::model::Outcome;
 use crate::replay::shape::MAX_SHAPE_LENGTH;

@@ -8,7 +8,7 @@ use strum::VariantNames;
 
 use crate::model::{Decision, ErrorClass, Layer, Outcome};
 use crate::policy::CommitMarker;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 use crate::store::queries::ReportFilter;
 
 /// Which workflow names a `tune` answer tells apart (`Store::tune_read`).

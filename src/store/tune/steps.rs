@@ -10,7 +10,7 @@ use duckdb::arrow::array::{
     UInt64Array,
 };
 
-use super::super::StoreError;
+use super::super::error::StoreError;
 use super::snapshot::{Places, Snapshot, column, nth, set_enum_places};
 use crate::replay::{Step, Workflow};
 
