@@ -18,7 +18,7 @@ use crate::report::workflow::WorkflowDetail;
 use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::queries::MetricRow;
 use crate::store::tune::Names;
-use crate::store::{MinuteSpan, Query, Span, Store, StoreError};
+use crate::store::{MinuteSpan, Query, Snapshot, Span, Store, StoreError};
 
 mod replay;
 
@@ -101,14 +101,34 @@ impl<S: Borrow<Store>> Reader<S> {
     /// their bounds (`report::fold`), with the recovery audit of the same
     /// workflows in the same snapshot when `with_audit`.
     pub fn report(&self, filter: &ReportFilter, with_audit: bool) -> Result<Report, ReadError> {
-        if !with_audit {
-            let rows = self.store().report_rows(filter, &self.prices)?;
-            return Ok(Report::from_rows(&rows, filter.retry_budget));
-        }
-        let audit_filter = self.policy.filter(Window::from(filter));
-        let (rows, audit_rows) = self.store().report_and_audit_rows(filter, &audit_filter, &self.prices)?;
+        Ok(self.store().snapshot(&self.prices, |snapshot| self.report_in(snapshot, filter, with_audit))?)
+    }
+
+    /// A dashboard page's report (no audit) and the chart of `range`, in
+    /// one snapshot: the totals and the chart count the same commits.
+    pub fn report_and_series(
+        &self,
+        filter: &ReportFilter,
+        range: &SeriesRange,
+    ) -> Result<(Report, Timeseries), ReadError> {
+        Ok(self.store().snapshot(&self.prices, |snapshot| {
+            let report = self.report_in(snapshot, filter, false)?;
+            Ok((report, Timeseries::from_rows(range, &snapshot.series_rows(range)?)))
+        })?)
+    }
+
+    fn report_in(
+        &self,
+        snapshot: &Snapshot,
+        filter: &ReportFilter,
+        with_audit: bool,
+    ) -> Result<Report, StoreError> {
+        let rows = snapshot.report_rows(filter, &Query::ALL)?;
         let mut report = Report::from_rows(&rows, filter.retry_budget);
-        report.audit = Some(self.policy.audit(&audit_rows));
+        if with_audit {
+            let audit_rows = snapshot.audit_rows(&self.policy.filter(Window::from(filter)))?;
+            report.audit = Some(self.policy.audit(&audit_rows));
+        }
         Ok(report)
     }
 
@@ -231,5 +251,51 @@ mod tests {
         assert_eq!((line.workflows, line.primary_success, line.retry_recovery), (1, 0, 1));
         let nowhere = RouteKey { provider: Some("mistral".into()), ..openai };
         assert_eq!(reader.primary_route(&ReportFilter::default(), &nowhere).unwrap(), None);
+    }
+
+    /// While another connection commits writes and their derivation, every
+    /// page's report and chart count the same workflows: they come from one
+    /// snapshot (two reads in turn would each see a different commit).
+    #[test]
+    fn a_pages_report_and_chart_come_from_one_snapshot() {
+        let store = Store::open_in_memory().unwrap();
+        let writer = store.try_clone().unwrap();
+        let line = |i: u32| {
+            format!(
+                r#"{{"attempt_id":"a{i}","workflow_id":"w{i}","started_at":"2026-11-28T02:{:02}:{:02}Z","provider":"openai","model":"gpt-4o","status":"ok"}}"#,
+                (i / 60) % 10,
+                i % 60
+            )
+        };
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
+        let range =
+            SeriesRange::new(at("2026-11-28T02:00:00Z"), at("2026-11-28T02:10:00Z"), None, None, None)
+                .unwrap();
+        let filter =
+            ReportFilter { since: Some(range.from), until: Some(range.until), ..ReportFilter::default() };
+        let reader = Reader::new(store, Arc::new(PriceTable::load(None).unwrap()), Arc::default());
+        let (done_flag, line) = (&done, &line);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for batch in 0..40u32 {
+                    let attempts: Vec<_> = (batch * 10..batch * 10 + 10)
+                        .map(|i| crate::ingest::jsonl::decode_line(&line(i)).unwrap())
+                        .collect();
+                    writer.write_batch(&attempts).unwrap();
+                    writer.catch_up().unwrap();
+                }
+                done_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mut pages = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || pages == 0 {
+                let (report, series) = reader.report_and_series(&filter, &range).unwrap();
+                let charted: i64 = series.buckets.iter().map(|b| b.attempts).sum();
+                assert_eq!(charted, report.attempts.total, "page {pages}");
+                pages += 1;
+            }
+        });
+        let (report, _) = reader.report_and_series(&filter, &range).unwrap();
+        assert_eq!(report.attempts.total, 400);
     }
 }

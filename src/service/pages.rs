@@ -60,7 +60,7 @@ async fn view_of(state: &AppState, params: &HashMap<String, String>) -> Result<V
 async fn report_and_series(state: &AppState, view: &View) -> Result<(Report, Timeseries), Page> {
     let (filter, range) = (view.report_filter(), view.range.clone());
     state
-        .read(move |reader| Ok((reader.report(&filter, false)?, reader.timeseries(&range)?)))
+        .read(move |reader| reader.report_and_series(&filter, &range))
         .await
         .map_err(|e| failed(e, Some(view.clone())))
 }

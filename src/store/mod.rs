@@ -18,6 +18,7 @@ pub mod memory;
 mod migrate;
 pub mod queries;
 mod shapes;
+mod snapshot;
 mod temp;
 pub mod tune;
 mod writer;
@@ -35,6 +36,7 @@ pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partiti
 pub use memory::{Job, MemoryLimit};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportFilter, ReportRows};
+pub use snapshot::Snapshot;
 pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
 
 use chrono::{DateTime, Utc};
@@ -671,27 +673,14 @@ impl Store {
         self.report_rows_of(filter, prices, &Query::ALL)
     }
 
-    /// The report's rows and the recovery audit of the same workflows, in
-    /// one transaction (the report's `audit` section).
-    pub fn report_and_audit_rows(
+    /// Runs `work` in one read transaction (`Snapshot`): every read of one
+    /// answer sees the same commit.
+    pub fn snapshot<T>(
         &self,
-        filter: &ReportFilter,
-        audit: &queries::AuditFilter,
         prices: &PriceTable,
-    ) -> Result<(ReportRows, Vec<queries::AuditRow>), StoreError> {
-        let group = match &filter.group_by {
-            Some(name) => Some(self.dimension_slot(name)?),
-            None => None,
-        };
-        self.in_transaction(|conn| {
-            queries::prepare_scope(conn, filter, prices)?;
-            let mut rows = queries::report_rows(conn, filter, &Query::ALL)?;
-            if let Some((slot, dimension)) = group {
-                rows.groups = Some(queries::Groups { rows: queries::group_rows(conn, slot)?, dimension });
-            }
-            // prepare_scope loaded the prices.
-            Ok((rows, queries::audit_rows(conn, audit)?))
-        })
+        work: impl FnOnce(&Snapshot) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.in_transaction(|conn| work(&Snapshot::new(conn, prices)))
     }
 
     /// Runs the report `queries` only; the rows of the others are empty.
@@ -701,20 +690,7 @@ impl Store {
         prices: &PriceTable,
         queries: &[Query],
     ) -> Result<ReportRows, StoreError> {
-        // One transaction: every query sees the same snapshot while the
-        // writer goes on committing.
-        let group = match &filter.group_by {
-            Some(name) => Some(self.dimension_slot(name)?),
-            None => None,
-        };
-        self.in_transaction(|conn| {
-            queries::prepare_scope(conn, filter, prices)?;
-            let mut rows = queries::report_rows(conn, filter, queries)?;
-            if let Some((slot, dimension)) = group {
-                rows.groups = Some(queries::Groups { rows: queries::group_rows(conn, slot)?, dimension });
-            }
-            Ok(rows)
-        })
+        self.snapshot(prices, |snapshot| snapshot.report_rows(filter, queries))
     }
 
     /// The reads of one `tune` answer, in one snapshot: `work` gets the
@@ -810,10 +786,7 @@ impl Store {
         filter: &queries::AuditFilter,
         prices: &PriceTable,
     ) -> Result<Vec<queries::AuditRow>, StoreError> {
-        self.in_transaction(|conn| {
-            queries::load_prices(conn, prices)?;
-            queries::audit_rows(conn, filter)
-        })
+        self.snapshot(prices, |snapshot| snapshot.audit_rows(filter))
     }
 
     /// The minutes of the oldest and the newest workflow's first attempt
@@ -837,11 +810,7 @@ impl Store {
         range: &queries::SeriesRange,
         prices: &PriceTable,
     ) -> Result<Vec<queries::SeriesRow>, StoreError> {
-        self.in_transaction(|conn| {
-            queries::load_prices(conn, prices)?;
-            conn.execute_batch(queries::COST_SQL)?;
-            queries::series_rows(conn, range)
-        })
+        self.snapshot(prices, |snapshot| snapshot.series_rows(range))
     }
 
     /// The configured dimensions, in slot order.
@@ -873,27 +842,10 @@ impl Store {
         Ok(())
     }
 
-    /// The slot of the dimension called `name`, and its name.
-    fn dimension_slot(&self, name: &str) -> Result<(usize, String), StoreError> {
-        let configured = derived::load_dimensions(&self.conn)?;
-        configured.iter().find(|(_, d)| d.name == name).map(|(slot, d)| (*slot, d.name.clone())).ok_or_else(
-            || {
-                let names: Vec<&str> = configured.iter().map(|(_, d)| d.name.as_str()).collect();
-                StoreError::UnknownDimension {
-                    name: name.to_string(),
-                    configured: if names.is_empty() { "none".to_string() } else { names.join(", ") },
-                }
-            },
-        )
-    }
-
     /// The stored-data samples of `/metrics` over every stored workflow, in
     /// one transaction (histogram bounds: `model::LATENCY_BUCKETS`).
     pub fn metric_rows(&self, prices: &PriceTable) -> Result<Vec<queries::MetricRow>, StoreError> {
-        self.in_transaction(|conn| {
-            queries::prepare_scope(conn, &ReportFilter::default(), prices)?;
-            queries::metric_rows(conn)
-        })
+        self.snapshot(prices, |snapshot| snapshot.metric_rows())
     }
 
     /// One report query's result as an aligned text table, for snapshots

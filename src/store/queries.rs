@@ -193,9 +193,13 @@ pub(super) fn prepare_scope_unfolding(
     prices: &PriceTable,
     unfold: &str,
 ) -> Result<(), StoreError> {
-    let began = std::time::Instant::now();
     load_prices(conn, prices)?;
-    let priced = began.elapsed();
+    scope_of(conn, filter, unfold)
+}
+
+/// `prepare_scope_unfolding` with the prices already in `temp.prices`.
+pub(super) fn scope_of(conn: &Connection, filter: &ReportFilter, unfold: &str) -> Result<(), StoreError> {
+    let began = std::time::Instant::now();
     split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), unfold)?;
     let split = began.elapsed();
     conn.execute_batch(COST_SQL)?;
@@ -203,8 +207,7 @@ pub(super) fn prepare_scope_unfolding(
     let ms = |d: std::time::Duration| d.as_millis() as u64;
     tracing::debug!(
         query = "scope.sql",
-        prices_ms = ms(priced),
-        window_ms = ms(split - priced),
+        window_ms = ms(split),
         scope_ms = ms(began.elapsed() - split),
         elapsed_ms = ms(began.elapsed())
     );

@@ -1,0 +1,90 @@
+//! One read of the stored data: every query of one answer in one
+//! transaction (`Store::snapshot`), so a dashboard page's report and its
+//! chart, or a report and its audit, come from the same commit while the
+//! writer goes on committing; the prices are loaded once for all of them.
+
+use std::cell::Cell;
+
+use duckdb::Connection;
+
+use super::derived;
+use super::error::StoreError;
+use super::queries::{
+    self, AuditFilter, AuditRow, MetricRow, Query, ReportFilter, ReportRows, SeriesRange, SeriesRow,
+};
+use crate::pricing::PriceTable;
+
+pub struct Snapshot<'a> {
+    conn: &'a Connection,
+    prices: &'a PriceTable,
+    priced: Cell<bool>,
+}
+
+impl<'a> Snapshot<'a> {
+    /// A snapshot on `conn`, which is inside a transaction (`in_transaction`).
+    pub(super) fn new(conn: &'a Connection, prices: &'a PriceTable) -> Snapshot<'a> {
+        Snapshot { conn, prices, priced: Cell::new(false) }
+    }
+
+    /// Loads the prices of the served models into `temp.prices`, once.
+    fn priced(&self) -> Result<(), StoreError> {
+        if !self.priced.get() {
+            queries::load_prices(self.conn, self.prices)?;
+            self.priced.set(true);
+        }
+        Ok(())
+    }
+
+    /// The report `queries` of the workflows `filter` selects (the rows of
+    /// the others empty), grouped by its dimension when it names one.
+    pub fn report_rows(&self, filter: &ReportFilter, queries: &[Query]) -> Result<ReportRows, StoreError> {
+        let group = match &filter.group_by {
+            Some(name) => Some(dimension_slot(self.conn, name)?),
+            None => None,
+        };
+        self.priced()?;
+        queries::scope_of(self.conn, filter, "false")?;
+        let mut rows = queries::report_rows(self.conn, filter, queries)?;
+        if let Some((slot, dimension)) = group {
+            rows.groups = Some(queries::Groups { rows: queries::group_rows(self.conn, slot)?, dimension });
+        }
+        Ok(rows)
+    }
+
+    /// The recovery findings of the workflows `filter` selects
+    /// (`queries/audit.sql`).
+    pub fn audit_rows(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
+        self.priced()?;
+        queries::audit_rows(self.conn, filter)
+    }
+
+    /// Workflows by outcome, and attempts and cost by served provider, per
+    /// bucket of `range` (`queries/timeseries.sql`).
+    pub fn series_rows(&self, range: &SeriesRange) -> Result<Vec<SeriesRow>, StoreError> {
+        self.priced()?;
+        self.conn.execute_batch(queries::COST_SQL)?;
+        queries::series_rows(self.conn, range)
+    }
+
+    /// The stored-data samples of `/metrics` over every stored workflow
+    /// (histogram bounds: `model::LATENCY_BUCKETS`).
+    pub fn metric_rows(&self) -> Result<Vec<MetricRow>, StoreError> {
+        self.priced()?;
+        queries::scope_of(self.conn, &ReportFilter::default(), "false")?;
+        queries::metric_rows(self.conn)
+    }
+}
+
+/// The slot of the dimension called `name`, and its name.
+fn dimension_slot(conn: &Connection, name: &str) -> Result<(usize, String), StoreError> {
+    let configured = derived::load_dimensions(conn)?;
+    configured.iter().find(|(_, d)| d.name == name).map(|(slot, d)| (*slot, d.name.clone())).ok_or_else(
+        || {
+            let names: Vec<&str> = configured.iter().map(|(_, d)| d.name.as_str()).collect();
+            StoreError::UnknownDimension {
+                name: name.to_string(),
+                configured: if names.is_empty() { "none".to_string() } else { names.join(", ") },
+            }
+        },
+    )
+}
