@@ -15,9 +15,9 @@ use crate::replay::suggest::Suggested;
 use crate::replay::{Figures, Plan, Replay, Replayed, Workflow, is_success, outcome_ms};
 use crate::report::tune::{ReplayFigures, SUCCESS_LOST_EXAMPLES};
 use crate::store::StoreError;
-use crate::store::tune::{ChangedWorkflow, PlanRow, ReplaySum, Shapes, Snapshot};
+use crate::store::tune::{ChangedWorkflow, PlanRow, ReplaySum, Shapes, TuneScope};
 
-pub fn replay(snapshot: &Snapshot, limits: &LimitSet) -> Result<ReplayFigures, StoreError> {
+pub fn replay(snapshot: &TuneScope, limits: &LimitSet) -> Result<ReplayFigures, StoreError> {
     let no_budget = HashMap::new();
     if !reads_only_shapes(limits) {
         let with_budget = limits.sections().any(|l| l.retry_budget.is_some());
@@ -102,7 +102,7 @@ pub fn replay(snapshot: &Snapshot, limits: &LimitSet) -> Result<ReplayFigures, S
 /// `tolerance_pp` (`attempt_core::replay::suggest`, whose limits read only
 /// shapes), and what they save.
 pub fn suggest(
-    snapshot: &Snapshot,
+    snapshot: &TuneScope,
     totals: &HashMap<Option<String>, u64>,
     tolerance_pp: f64,
 ) -> Result<Vec<(Suggested, Figures)>, StoreError> {
@@ -244,7 +244,7 @@ fn tally(sums: &[ReplaySum]) -> Result<Tally, StoreError> {
 /// fallbacks by route key; otherwise each shape's own numbers serve (a
 /// replay only compares a workflow's routes with each other).
 fn route_names(
-    snapshot: &Snapshot,
+    snapshot: &TuneScope,
     limits: &LimitSet,
     shapes: &mut Shapes,
 ) -> Result<Vec<String>, StoreError> {
@@ -270,7 +270,7 @@ fn route_names(
 /// The (section, shape index) pairs in scope: every shape under
 /// `[default]`, or by the sections of the names that have it.
 fn sections(
-    snapshot: &Snapshot,
+    snapshot: &TuneScope,
     limits: &LimitSet,
     shapes: &Shapes,
 ) -> Result<Vec<(i32, usize)>, StoreError> {

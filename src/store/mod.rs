@@ -694,7 +694,7 @@ impl Store {
     }
 
     /// The reads of one `tune` answer, in one snapshot: `work` gets the
-    /// scope of `filter` prepared (`tune::Snapshot`). `names` says which
+    /// scope of `filter` prepared (`tune::TuneScope`). `names` says which
     /// workflow names the answer tells apart: a name the rollups fold past
     /// the label limit makes every read take the workflows from their own
     /// rows, names whole.
@@ -703,31 +703,9 @@ impl Store {
         filter: &ReportFilter,
         prices: &PriceTable,
         names: tune::Names,
-        work: impl FnOnce(&tune::Snapshot) -> Result<T, StoreError>,
+        work: impl FnOnce(&tune::TuneScope) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let sections = match names {
-            tune::Names::Sections(sections) => sections,
-            tune::Names::Every => &[],
-        };
-        self.in_transaction(|conn| {
-            tune::set_sections(conn, sections)?;
-            let folded = "(SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')";
-            let unfold = match names {
-                tune::Names::Every => folded.to_string(),
-                tune::Names::Sections(_) => format!(
-                    "{folded} AND EXISTS (SELECT 1 FROM temp.tune_sections s
-                                          WHERE s.name = 'other'
-                                             OR s.name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))"
-                ),
-            };
-            queries::prepare_scope_unfolding(conn, filter, prices, &unfold)?;
-            let answer = work(&tune::Snapshot { conn, filter })?;
-            conn.execute_batch(
-                "DROP TABLE temp.tune_sections; DROP TABLE IF EXISTS temp.tune_plans;
-                 DROP VIEW IF EXISTS temp.tune_shape_sums; DROP TABLE IF EXISTS temp.r_shapes;",
-            )?;
-            Ok(answer)
-        })
+        self.snapshot(prices, |snapshot| snapshot.tune(filter, names, work))
     }
 
     /// Every attempt of one workflow, in its order, with what the
@@ -740,13 +718,13 @@ impl Store {
         workflow_id: &str,
         prices: &PriceTable,
     ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
-        self.in_transaction(|_| self.derive_one_workflow(workflow_id, prices))
+        self.snapshot(prices, |snapshot| self.derive_one_workflow(snapshot, workflow_id))
     }
 
     fn derive_one_workflow(
         &self,
+        snapshot: &Snapshot,
         workflow_id: &str,
-        prices: &PriceTable,
     ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
         let range: Option<(i64, i64)> = self
             .conn
@@ -770,7 +748,7 @@ impl Store {
                AND workflow_id IN (SELECT workflow_id FROM temp.detail_workflow);",
         )?;
         self.conn.execute_batch(derived::FACTS_SQL)?;
-        queries::load_prices(&self.conn, prices)?;
+        snapshot.priced()?;
         self.conn.execute_batch(queries::COST_SQL)?;
         let rows = queries::workflow_rows(&self.conn)?;
         self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;

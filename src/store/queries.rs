@@ -174,30 +174,21 @@ pub(super) fn sum_edges(conn: &Connection, script: &str, tables: &[(&str, &str)]
 }
 
 /// Loads the prices of the served models present in the database into
-/// `temp.prices` and builds the `temp.scope_*` tables for `filter`: whole
-/// minutes from the rollups, the window's edges from the per-workflow facts
-/// (`window.sql`, `rollups.sql`, `scope.sql`).
+/// `temp.prices`, then `scope_of`.
 pub(super) fn prepare_scope(
     conn: &Connection,
     filter: &ReportFilter,
     prices: &PriceTable,
 ) -> Result<(), StoreError> {
-    prepare_scope_unfolding(conn, filter, prices, "false")
-}
-
-/// `prepare_scope`, reading every workflow from its own rows when the SQL
-/// condition `unfold` holds (a question about a name the rollups fold).
-pub(super) fn prepare_scope_unfolding(
-    conn: &Connection,
-    filter: &ReportFilter,
-    prices: &PriceTable,
-    unfold: &str,
-) -> Result<(), StoreError> {
     load_prices(conn, prices)?;
-    scope_of(conn, filter, unfold)
+    scope_of(conn, filter, "false")
 }
 
-/// `prepare_scope_unfolding` with the prices already in `temp.prices`.
+/// Builds the `temp.scope_*` tables for `filter`, the prices already in
+/// `temp.prices`: whole minutes from the rollups, the window's edges from
+/// the per-workflow facts (`window.sql`, `rollups.sql`, `scope.sql`); every
+/// workflow from its own rows when the SQL condition `unfold` holds (a
+/// question about a name the rollups fold).
 pub(super) fn scope_of(conn: &Connection, filter: &ReportFilter, unfold: &str) -> Result<(), StoreError> {
     let began = std::time::Instant::now();
     split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), unfold)?;

@@ -7,11 +7,11 @@ use std::cell::Cell;
 
 use duckdb::Connection;
 
-use super::derived;
 use super::error::StoreError;
 use super::queries::{
     self, AuditFilter, AuditRow, MetricRow, Query, ReportFilter, ReportRows, SeriesRange, SeriesRow,
 };
+use super::{derived, tune};
 use crate::pricing::PriceTable;
 
 pub struct Snapshot<'a> {
@@ -27,7 +27,7 @@ impl<'a> Snapshot<'a> {
     }
 
     /// Loads the prices of the served models into `temp.prices`, once.
-    fn priced(&self) -> Result<(), StoreError> {
+    pub(super) fn priced(&self) -> Result<(), StoreError> {
         if !self.priced.get() {
             queries::load_prices(self.conn, self.prices)?;
             self.priced.set(true);
@@ -64,6 +64,41 @@ impl<'a> Snapshot<'a> {
         self.priced()?;
         self.conn.execute_batch(queries::COST_SQL)?;
         queries::series_rows(self.conn, range)
+    }
+
+    /// Runs `work` over the scope of `filter` for the reads of one `tune`
+    /// answer (`tune::TuneScope`). `names` says which workflow names the
+    /// answer tells apart: a name the rollups fold past the label limit
+    /// makes every read take the workflows from their own rows, names whole.
+    pub fn tune<T>(
+        &self,
+        filter: &ReportFilter,
+        names: tune::Names,
+        work: impl FnOnce(&tune::TuneScope) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let sections = match names {
+            tune::Names::Sections(sections) => sections,
+            tune::Names::Every => &[],
+        };
+        tune::set_sections(self.conn, sections)?;
+        let folded =
+            "(SELECT count(*) FROM label_values WHERE label = 'workflow') >= getvariable('label_limit')";
+        let unfold = match names {
+            tune::Names::Every => folded.to_string(),
+            tune::Names::Sections(_) => format!(
+                "{folded} AND EXISTS (SELECT 1 FROM temp.tune_sections s
+                                      WHERE s.name = 'other'
+                                         OR s.name NOT IN (SELECT value FROM label_values WHERE label = 'workflow'))"
+            ),
+        };
+        self.priced()?;
+        queries::scope_of(self.conn, filter, &unfold)?;
+        let answer = work(&tune::TuneScope { conn: self.conn, filter })?;
+        self.conn.execute_batch(
+            "DROP TABLE temp.tune_sections; DROP TABLE IF EXISTS temp.tune_plans;
+             DROP VIEW IF EXISTS temp.tune_shape_sums; DROP TABLE IF EXISTS temp.r_shapes;",
+        )?;
+        Ok(answer)
     }
 
     /// The stored-data samples of `/metrics` over every stored workflow

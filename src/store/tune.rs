@@ -1,4 +1,4 @@
-//! The rows `tune` reads, in one snapshot (`Snapshot`): the report, the
+//! The rows `tune` reads, in one snapshot (`TuneScope`): the report, the
 //! curve (`queries/tune_curve.sql`) and, for a replay, the window's shapes
 //! (`queries/tune_shapes.sql`), the sums of what each shape's plan keeps
 //! (`queries/tune_replay.sql`) and the times of the workflows a plan
@@ -11,12 +11,12 @@ use super::columns::{FromRow, row_struct};
 use super::error::StoreError;
 use super::queries::{self, Query, ReportRows};
 
+mod scope;
 mod shapes;
-mod snapshot;
 mod steps;
 
+pub use scope::{Names, TuneScope};
 pub use shapes::{ChangedWorkflow, OutcomeCounts, PlanRow, ReplaySum, ShapeCount, Shapes};
-pub use snapshot::{Names, Snapshot};
 pub use steps::ReplayRows;
 
 const CURVE_SQL: &str = include_str!("../../queries/tune_curve.sql");
@@ -25,7 +25,7 @@ const CURVE_SQL: &str = include_str!("../../queries/tune_curve.sql");
 /// outcome (by name, for `--suggest`) and the waste totals.
 const REPORT_QUERIES: [Query; 2] = [Query::Outcomes, Query::Waste];
 
-impl Snapshot<'_> {
+impl TuneScope<'_> {
     /// The report rows of the workflows in scope that a replay is compared
     /// with (`REPORT_QUERIES`; the others are empty).
     pub fn report_rows(&self) -> Result<ReportRows, StoreError> {

@@ -299,3 +299,31 @@ fn only_the_stores_helper_the_writer_and_the_migration_open_a_transaction() {
     let planted = "fn read(c: &C) { c.execute_batch(\"BEGIN TRANSACTION\")?; }\n// \"BEGIN\n#[cfg(test)]\nmod tests { \"BEGIN\" }";
     assert_eq!(transactions_opened(&code_of(planted)), 1);
 }
+
+/// Whether `code` opens a read snapshot of the store itself.
+fn opens_a_snapshot(code: &str) -> bool {
+    code.contains(".snapshot(") || code.contains(".tune_read(")
+}
+
+/// The read side is the one front of the store's reads: only `read/` (and
+/// the store, for its own one-read helpers) opens a snapshot, so what one
+/// answer reads is decided in one place and read in one transaction.
+#[test]
+fn only_the_read_side_opens_a_snapshot() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let broken: Vec<String> = files
+        .iter()
+        .map(|file| format!("src/{}", file.strip_prefix(&src).unwrap().display()))
+        .filter(|name| !name.starts_with("src/read/") && !name.starts_with("src/store/"))
+        .filter(|name| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            opens_a_snapshot(&code_of(&std::fs::read_to_string(path).unwrap()))
+        })
+        .collect();
+    assert!(broken.is_empty(), "files outside read/ that open a snapshot:\n{}", broken.join("\n"));
+    let planted = "fn page(s: &Store) { s.snapshot(&prices, |s| s.series_rows(&range)) }";
+    assert!(opens_a_snapshot(&code_of(planted)));
+    assert!(!opens_a_snapshot(&code_of("// s.snapshot(\n#[cfg(test)]\nmod tests { s.snapshot( }")));
+}

@@ -1,4 +1,4 @@
-//! A replay by shape's reads (`Snapshot`'s): the window's shapes
+//! A replay by shape's reads (`TuneScope`'s): the window's shapes
 //! (`queries/tune_shapes.sql`), the plans decided for them, the sums of
 //! what each plan keeps (`queries/tune_replay.sql`), the times to outcome
 //! of the workflows left as recorded, counted by time
@@ -15,7 +15,7 @@ use duckdb::arrow::array::{
 
 use super::super::columns::{FromRow, row_struct};
 use super::super::error::StoreError;
-use super::snapshot::{Places, Snapshot, column, nth, scope_everything, set_enum_places};
+use super::scope::{Places, TuneScope, column, nth, scope_everything, set_enum_places};
 use crate::model::Outcome;
 use crate::replay::shape::MAX_SHAPE_LENGTH;
 use crate::replay::{Step, Workflow};
@@ -25,7 +25,7 @@ const REPLAY_SQL: &str = include_str!("../../../queries/tune_replay.sql");
 const OUTCOME_COUNTS_SQL: &str = include_str!("../../../queries/tune_outcome_counts.sql");
 const SHAPES_IN_STORED_ORDER: &str = "SELECT * FROM temp.tune_shape_rows";
 
-impl Snapshot<'_> {
+impl TuneScope<'_> {
     /// The shapes of the retried workflows in scope.
     pub fn shapes(&self) -> Result<Shapes, StoreError> {
         shapes(self.conn)
@@ -142,7 +142,7 @@ pub struct Shapes {
     pub shapes: Vec<Workflow>,
     /// Each shape's key, in `shapes`' order.
     pub keys: Vec<u64>,
-    /// Keys whose workflows are replayed one by one (`Snapshot::steps`):
+    /// Keys whose workflows are replayed one by one (`TuneScope::steps`):
     /// two shapes share them, or they are longer than `MAX_SHAPE_LENGTH`.
     pub apart: Vec<u64>,
 }
@@ -448,7 +448,7 @@ fn outcome_counts(conn: &Connection) -> Result<OutcomeCounts, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::snapshot::Names;
+    use super::super::scope::Names;
     use crate::pricing::PriceTable;
     use crate::request::ReportFilter;
     use crate::simulate::Scenario;

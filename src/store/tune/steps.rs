@@ -1,4 +1,4 @@
-//! The steps a replay takes one by one (`Snapshot::steps`): every attempt
+//! The steps a replay takes one by one (`TuneScope::steps`): every attempt
 //! of the retried workflows a limit of time, cost or retry budget reads, or
 //! that a replay by shape sets apart (`queries/tune_steps.sql`).
 
@@ -11,13 +11,13 @@ use duckdb::arrow::array::{
 };
 
 use super::super::error::StoreError;
-use super::snapshot::{Places, Snapshot, column, nth, set_enum_places};
+use super::scope::{Places, TuneScope, column, nth, set_enum_places};
 use crate::replay::{Step, Workflow};
 
 const STEPS_SQL: &str = include_str!("../../../queries/tune_steps.sql");
 const IN_STORED_ORDER: &str = "SELECT * EXCLUDE (sort_id) FROM temp.tune_step_rows";
 
-impl Snapshot<'_> {
+impl TuneScope<'_> {
     /// Every step of the retried workflows in scope, workflow by workflow;
     /// with `apart`, only of those whose shape `set_plans` did not list
     /// (two shapes sharing a key, or a shape past `MAX_SHAPE_LENGTH`).
@@ -240,7 +240,7 @@ impl<'a> StepColumns<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::snapshot::Names;
+    use super::super::scope::Names;
     use super::*;
     use crate::pricing::PriceTable;
     use crate::request::ReportFilter;

@@ -1,5 +1,6 @@
-//! What every read of a `tune` answer shares: the snapshot it reads in,
-//! which names it tells apart, and how enum places are read back.
+//! What every read of a `tune` answer shares: the scope it reads in (inside
+//! one `store::Snapshot`), which names it tells apart, and how enum places
+//! are read back.
 
 use duckdb::Connection;
 use duckdb::arrow::array::{Array, Int32Array};
@@ -21,8 +22,9 @@ pub enum Names<'a> {
     Every,
 }
 
-/// The reads of one `tune` answer, inside one transaction (`Store::tune_read`).
-pub struct Snapshot<'a> {
+/// The reads of one `tune` answer over its scope, inside one `Snapshot`
+/// (`Snapshot::tune`).
+pub struct TuneScope<'a> {
     pub(in crate::store) conn: &'a Connection,
     pub(in crate::store) filter: &'a ReportFilter,
 }
