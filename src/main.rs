@@ -12,6 +12,7 @@ fn main() -> ExitCode {
 /// large requests varied from 550 to 670 MiB between identical runs of
 /// `scripts/memory-ceiling.sh`, and stayed at 470-490 MiB with two arenas,
 /// as fast. `MALLOC_ARENA_MAX`, when set, is left to decide.
+#[allow(unsafe_code)]
 fn cap_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {

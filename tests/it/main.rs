@@ -1,5 +1,9 @@
 //! One integration-test binary (faster to build than one per file).
 
+// Tests state what they expect by unwrapping, and read the database
+// directly to check what the store wrote.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod accounting;
 mod ai_sdk;
 mod alerts;

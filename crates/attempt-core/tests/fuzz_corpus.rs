@@ -3,6 +3,8 @@
 //! kept, and every crash it found (saved there as a regression case), is
 //! checked in CI without libFuzzer.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use attempt_core::fuzzing::TARGETS;
