@@ -15,13 +15,14 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter};
 use std::time::Instant;
 
-use attempt_ledger::ingest::jsonl;
-use attempt_ledger::ingest::source::Source;
+use attempt_core::ingest::jsonl;
+use attempt_core::ingest::source::Source;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
 use attempt_ledger::pipeline::ingest_sources;
-use attempt_ledger::pricing::PriceTable;
 use attempt_ledger::read::Reader;
 use attempt_ledger::simulate::{Scenario, SimOptions, default_start, simulate};
-use attempt_ledger::store::{ReportFilter, Store};
+use attempt_ledger::store::Store;
 
 fn main() -> anyhow::Result<()> {
     let target: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1_000_000);

@@ -13,10 +13,3 @@ pub mod service;
 pub mod simulate;
 pub mod store;
 pub mod telemetry;
-
-// The database-free half lives in crates/attempt-core; its modules keep
-// their paths here.
-pub use attempt_core::{
-    alert_event, classify, dimensions, files, finding, ingest, model, policy, pricing, providers, replay,
-    request,
-};

@@ -17,9 +17,9 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::model::{LATENCY_BUCKETS, PicoUsd};
 use crate::store::queries::{METRIC_LABEL_COLUMNS, MetricRow};
 use crate::telemetry::{PREFIX, escape};
+use attempt_core::model::{LATENCY_BUCKETS, PicoUsd};
 
 /// The media type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -16,11 +16,11 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::ingest::format::Format;
-use crate::ingest::framing::{Framing, frame};
-use crate::ingest::source::{Framed, Source, for_each_chunk, frame_input};
-use crate::ingest::{Decoded, Rejection, Warning};
 use crate::store::{AttemptRows, CatchUp, PreparedBatch, Store, WriteStats};
+use attempt_core::ingest::format::Format;
+use attempt_core::ingest::framing::{Framing, frame};
+use attempt_core::ingest::source::{Framed, Source, for_each_chunk, frame_input};
+use attempt_core::ingest::{Decoded, Rejection, Warning};
 
 /// Lines per chunk: one DuckDB row group (122,880 rows), so a chunk's rows
 /// are written straight to the database file as a whole row group rather
@@ -192,7 +192,7 @@ fn ingest_source(
 /// A chunk of blank or unreadable lines before the first record: its
 /// rejections (a line that was not UTF-8) still count.
 fn chunk_rejections_only(
-    rejections: Vec<crate::ingest::Rejection>,
+    rejections: Vec<attempt_core::ingest::Rejection>,
     send: &impl Fn(Decoded) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     if rejections.is_empty() {

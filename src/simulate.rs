@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::finding::FindingKind;
+use attempt_core::finding::FindingKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
 #[strum(serialize_all = "kebab-case")]
@@ -68,7 +68,7 @@ impl Truth {
     /// (minutes, retries) under the built-in budget, from each workflow
     /// name's (first attempts, retries) by the minute they started.
     fn add_retry_minutes(&mut self, minutes: &std::collections::BTreeMap<(&str, i64), (u64, u64)>) {
-        use crate::policy::{DEFAULT_RETRY_BUDGET, DEFAULT_RETRY_BUDGET_FLOOR};
+        use attempt_core::policy::{DEFAULT_RETRY_BUDGET, DEFAULT_RETRY_BUDGET_FLOOR};
         for (first, retries) in minutes.values() {
             if *retries > DEFAULT_RETRY_BUDGET_FLOOR && *retries as f64 > DEFAULT_RETRY_BUDGET * *first as f64
             {
@@ -671,7 +671,7 @@ mod tests {
     fn every_record_is_accepted_by_the_decoder() {
         for &scenario in <Scenario as clap::ValueEnum>::value_variants() {
             let out = String::from_utf8(run(scenario, 200, 1)).unwrap();
-            let decoded = crate::ingest::jsonl::decode_lines(&out, 1);
+            let decoded = attempt_core::ingest::jsonl::decode_lines(&out, 1);
             assert!(decoded.rejections.is_empty(), "{scenario:?}: {:?}", decoded.rejections.first());
             assert!(decoded.attempts.len() >= 200);
         }
@@ -680,7 +680,7 @@ mod tests {
     #[test]
     fn the_storm_stacks_sdk_retries_under_app_retries() {
         let out = String::from_utf8(run(Scenario::Overnight529Storm, 2_000, 1)).unwrap();
-        let attempts = crate::ingest::jsonl::decode_lines(&out, 1).attempts;
+        let attempts = attempt_core::ingest::jsonl::decode_lines(&out, 1).attempts;
         let max_in_one = attempts.iter().map(|a| a.attempt.unwrap_or(0)).max().unwrap();
         // (1 + 5 SDK retries) x (1 + 2 app retries) = 18 calls for one document.
         assert_eq!(max_in_one, 17);

@@ -9,13 +9,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::rules::{Rule, RuleKind};
-use crate::model::{ErrorClass, name};
 use crate::read::{ReadError, Reader};
 use crate::report::Report;
 use crate::report::audit::Audit;
-use crate::request::{ReportFilter, Window};
 use crate::store::Store;
+use attempt_core::alert_rules::{Rule, RuleKind};
+use attempt_core::model::{ErrorClass, name};
+use attempt_core::request::{ReportFilter, Window};
 
 /// One alert instance's reading: a rule, and for `primary_success` a route.
 #[derive(Debug, Clone, PartialEq)]

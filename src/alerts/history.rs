@@ -4,7 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use super::AlertEvent;
+use attempt_core::alert_event::AlertEvent;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

@@ -7,9 +7,6 @@
 pub mod evaluate;
 pub mod history;
 pub mod notify;
-pub use attempt_core::alert_rules as rules;
 pub mod tracker;
 
-pub use attempt_core::alert_event::{AlertEvent, AlertState};
-pub use rules::{Receiver, ReceiverKind, Rule, RuleKind, RuleSet, RulesError};
 pub use tracker::{Tracker, Transition};

@@ -10,9 +10,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::rules::{Receiver, ReceiverKind, Rule};
-use super::{AlertEvent, AlertState};
 use crate::telemetry::events::{Delivery, NotificationDelivered, NotificationRetried, ReceiverStarted};
+use attempt_core::alert_event::{AlertEvent, AlertState};
+use attempt_core::alert_rules::{Receiver, ReceiverKind, Rule};
 
 /// Notifications waiting per receiver before new ones are dropped.
 const QUEUE: usize = 1024;

@@ -14,8 +14,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::evaluate::RuleResult;
-use super::rules::Rule;
-use super::{AlertEvent, AlertState};
+use attempt_core::alert_event::{AlertEvent, AlertState};
+use attempt_core::alert_rules::Rule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
@@ -155,7 +155,7 @@ impl Tracker {
 mod tests {
     use super::*;
     use crate::alerts::evaluate::Observation;
-    use crate::alerts::rules::RuleSet;
+    use attempt_core::alert_rules::RuleSet;
 
     fn rules(for_: &str) -> Vec<Rule> {
         let text = format!("[[rule]]\nname = \"r\"\nkind = \"retry_ratio\"\nfor = \"{for_}\"\n");

@@ -15,11 +15,13 @@ use serde::Serialize;
 use super::{DbArg, remote};
 use crate::alerts::evaluate::evaluate;
 use crate::alerts::history::{self, Format, events_table, new_table, text_time};
-use crate::alerts::{AlertEvent, AlertState, RuleSet, Tracker, Transition};
-use crate::pricing::PriceTable;
+use crate::alerts::{Tracker, Transition};
 use crate::read::Reader;
-use crate::report::parse_time;
 use crate::store::Store;
+use attempt_core::alert_event::{AlertEvent, AlertState};
+use attempt_core::alert_rules::RuleSet;
+use attempt_core::pricing::PriceTable;
+use attempt_core::time_arg::parse_time;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -112,7 +114,7 @@ struct CheckOutput {
 }
 
 fn check(args: &Args, reader: &Reader, rules: RuleSet) -> anyhow::Result<ExitCode> {
-    let Some((first, last)) = reader.attempt_span()? else {
+    let Some((first, last)) = reader.attempt_bounds()? else {
         bail!("the database {} holds no attempts to check the rules against", args.db.db.display());
     };
     let now = Utc::now();

@@ -9,13 +9,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::ingest::source::Source;
 use crate::pipeline::ingest_sources;
-use crate::pricing::PriceTable;
 use crate::read::Reader;
 use crate::report::{Format, render};
 use crate::simulate::{Scenario, SimOptions, default_start, simulate};
-use crate::store::{ReportFilter, Store};
+use crate::store::Store;
+use attempt_core::ingest::source::Source;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
 
 /// The night the demo replays: a batch hit by a 529 storm, interactive chat
 /// falling back on 429s, a gateway serving from another provider, and two

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::bail;
 
 use super::DbArg;
-use crate::dimensions::Dimension;
 use crate::store::Store;
+use attempt_core::dimensions::Dimension;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

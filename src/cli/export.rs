@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use super::DbArg;
 use crate::lake::export::{export, open_bound};
-use crate::pricing::PriceTable;
 use crate::store::{Job, MemoryLimit, Store};
+use attempt_core::pricing::PriceTable;
 
 /// Where `--node-id` may come from instead.
 pub const NODE_ID_ENV: &str = "ATTEMPT_LEDGER_NODE_ID";

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{DbArg, ProvidersArg, exit};
-use crate::ingest::format::Format;
-use crate::ingest::source::Source;
 use crate::pipeline::{IngestSummary, ingest_sources};
 use crate::store::{Job, MemoryLimit, Store};
+use attempt_core::ingest::format::Format;
+use attempt_core::ingest::source::Source;
 
 /// Rejections and warnings printed in full; the rest are counted.
 const SHOWN_NOTES: usize = 50;

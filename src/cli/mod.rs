@@ -76,7 +76,7 @@ impl WindowArgs {
         let now = chrono::Utc::now();
         let parse = |arg: &Option<String>, flag: &str| {
             arg.as_deref()
-                .map(|t| crate::report::parse_time(t, now))
+                .map(|t| attempt_core::time_arg::parse_time(t, now))
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
         };
@@ -84,9 +84,9 @@ impl WindowArgs {
     }
 
     /// The window these flags select.
-    fn window(&self) -> anyhow::Result<crate::request::Window> {
+    fn window(&self) -> anyhow::Result<attempt_core::request::Window> {
         let (since, until) = self.range()?;
-        Ok(crate::request::Window { since, until, workflow: self.workflow.clone() })
+        Ok(attempt_core::request::Window { since, until, workflow: self.workflow.clone() })
     }
 }
 
@@ -99,8 +99,8 @@ struct ProvidersArg {
 }
 
 impl ProvidersArg {
-    fn load(&self) -> anyhow::Result<crate::providers::ProviderAliases> {
-        Ok(crate::providers::ProviderAliases::load(self.providers.as_deref())?)
+    fn load(&self) -> anyhow::Result<attempt_core::providers::ProviderAliases> {
+        Ok(attempt_core::providers::ProviderAliases::load(self.providers.as_deref())?)
     }
 }
 
@@ -183,7 +183,7 @@ fn reader_or_ask(
     path_and_query: impl FnOnce() -> String,
 ) -> anyhow::Result<Option<crate::read::Reader>> {
     existing_db(db)?;
-    let loaded_prices = crate::pricing::PriceTable::load(prices)?;
+    let loaded_prices = attempt_core::pricing::PriceTable::load(prices)?;
     let loaded_policy = crate::report::audit::LoadedPolicy::load(policy)?;
     let files = [("--prices", prices.is_some()), ("--policy", policy.is_some())];
     let store = remote::open_or_ask(db, &files, path_and_query)?;

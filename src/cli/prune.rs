@@ -10,8 +10,8 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::DbArg;
-use crate::report::parse_time;
 use crate::store::Store;
+use attempt_core::time_arg::parse_time;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -240,7 +240,7 @@ pub fn path_with(path: &str, pairs: &[(&str, Option<String>)]) -> String {
 }
 
 /// A window's parameters: `since`, `until`, `workflow`.
-pub fn window_query(window: &crate::request::Window) -> Vec<(&'static str, Option<String>)> {
+pub fn window_query(window: &attempt_core::request::Window) -> Vec<(&'static str, Option<String>)> {
     vec![
         ("since", instant(window.since)),
         ("until", instant(window.until)),

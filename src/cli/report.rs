@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use super::{DbArg, WindowArgs, remote};
 use crate::lake::read::BadFiles;
 use crate::report::{Format, render};
-use crate::request::Window;
+use attempt_core::request::Window;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// Retry-ratio budget per minute, as a fraction (0.1 = 10 %).
-    #[arg(long, default_value_t = crate::request::DEFAULT_RETRY_BUDGET, value_parser = crate::request::retry_budget)]
+    #[arg(long, default_value_t = attempt_core::request::DEFAULT_RETRY_BUDGET, value_parser = attempt_core::request::retry_budget)]
     retry_budget: f64,
     /// A price file that overrides or extends the built-in table.
     #[arg(long, env = "ATTEMPT_LEDGER_PRICES")]
@@ -52,7 +52,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filter = args.window.window()?.report(args.retry_budget, args.group_by);
     if let Some(lake) = &args.lake {
-        let prices = crate::pricing::PriceTable::load(args.prices.as_deref())?;
+        let prices = attempt_core::pricing::PriceTable::load(args.prices.as_deref())?;
         let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
         let horizon = chrono::Duration::from_std(args.horizon)?;
         let bad_files = if args.skip_bad_files { BadFiles::Skip } else { BadFiles::Refuse };

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{DbArg, ProvidersArg};
-use crate::alerts::RuleSet;
 use crate::service::auth::Tokens;
 use crate::service::{ServeConfig, serve};
+use attempt_core::alert_rules::RuleSet;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

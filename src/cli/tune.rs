@@ -41,16 +41,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let filter = args.window.window()?.report(crate::request::DEFAULT_RETRY_BUDGET, None);
+    let filter = args.window.window()?.report(attempt_core::request::DEFAULT_RETRY_BUDGET, None);
     let candidate = Candidate::from_flags(args.policy.as_deref(), &args.set)?;
     let asked = || {
-        let mut query = remote::window_query(&crate::request::Window::from(&filter));
+        let mut query = remote::window_query(&attempt_core::request::Window::from(&filter));
         query.extend(args.set.iter().map(|s| ("set", Some(s.clone()))));
         query.push(("format", Some(remote::value_name(args.format))));
         remote::path_with("/api/v1/tune", &query)
     };
     super::existing_db(&args.db.db)?;
-    let prices = crate::pricing::PriceTable::load(args.prices.as_deref())?;
+    let prices = attempt_core::pricing::PriceTable::load(args.prices.as_deref())?;
     let files = [("--prices", args.prices.is_some()), ("--policy", args.policy.is_some())];
     let Some(store) = remote::open_or_ask(&args.db.db, &files, asked)? else {
         return Ok(ExitCode::SUCCESS);

@@ -17,10 +17,10 @@ use minijinja::{Environment, Value, context};
 use plotters::style::RGBColor;
 use serde::Serialize;
 
-use crate::alert_event::AlertEvent;
 use crate::report::Report;
 use crate::report::timeseries::{Bound, QUANTILES, Timeseries};
 use crate::report::workflow::WorkflowDetail;
+use attempt_core::alert_event::AlertEvent;
 use charts::{Series, Span, TimeChart, Unit, hex, palette};
 pub use view::View;
 
@@ -571,7 +571,7 @@ pub fn tune(
     let keep: Vec<(&str, &str)> =
         view.given.iter().filter(|(k, _)| *k != "limits").map(|(k, v)| (*k, v.as_str())).collect();
     // The report's outcome keys, in the record format's order.
-    let outcomes = <crate::model::Outcome as strum::VariantNames>::VARIANTS;
+    let outcomes = <attempt_core::model::Outcome as strum::VariantNames>::VARIANTS;
     render(
         "tune.html",
         "tune",
@@ -666,7 +666,7 @@ pub fn workflow(
 pub fn error(view: Option<&View>, status: u16, message: &str) -> String {
     let view = view.cloned().unwrap_or_else(|| View {
         given: vec![],
-        range: crate::request::SeriesRange {
+        range: attempt_core::request::SeriesRange {
             from: DateTime::UNIX_EPOCH,
             until: DateTime::UNIX_EPOCH,
             step_minutes: 1,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::request::{self, ReportFilter, RequestError, SeriesRange};
+use attempt_core::request::{self, ReportFilter, RequestError, SeriesRange};
 
 /// The URL parameters a page keeps in its links and filter form.
 pub const PARAMETERS: [&str; 6] = ["since", "until", "step", "workflow", "route", "retry_budget"];

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use super::nodes::{Begun, Binding, ExportRecord, FileEntry};
 use super::{Lake, LakeError, ROWS_PER_FILE, file_name, io_error};
-use crate::pricing::PriceTable;
 use crate::store::{ExportSlice, Store};
+use attempt_core::pricing::PriceTable;
 
 /// What an export wrote.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,12 +14,12 @@ use chrono::Duration;
 
 use super::survey::survey;
 use super::{Lake, LakeError};
-use crate::pricing::PriceTable;
 use crate::read::{ReadError, Reader};
 use crate::report::audit::LoadedPolicy;
 use crate::report::{LakeSource, Report, SkippedFile};
-use crate::request::ReportFilter;
 use crate::store::{Horizon, LakeFiles, Store};
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
 
 /// How far around a window the lake is read by default: a workflow's
 /// attempts seldom span more than two days.

@@ -8,17 +8,17 @@
 use std::borrow::Borrow;
 use std::sync::Arc;
 
-use crate::alert_event::AlertEvent;
-use crate::pricing::PriceTable;
 use crate::report::Report;
 use crate::report::audit::{Audit, LoadedPolicy};
 use crate::report::timeseries::Timeseries;
 use crate::report::tune::{ReplayInput, Suggestion, Tune};
 use crate::report::workflow::WorkflowDetail;
-use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::queries::MetricRow;
 use crate::store::tune::Names;
-use crate::store::{MinuteSpan, Query, Snapshot, Span, Store, StoreError};
+use crate::store::{Query, Snapshot, Store, StoreError, TimeBounds};
+use attempt_core::alert_event::AlertEvent;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::{ReportFilter, SeriesRange, Window};
 
 mod replay;
 
@@ -45,7 +45,7 @@ impl From<StoreError> for ReadError {
 /// how the answer names it.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    pub limits: crate::policy::LimitSet,
+    pub limits: attempt_core::policy::LimitSet,
     pub description: String,
 }
 
@@ -55,15 +55,15 @@ impl Candidate {
     pub fn from_flags(
         policy: Option<&std::path::Path>,
         set: &[String],
-    ) -> Result<Option<Candidate>, crate::policy::PolicyError> {
+    ) -> Result<Option<Candidate>, attempt_core::policy::PolicyError> {
         if policy.is_none() && set.is_empty() {
             return Ok(None);
         }
         let limits = match policy {
-            Some(path) => crate::policy::LimitSet::load(path)?,
-            None => crate::policy::LimitSet::default(),
+            Some(path) => attempt_core::policy::LimitSet::load(path)?,
+            None => attempt_core::policy::LimitSet::default(),
         };
-        let overrides = crate::policy::Limits::from_assignments(set)?;
+        let overrides = attempt_core::policy::Limits::from_assignments(set)?;
         let mut description: Vec<String> = policy.iter().map(|p| p.display().to_string()).collect();
         description.extend(set.iter().cloned());
         Ok(Some(Candidate { limits: limits.with_overrides(&overrides), description: description.join(" ") }))
@@ -199,13 +199,13 @@ impl<S: Borrow<Store>> Reader<S> {
     }
 
     /// The minutes of the oldest and newest workflow stored.
-    pub fn data_minutes(&self) -> Result<Option<MinuteSpan>, ReadError> {
+    pub fn data_minutes(&self) -> Result<Option<TimeBounds>, ReadError> {
         Ok(self.store().data_minutes()?)
     }
 
     /// First and last `started_at` stored.
-    pub fn attempt_span(&self) -> Result<Option<Span>, ReadError> {
-        Ok(self.store().attempt_span()?)
+    pub fn attempt_bounds(&self) -> Result<Option<TimeBounds>, ReadError> {
+        Ok(self.store().attempt_bounds()?)
     }
 
     /// The stored-data samples of `/metrics`, over every stored workflow.
@@ -218,7 +218,7 @@ impl<S: Borrow<Store>> Reader<S> {
 mod tests {
     use super::*;
     use crate::report::PrimaryRoute;
-    use crate::request::RouteKey;
+    use attempt_core::request::RouteKey;
 
     /// The measure of this module: a new reader (here, one route's line of
     /// the report) is one method over the ones above, and its caller.
@@ -241,7 +241,8 @@ mod tests {
             r#"{"attempt_id":"a2","workflow_id":"w1","started_at":"2026-11-28T02:00:01Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,
             r#"{"attempt_id":"b1","workflow_id":"w2","started_at":"2026-11-28T02:00:02Z","provider":"anthropic","model":"claude","status":"ok"}"#,
         ];
-        let attempts: Vec<_> = lines.iter().map(|l| crate::ingest::jsonl::decode_line(l).unwrap()).collect();
+        let attempts: Vec<_> =
+            lines.iter().map(|l| attempt_core::ingest::jsonl::decode_line(l).unwrap()).collect();
         store.write_batch(&attempts).unwrap();
         store.catch_up().unwrap();
         let reader = Reader::new(store, Arc::new(PriceTable::load(None).unwrap()), Arc::default());
@@ -280,7 +281,7 @@ mod tests {
             scope.spawn(move || {
                 for batch in 0..40u32 {
                     let attempts: Vec<_> = (batch * 10..batch * 10 + 10)
-                        .map(|i| crate::ingest::jsonl::decode_line(&line(i)).unwrap())
+                        .map(|i| attempt_core::ingest::jsonl::decode_line(&line(i)).unwrap())
                         .collect();
                     writer.write_batch(&attempts).unwrap();
                     writer.catch_up().unwrap();

@@ -8,14 +8,14 @@
 
 use std::collections::HashMap;
 
-use crate::model::Outcome;
-use crate::policy::LimitSet;
-use crate::replay::shape::{Shape, Tally, kept_bits, reads_only_shapes};
-use crate::replay::suggest::Suggested;
-use crate::replay::{Figures, Plan, Replay, Replayed, Workflow, is_success, outcome_ms};
 use crate::report::tune::{ReplayFigures, SUCCESS_LOST_EXAMPLES};
 use crate::store::StoreError;
 use crate::store::tune::{ChangedWorkflow, PlanRow, ReplaySum, Shapes, TuneScope};
+use attempt_core::model::Outcome;
+use attempt_core::policy::LimitSet;
+use attempt_core::replay::shape::{Shape, Tally, kept_bits, reads_only_shapes};
+use attempt_core::replay::suggest::Suggested;
+use attempt_core::replay::{Figures, Plan, Replay, Replayed, Workflow, is_success, outcome_ms};
 
 pub fn replay(snapshot: &TuneScope, limits: &LimitSet) -> Result<ReplayFigures, StoreError> {
     let no_budget = HashMap::new();
@@ -137,7 +137,7 @@ pub fn suggest(
     // Routes only matter to approved fallbacks, which a suggestion never sets.
     let no_budget = HashMap::new();
     let engine = Replay { routes: &[], first_attempts: &no_budget };
-    let suggested = crate::replay::suggest::suggest(&engine, named.clone(), totals, tolerance_pp);
+    let suggested = attempt_core::replay::suggest::suggest(&engine, named.clone(), totals, tolerance_pp);
 
     // What each name's limits save, summed by the store like a replay's.
     let names: Vec<String> = suggested.iter().filter_map(|s| s.name.clone()).collect();

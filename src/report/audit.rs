@@ -10,10 +10,10 @@ use serde::Serialize;
 use strum::VariantArray;
 
 use super::{usd, whole_number};
-use crate::finding::FindingKind;
-use crate::policy::PolicySet;
-use crate::request::{AuditFilter, Window};
 use crate::store::queries::AuditRow;
+use attempt_core::finding::FindingKind;
+use attempt_core::policy::PolicySet;
+use attempt_core::request::{AuditFilter, Window};
 
 /// Entries of a finding's `by_class`: route keys and workflow names come
 /// from clients, so the map is bounded like any label set.
@@ -42,7 +42,7 @@ pub struct LoadedPolicy {
 }
 
 impl LoadedPolicy {
-    pub fn load(path: Option<&std::path::Path>) -> Result<LoadedPolicy, crate::policy::PolicyError> {
+    pub fn load(path: Option<&std::path::Path>) -> Result<LoadedPolicy, attempt_core::policy::PolicyError> {
         match path {
             None => Ok(LoadedPolicy::default()),
             Some(path) => {

@@ -11,8 +11,9 @@
 //! rule may name a route that is not among the listed ones.
 
 use crate::store::queries::{
-    ErrorClassRow, FallbackRow, GroupRow, OutcomeCounts, OutcomeRow, ReportRows, RouteKey, RouteRow,
+    ErrorClassRow, FallbackRow, GroupRow, OutcomeCounts, OutcomeRow, ReportRows, RouteRow,
 };
+use attempt_core::request::RouteKey;
 
 /// What a folded name reads.
 pub const OTHER: &str = "other";

@@ -13,12 +13,11 @@ pub mod workflow;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-pub use attempt_core::time_arg::parse_time;
 pub use render::{Format, render};
 
-use crate::model::{ErrorClass, Layer, Outcome, name};
 use crate::store::ReportRows;
 use crate::store::queries::{GroupRow, MinuteRow, OutcomeCounts};
+use attempt_core::model::{ErrorClass, Layer, Outcome, name};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -337,7 +336,7 @@ pub struct FallbackActivation {
 }
 
 pub(crate) fn usd(pico: i128) -> f64 {
-    pico as f64 / crate::model::PicoUsd::PER_USD
+    pico as f64 / attempt_core::model::PicoUsd::PER_USD
 }
 
 fn share(part: impl Into<f64>, whole: impl Into<f64>) -> Option<f64> {
@@ -540,8 +539,8 @@ fn group_breakdown(r: &GroupRow) -> GroupBreakdown {
 }
 
 impl PrimaryRoute {
-    pub fn key(&self) -> crate::request::RouteKey {
-        crate::request::RouteKey {
+    pub fn key(&self) -> attempt_core::request::RouteKey {
+        attempt_core::request::RouteKey {
             route_group: self.route_group.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
@@ -550,16 +549,16 @@ impl PrimaryRoute {
 }
 
 impl FallbackActivation {
-    pub fn primary(&self) -> crate::request::RouteKey {
-        crate::request::RouteKey {
+    pub fn primary(&self) -> attempt_core::request::RouteKey {
+        attempt_core::request::RouteKey {
             route_group: self.primary_route_group.clone(),
             provider: self.primary_provider.clone(),
             model: self.primary_model.clone(),
         }
     }
 
-    pub fn fallback(&self) -> crate::request::RouteKey {
-        crate::request::RouteKey {
+    pub fn fallback(&self) -> attempt_core::request::RouteKey {
+        attempt_core::request::RouteKey {
             route_group: self.fallback_route_group.clone(),
             provider: self.fallback_provider.clone(),
             model: self.fallback_model.clone(),

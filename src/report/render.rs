@@ -5,7 +5,7 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_
 use serde_json::Value;
 
 use super::{PerWorkflow, Rates, Report, WorkflowCounts};
-use crate::model::name;
+use attempt_core::model::name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

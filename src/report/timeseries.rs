@@ -10,9 +10,9 @@ use serde::{Serialize, Serializer};
 use strum::VariantNames;
 
 use super::{usd, whole_number};
-use crate::model::Outcome;
-use crate::request::SeriesRange;
 use crate::store::queries::SeriesRow;
+use attempt_core::model::Outcome;
+use attempt_core::request::SeriesRange;
 
 /// Keys one breakdown (providers, models) keeps: those with the most cost
 /// over the range, then the most attempts; the rest are summed under
@@ -313,7 +313,7 @@ mod tests {
             provider: provider.to_string(),
             served_provider: provider.to_string(),
             served_model: "m".to_string(),
-            layer: crate::model::Layer::Sdk,
+            layer: attempt_core::model::Layer::Sdk,
             attempts: 1,
             wasted_attempts: 0,
             cost_pusd: cost,

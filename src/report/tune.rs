@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use super::quantile::{self, Quantiles};
 use super::{Format, Report, WorkflowCounts, usd};
-use crate::model::Outcome;
-use crate::replay::shape::Tally;
 use crate::store::ReportRows;
 use crate::store::tune::CurveRow;
+use attempt_core::model::Outcome;
+use attempt_core::replay::shape::Tally;
 
 /// Workflow ids listed as examples of success lost.
 pub const SUCCESS_LOST_EXAMPLES: usize = 5;
@@ -100,7 +100,7 @@ pub struct ReplayInput {
 
 impl Tune {
     pub fn shape(rows: &ReportRows, curve: &[CurveRow], replay: Option<ReplayInput>) -> Tune {
-        let report = Report::from_unfolded_rows(rows, crate::request::DEFAULT_RETRY_BUDGET);
+        let report = Report::from_unfolded_rows(rows, attempt_core::request::DEFAULT_RETRY_BUDGET);
         let workflows = report.workflows.total;
         let curve = curve
             .iter()
@@ -365,10 +365,10 @@ pub struct SuggestedLine {
 impl Suggestion {
     /// Each name's suggestion with what its limits change (replayed minus recorded).
     pub fn shape(
-        suggested: &[(crate::replay::suggest::Suggested, crate::replay::Figures)],
+        suggested: &[(attempt_core::replay::suggest::Suggested, attempt_core::replay::Figures)],
         tolerance_pp: f64,
     ) -> Suggestion {
-        use crate::model::Layer;
+        use attempt_core::model::Layer;
         let layers = [Layer::Sdk, Layer::Gateway, Layer::App, Layer::Queue];
         let workflows: Vec<SuggestedLine> = suggested
             .iter()
@@ -378,14 +378,13 @@ impl Suggestion {
                 max_retries: layers
                     .iter()
                     .filter_map(|l| {
-                        s.limits.max_retries[*l as usize].map(|n| (crate::model::name(*l).to_string(), n))
+                        s.limits.max_retries[*l as usize]
+                            .map(|n| (attempt_core::model::name(*l).to_string(), n))
                     })
                     .collect(),
-                fallback_on: s
-                    .limits
-                    .fallback_on
-                    .as_ref()
-                    .map(|classes| classes.iter().map(|c| crate::model::name(*c).to_string()).collect()),
+                fallback_on: s.limits.fallback_on.as_ref().map(|classes| {
+                    classes.iter().map(|c| attempt_core::model::name(*c).to_string()).collect()
+                }),
                 success_lost: s.success_lost,
                 success_lost_pp: 100.0 * s.success_lost as f64 / s.workflows.max(1) as f64,
                 attempts_saved: -change.attempts,

@@ -2,6 +2,7 @@
 //! as `GET /api/v1/workflows/{workflow_id}` answers it (dollars, not
 //! pico-dollars; enums by their record-format spelling).
 
+use attempt_core::request::RouteKey;
 use serde::Serialize;
 
 use super::usd;
@@ -22,13 +23,6 @@ pub struct WorkflowDetail {
     pub wasted_cost_usd: f64,
     /// Attempts whose cost is unknown (not in `cost_usd`).
     pub unknown_cost_attempts: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RouteKey {
-    pub route_group: Option<String>,
-    pub provider: Option<String>,
-    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -79,7 +79,7 @@ impl Tokens {
     }
 
     pub fn load(path: &Path) -> Result<Tokens, TokenError> {
-        let text = crate::files::read_config(path).map_err(|e| TokenError::Unreadable {
+        let text = attempt_core::files::read_config(path).map_err(|e| TokenError::Unreadable {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;

@@ -69,7 +69,7 @@ struct Waiting {
     rows: u64,
 }
 
-pub use crate::report::Freshness;
+use crate::report::Freshness;
 
 /// Shared by the writer, the deriver and the readers.
 pub struct Derivation {

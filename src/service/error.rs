@@ -176,8 +176,8 @@ impl From<crate::read::ReadError> for ServiceError {
     }
 }
 
-impl From<crate::request::RequestError> for ServiceError {
-    fn from(error: crate::request::RequestError) -> ServiceError {
+impl From<attempt_core::request::RequestError> for ServiceError {
+    fn from(error: attempt_core::request::RequestError) -> ServiceError {
         ServiceError::BadRequest(error.0)
     }
 }

@@ -6,7 +6,7 @@
 //! message against the byte budget from its 5-byte length prefix, before a
 //! byte of it is buffered (`Admitted`), and hand the message over as bytes
 //! (`OtlpCodec`), to be decoded a span at a time within the budget like an
-//! OTLP/HTTP body (`export.rs`), a message that does not decode answered
+//! OTLP/HTTP body (`otlp_receiver.rs`), a message that does not decode answered
 //! `INVALID_ARGUMENT` as OTLP/HTTP answers 400, not with the `INTERNAL`
 //! that exporters take for a server bug.
 
@@ -27,7 +27,7 @@ use tonic_prost::ProstCodec;
 use super::auth::{Denied, Scope, Tokens};
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
-use super::export::{Encoding, Exporter};
+use super::otlp_receiver::{Encoding, OtlpReceiver};
 use super::writer::{WriteError, WriterHandle};
 use crate::telemetry::events::{IngestRequest, Receiver, Refusal, WriteRefused};
 
@@ -143,14 +143,14 @@ impl Export {
         }
         held.release(arrived);
         let exporter =
-            Exporter { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
+            OtlpReceiver { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
         let answer = exporter.export(&held, message, Encoding::Protobuf).await?;
         Ok(Response::new(answer))
     }
 }
 
 /// The message's bytes as they came, to be decoded a span at a time
-/// (`export.rs`); prost's encoder for the answer.
+/// (`otlp_receiver.rs`); prost's encoder for the answer.
 struct OtlpCodec;
 
 impl Codec for OtlpCodec {

@@ -19,17 +19,17 @@ use super::auth::{self, Denied, Scope};
 use super::body::{BodyError, inflate};
 use super::budget::SharedHeld;
 use super::error::{self, Kind, ServiceError};
-use super::export::{Encoding, Exporter};
+use super::otlp_receiver::{Encoding, OtlpReceiver};
 use super::session;
 use super::state::AppState;
 use super::writer::WriteError;
-use crate::ingest::Decoded;
-use crate::ingest::Rejection;
-use crate::ingest::format::Format;
-use crate::ingest::framing::{Framing, LINE_TYPES, frame};
-use crate::request::{ReportFilter, SeriesRange, Window};
 use crate::store::MAX_LISTED_CONFLICTS;
 use crate::telemetry::events::{IngestRequest, Receiver, RecordsRejected, Refusal, WriteRefused};
+use attempt_core::ingest::Decoded;
+use attempt_core::ingest::Rejection;
+use attempt_core::ingest::format::Format;
+use attempt_core::ingest::framing::{Framing, LINE_TYPES, frame};
+use attempt_core::request::{ReportFilter, SeriesRange, Window};
 
 pub fn app(state: AppState) -> Router {
     // The compressed body may not exceed the limit either.
@@ -389,7 +389,7 @@ async fn decode_records(
         }
         let format = framed.format(format).map_err(ServiceError::BadRequest)?;
         let decoded = framed.decode(format, 1);
-        let spans = decoded.spans.iter().map(crate::model::SpanRecord::held_bytes).sum();
+        let spans = decoded.spans.iter().map(attempt_core::model::SpanRecord::held_bytes).sum();
         if !decoding.take(&budget, spans) {
             return Err(ServiceError::no_room(decoding.bytes() + spans, &budget));
         }
@@ -476,7 +476,7 @@ async fn post_traces(
     };
     let held = held.map(|Extension(held)| held).unwrap_or_default();
     let exporter =
-        Exporter { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
+        OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
     match exporter.export(&held, body, encoding).await {
         Ok(response) => {
             let bytes = match encoding {
@@ -588,7 +588,9 @@ async fn get_alerts(
     }
     let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
     let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
-    let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
+    let strip = |v: Vec<(attempt_core::alert_event::AlertEvent, bool)>| {
+        v.into_iter().map(|(e, _)| e).collect::<Vec<_>>()
+    };
     Ok(axum::Json(json!({"firing": strip(firing), "pending": strip(pending), "history": history}))
         .into_response())
 }

@@ -16,9 +16,9 @@ use super::observer::{Stop, supervised};
 use crate::lake::Lake;
 use crate::lake::export::export;
 use crate::lake::nodes::Binding;
-use crate::pricing::PriceTable;
 use crate::store::Store;
 use crate::telemetry::events::{LakeExportFailed, LakeExported};
+use attempt_core::pricing::PriceTable;
 
 /// How often the loop looks at what waits.
 const CHECK_EVERY: Duration = Duration::from_secs(5);

@@ -22,7 +22,6 @@ pub mod body;
 pub mod budget;
 pub mod deriver;
 pub mod error;
-pub mod export;
 pub mod grpc;
 pub mod grpc_listen;
 pub mod health;
@@ -30,6 +29,7 @@ pub mod http;
 pub mod lake;
 pub mod listen;
 pub mod observer;
+pub mod otlp_receiver;
 pub mod pages;
 pub mod readers;
 pub mod session;
@@ -47,9 +47,9 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::alerts::RuleSet;
-use crate::pricing::PriceTable;
 use crate::store::{Job, MemoryLimit, Store};
+use attempt_core::alert_rules::RuleSet;
+use attempt_core::pricing::PriceTable;
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -58,7 +58,7 @@ pub struct ServeConfig {
     pub grpc: SocketAddr,
     pub prices: Option<PathBuf>,
     /// Provider alias table applied to what is written.
-    pub providers: crate::providers::ProviderAliases,
+    pub providers: attempt_core::providers::ProviderAliases,
     /// Largest request body or gRPC message, after decompression.
     pub body_limit: usize,
     /// Write requests in flight (body read, waiting for the writer) before

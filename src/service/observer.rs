@@ -19,11 +19,13 @@ use chrono::Utc;
 use super::deriver::Derivation;
 use crate::alerts::evaluate::evaluate;
 use crate::alerts::notify::Notifier;
-use crate::alerts::{AlertEvent, RuleSet, Tracker, Transition};
+use crate::alerts::{Tracker, Transition};
 use crate::metrics::{Family, stored_families};
 use crate::read::Reader;
 use crate::store::Store;
 use crate::telemetry::events::{AlertsEvaluated, LoopPanicked, RuleEvaluationFailed};
+use attempt_core::alert_event::AlertEvent;
+use attempt_core::alert_rules::RuleSet;
 
 /// A stop flag the loops sleep on, so shutdown does not wait out an interval.
 #[derive(Default)]

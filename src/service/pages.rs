@@ -13,7 +13,7 @@ use super::state::AppState;
 use crate::dashboard::{self, PageError, View};
 use crate::report::Report;
 use crate::report::timeseries::Timeseries;
-use crate::request::Window;
+use attempt_core::request::Window;
 
 /// An HTML page; errors are pages too, with the status the JSON routes
 /// would give.
@@ -139,7 +139,9 @@ pub async fn alerts(State(state): State<AppState>, Query(params): Params) -> Pag
     };
     let active = state.observed.active_alerts.read().map(|a| a.clone()).unwrap_or_default();
     let (firing, pending): (Vec<_>, Vec<_>) = active.into_iter().partition(|(_, firing)| *firing);
-    let strip = |v: Vec<(crate::alerts::AlertEvent, bool)>| v.into_iter().map(|(e, _)| e).collect::<Vec<_>>();
+    let strip = |v: Vec<(attempt_core::alert_event::AlertEvent, bool)>| {
+        v.into_iter().map(|(e, _)| e).collect::<Vec<_>>()
+    };
     drawn(dashboard::alerts(&view, &strip(firing), &strip(pending), &history), &view)
 }
 

@@ -9,9 +9,9 @@ use super::error::ServiceError;
 use super::readers::Loan;
 use super::session::Sessions;
 use super::writer::WriterHandle;
-use crate::pricing::PriceTable;
 use crate::read::{ReadError, Reader};
 use crate::report::Freshness;
+use attempt_core::pricing::PriceTable;
 
 /// What the handlers share.
 #[derive(Clone)]

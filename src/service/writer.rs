@@ -15,10 +15,10 @@ use std::thread::JoinHandle;
 use tokio::sync::{mpsc, oneshot};
 
 use super::deriver::Derivation;
-use crate::model::{Attempt, SpanRecord};
-use crate::providers::ProviderAliases;
 use crate::store::{AttemptRows, PreparedBatch, Store, WriteStats};
 use crate::telemetry::events::{BatchesCommitted, RecordsStored, Refusal, WriteRefused};
+use attempt_core::model::{Attempt, SpanRecord};
+use attempt_core::providers::ProviderAliases;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {

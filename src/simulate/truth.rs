@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::finding::FindingKind;
-use crate::pricing::PriceTable;
+use attempt_core::finding::FindingKind;
+use attempt_core::pricing::PriceTable;
 
 /// What the simulated callers did wrong, counted as they did it, in the
 /// recovery audit's terms (docs/record-format.md, "The audit", built-in

@@ -9,7 +9,7 @@ use duckdb::{Connection, Row, params};
 
 use super::columns::timestamp;
 use super::error::StoreError;
-use crate::alert_event::{AlertEvent, AlertState};
+use attempt_core::alert_event::{AlertEvent, AlertState};
 
 fn micros(t: DateTime<Utc>) -> Value {
     Value::Timestamp(TimeUnit::Microsecond, t.timestamp_micros())
@@ -84,7 +84,7 @@ pub(super) fn open(conn: &Connection) -> Result<Vec<AlertEvent>, StoreError> {
 }
 
 /// First and last `started_at` of every stored attempt.
-pub(super) fn attempt_span(conn: &Connection) -> Result<Option<super::Span>, StoreError> {
+pub(super) fn attempt_bounds(conn: &Connection) -> Result<Option<super::TimeBounds>, StoreError> {
     let (first, last): (Value, Value) =
         conn.query_row("SELECT min(started_at), max(started_at) FROM attempts", [], |r| {
             Ok((r.get(0)?, r.get(1)?))

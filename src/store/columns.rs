@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use duckdb::Row;
 use duckdb::types::{TimeUnit, Value};
 
-use crate::request::RouteKey;
+use attempt_core::request::RouteKey;
 
 /// A value read from one query row.
 pub trait FromRow: Sized {

@@ -23,10 +23,13 @@ use chrono::{DateTime, Duration, Utc};
 use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
-use super::columns::SPEND_MEASURES;
 use super::cost;
+use super::derived_tables::{PER_WORKFLOW, ROLLUPS, Rollup, RollupInput};
+use super::derived_tables::{
+    define_rollup_sources, drop_new, drop_old, drop_rollup_sources, touched_minutes_sql,
+};
 use super::error::StoreError;
-use crate::dimensions::{Dimension, MAX_DIMENSIONS};
+use attempt_core::dimensions::{Dimension, MAX_DIMENSIONS};
 
 pub(super) const FACTS_SQL: &str = include_str!("../../queries/facts.sql");
 /// The scratch tables `facts.sql` leaves, dropped once read.
@@ -75,55 +78,6 @@ pub const RECOVERY_BUCKETS_MS: [i64; 25] = [
 /// Attempts per pass of a rebuild: at the default memory limit one pass of
 /// 1.2M attempts took 13 s, and one of 10M ran out of memory.
 pub(super) const REBUILD_PART_ATTEMPTS: u64 = 500_000;
-
-/// The derived tables with rows per workflow (`facts.sql` builds each as
-/// `temp.new_<suffix>`); a write replaces a workflow's rows in all of them.
-pub(super) const PER_WORKFLOW: [&str; 6] = [
-    "workflow_facts",
-    "workflow_spend",
-    "workflow_latency",
-    "workflow_findings",
-    "workflow_steps",
-    "workflow_times",
-];
-
-/// The order a derived table's rows are appended in. By first attempt,
-/// so zone maps on first_at prune lookups and windows; `workflow_steps`
-/// then by workflow and position, so each workflow's steps lie together
-/// and a replay reads them in order without sorting (`store::tune`
-/// checks that they do, and sorts when an older file's do not).
-fn insertion_order(table: &str) -> &'static str {
-    if table == "workflow_steps" { "first_at, workflow_id, seq" } else { "first_at" }
-}
-
-/// Drops what `facts.sql` built, once stored.
-pub(super) const DROP_NEW_FACTS: &str =
-    "DROP TABLE temp.new_facts; DROP TABLE temp.new_spend; DROP TABLE temp.new_latency;
-     DROP TABLE temp.new_findings; DROP TABLE temp.new_steps; DROP TABLE temp.new_times;";
-
-/// Every derived table.
-pub(super) const TABLES: [&str; 20] = [
-    "workflow_facts",
-    "workflow_spend",
-    "workflow_latency",
-    "workflow_findings",
-    "workflow_steps",
-    "workflow_times",
-    "rollup_workflows",
-    "rollup_attempts",
-    "rollup_latency",
-    "rollup_findings",
-    "rollup_finding_sets",
-    "rollup_recovery",
-    "rollup_steps",
-    "shape_steps",
-    "total_workflows",
-    "total_attempts",
-    "total_latency",
-    "total_recovery",
-    "total_steps",
-    "total_shapes",
-];
 
 /// How far around a batch's own start times its workflows' facts are looked
 /// for first; a workflow that started further away is found by a scan of
@@ -175,7 +129,7 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     define_kept_label(conn)?;
     define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
-    let bounds: Vec<String> = crate::model::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
+    let bounds: Vec<String> = attempt_core::model::LATENCY_BUCKETS.iter().map(|b| format!("{b:?}")).collect();
     conn.execute_batch(&format!("SET VARIABLE latency_buckets = [{}]::DOUBLE[];", bounds.join(", ")))?;
     let bounds: Vec<String> = RECOVERY_BUCKETS_MS.iter().map(|ms| (ms * 1000).to_string()).collect();
     conn.execute_batch(&format!("SET VARIABLE recovery_buckets = [{}]::BIGINT[];", bounds.join(", ")))?;
@@ -363,8 +317,8 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     set_time_variable(conn, "old_last", old_last)?;
     // Every per-workflow row carries its workflow's first_at: the same
     // bounds prune them. (The facts, first, are read above.)
-    for table in &PER_WORKFLOW[1..] {
-        let rows = &table["workflow_".len()..];
+    for t in &PER_WORKFLOW[1..] {
+        let (table, rows) = (t.table, t.rows);
         let old = format!(
             "CREATE OR REPLACE TEMP TABLE old_{rows} AS
              SELECT * FROM {table}
@@ -373,16 +327,17 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         );
         cost::run(conn, "lookup of old rows", &old)?;
     }
-    for table in PER_WORKFLOW {
-        let new = &table["workflow_".len()..];
+    for t in &PER_WORKFLOW {
         let swap = format!(
             "DELETE FROM {table}
              WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
                AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
-             INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
-            insertion_order(table)
+             INSERT INTO {table} BY NAME SELECT * FROM temp.new_{rows} ORDER BY {order};",
+            table = t.table,
+            rows = t.rows,
+            order = t.order,
         );
-        cost::run(conn, cost::family_of(table), &swap)?;
+        cost::run(conn, t.family, &swap)?;
     }
     let swapped_at = began.elapsed();
     cost::run(conn, "labels", ADMIT_SQL)?;
@@ -392,38 +347,13 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
 
     // 3. One signed difference, new facts minus old, summed by minute:
     //    added to the minutes it touches and to the all-time totals.
-    let differences: String = [
-        ("rollup_source", "facts"),
-        ("rollup_spend_source", "spend"),
-        ("rollup_latency_source", "latency"),
-        ("rollup_findings_source", "findings"),
-        ("rollup_steps_source", "steps"),
-    ]
-    .iter()
-    .map(|(view, rows)| {
-        format!(
-            "CREATE OR REPLACE TEMP VIEW {view} AS
-             SELECT -1::BIGINT AS sign, * FROM temp.old_{rows}
-             UNION ALL BY NAME
-             SELECT 1::BIGINT AS sign, * FROM temp.new_{rows};"
-        )
-    })
-    .collect();
+    let differences = define_rollup_sources(RollupInput::Difference);
     conn.execute_batch(&format!("{differences} SET VARIABLE fold_labels = true;"))?;
     cost::run_script(conn, ROLLUPS_SQL)?;
     cost::run_script(conn, FINDING_ROLLUPS_SQL)?;
     cost::run_script(conn, STEP_ROLLUPS_SQL)?;
     let summed_at = began.elapsed();
-    let (aff_from, aff_until) = time_range(
-        conn,
-        "SELECT min(minute), max(minute) FROM (SELECT minute FROM temp.r_workflows
-                                               UNION ALL SELECT minute FROM temp.r_attempts
-                                               UNION ALL SELECT minute FROM temp.r_latency
-                                               UNION ALL SELECT minute FROM temp.r_findings
-                                               UNION ALL SELECT minute FROM temp.r_finding_sets
-                                               UNION ALL SELECT minute FROM temp.r_recovery
-                                               UNION ALL SELECT minute FROM temp.r_steps)",
-    )?;
+    let (aff_from, aff_until) = time_range(conn, &touched_minutes_sql())?;
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
     merge(conn, Target::Minutes)?;
@@ -432,15 +362,12 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     let totals_at = began.elapsed();
     super::shapes::refresh(conn)?;
     let shapes_at = began.elapsed();
-    conn.execute_batch(DROP_NEW_FACTS)?;
-    conn.execute_batch(
-        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source;
-         DROP VIEW temp.rollup_latency_source; DROP VIEW temp.rollup_findings_source;
-         DROP VIEW temp.rollup_steps_source; DROP VIEW temp.fact_input;
-         DROP TABLE temp.old_facts; DROP TABLE temp.old_spend; DROP TABLE temp.old_latency;
-         DROP TABLE temp.old_findings; DROP TABLE temp.old_steps; DROP TABLE temp.old_times;
-         DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
-    )?;
+    conn.execute_batch(&format!(
+        "{}{}{} DROP VIEW temp.fact_input; DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
+        drop_new(),
+        drop_rollup_sources(),
+        drop_old()
+    ))?;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
     tracing::debug!(
         workflows = stats.workflows,
@@ -456,62 +383,6 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     );
     Ok(stats)
 }
-
-/// One rollup: its minute table, its total table (none for the findings:
-/// an audit reads their minutes, to find its most recent examples), the
-/// `rollups.sql`, `finding_rollups.sql` or `step_rollups.sql` output that
-/// feeds both, and its measures (every other column is a key).
-struct Rollup {
-    minutes: &'static str,
-    totals: Option<&'static str>,
-    delta: &'static str,
-    measures: &'static [&'static [&'static str]],
-}
-
-const ROLLUPS: [Rollup; 7] = [
-    Rollup {
-        minutes: "rollup_workflows",
-        totals: Some("total_workflows"),
-        delta: "temp.r_workflows",
-        measures: &[&["workflows"]],
-    },
-    Rollup {
-        minutes: "rollup_attempts",
-        totals: Some("total_attempts"),
-        delta: "temp.r_attempts",
-        measures: &[SPEND_MEASURES],
-    },
-    Rollup {
-        minutes: "rollup_latency",
-        totals: Some("total_latency"),
-        delta: "temp.r_latency",
-        measures: &[&["observations", "sum_us"]],
-    },
-    Rollup {
-        minutes: "rollup_findings",
-        totals: None,
-        delta: "temp.r_findings",
-        measures: &[SPEND_MEASURES],
-    },
-    Rollup {
-        minutes: "rollup_finding_sets",
-        totals: None,
-        delta: "temp.r_finding_sets",
-        measures: &[&["workflows", "workflow_attempts"]],
-    },
-    Rollup {
-        minutes: "rollup_recovery",
-        totals: Some("total_recovery"),
-        delta: "temp.r_recovery",
-        measures: &[&["workflows", "sum_us"]],
-    },
-    Rollup {
-        minutes: "rollup_steps",
-        totals: Some("total_steps"),
-        delta: "temp.r_steps",
-        measures: &[&["reached", "delivered"], SPEND_MEASURES, &["added_us", "added_to_outcome_us"]],
-    },
-];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Target {
@@ -530,7 +401,7 @@ const COUNTS: [&str; 6] =
 /// Adds `temp.r_*` to the minute rollups or to the totals; rows whose every
 /// measure comes to 0 are dropped.
 fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
-    for Rollup { minutes, totals, delta, measures } in ROLLUPS {
+    for Rollup { minutes, totals, delta, measures, family } in ROLLUPS {
         let measures: Vec<&str> = measures.concat();
         // A minute's sums are BIGINT, checked (queries/bounds.sql); the
         // all-time totals keep 128 bits for money and tokens.
@@ -584,7 +455,7 @@ fn merge(conn: &Connection, target: Target) -> Result<(), StoreError> {
             sums = sums.join(", "),
             nonzero = nonzero.join(" OR "),
         );
-        cost::run(conn, cost::family_of(table), &merge)?;
+        cost::run(conn, family, &merge)?;
     }
     Ok(())
 }
@@ -722,15 +593,14 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
     define_kept_label(conn)?;
     let admitted_at = began.elapsed();
     let derived: i64 = conn.query_row("SELECT count(*) FROM temp.new_facts", [], |r| r.get(0))?;
-    for table in PER_WORKFLOW {
-        let new = &table["workflow_".len()..];
+    for t in &PER_WORKFLOW {
         let store = format!(
-            "INSERT INTO {table} BY NAME SELECT * FROM temp.new_{new} ORDER BY {};",
-            insertion_order(table)
+            "INSERT INTO {} BY NAME SELECT * FROM temp.new_{} ORDER BY {};",
+            t.table, t.rows, t.order
         );
-        cost::run(conn, cost::family_of(table), &store)?;
+        cost::run(conn, t.family, &store)?;
     }
-    conn.execute_batch(DROP_NEW_FACTS)?;
+    conn.execute_batch(&drop_new())?;
     conn.execute_batch("DROP TABLE temp.pass_workflows; DROP VIEW temp.fact_input;")?;
     tracing::debug!(
         workflows = derived,
@@ -759,34 +629,25 @@ fn readmit_labels(conn: &Connection) -> Result<(), StoreError> {
 
 /// Sums every rollup and total again from the facts.
 pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP VIEW rollup_source AS SELECT 1::BIGINT AS sign, * FROM workflow_facts;
-         CREATE OR REPLACE TEMP VIEW rollup_spend_source AS SELECT 1::BIGINT AS sign, * FROM workflow_spend;
-         CREATE OR REPLACE TEMP VIEW rollup_latency_source AS
-         SELECT 1::BIGINT AS sign, * FROM workflow_latency;
-         CREATE OR REPLACE TEMP VIEW rollup_findings_source AS
-         SELECT 1::BIGINT AS sign, * FROM workflow_findings;
-         CREATE OR REPLACE TEMP VIEW rollup_steps_source AS SELECT 1::BIGINT AS sign, * FROM workflow_steps;
-         SET VARIABLE fold_labels = true;",
-    )?;
+    conn.execute_batch(&format!(
+        "{} SET VARIABLE fold_labels = true;",
+        define_rollup_sources(RollupInput::Stored)
+    ))?;
     cost::run_script(conn, ROLLUPS_SQL)?;
     cost::run_script(conn, FINDING_ROLLUPS_SQL)?;
     cost::run_script(conn, STEP_ROLLUPS_SQL)?;
     super::shapes::rebuild(conn)?;
-    for Rollup { minutes, totals, delta, .. } in ROLLUPS {
+    for Rollup { minutes, totals, delta, family, .. } in ROLLUPS {
         let replace = format!(
             "DELETE FROM {minutes}; INSERT INTO {minutes} BY NAME SELECT * FROM {delta} ORDER BY minute;"
         );
-        cost::run(conn, cost::family_of(minutes), &replace)?;
+        cost::run(conn, family, &replace)?;
         if let Some(totals) = totals {
             conn.execute_batch(&format!("DELETE FROM {totals};"))?;
         }
     }
     merge(conn, Target::Totals)?;
-    conn.execute_batch(
-        "DROP VIEW temp.rollup_source; DROP VIEW temp.rollup_spend_source; DROP VIEW temp.rollup_latency_source;
-         DROP VIEW temp.rollup_findings_source; DROP VIEW temp.rollup_steps_source;",
-    )?;
+    conn.execute_batch(&drop_rollup_sources())?;
     Ok(())
 }
 
@@ -817,8 +678,8 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
            AND workflow_id IN (SELECT workflow_id FROM temp.pruned)",
         [],
     )?;
-    for table in PER_WORKFLOW {
-        conn.execute(&format!("DELETE FROM {table} WHERE first_at < ?"), [micros(before)])?;
+    for t in &PER_WORKFLOW {
+        conn.execute(&format!("DELETE FROM {} WHERE first_at < ?", t.table), [micros(before)])?;
     }
     // Besides those, a span still waiting for the rest of its trace is kept.
     conn.execute(

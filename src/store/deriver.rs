@@ -30,9 +30,11 @@ use super::error::StoreError;
 use super::known::IdFilter;
 use super::writer::append_attempts;
 use super::{in_transaction, temp};
-use crate::ingest::otlp::{CallShape, SpanLink, derive_call, facts_of_stored, trace_calls};
-use crate::model::{Attempt, SpanFacts, SpanKind, SpanRecord};
-use crate::providers::ProviderAliases;
+use attempt_core::ingest::otlp::{
+    CallSpans, SpanLink, TraceCalls, derive_call, facts_of_stored, trace_calls,
+};
+use attempt_core::model::{Attempt, SpanFacts, SpanKind, SpanRecord};
+use attempt_core::providers::ProviderAliases;
 
 /// Rows (attempts and spans) a round takes at most, unless one write alone
 /// holds more: at the default memory limit a round of this size derives in
@@ -423,26 +425,17 @@ pub(super) fn derive_traces(
     }
     // The calls whose shape changed: their old attempts go (and any left by
     // an earlier try of this round), their new ones come.
-    let mut changed: Vec<(String, String, CallShape)> = Vec::new();
+    let mut changed: Vec<(String, String, CallSpans)> = Vec::new();
     let mut replaced: Vec<String> = Vec::new();
     let mut gaps: Vec<(String, u64, u64)> = Vec::new();
     for (trace, (before, after)) in &shapes {
-        let (old, new) = (trace_calls(before).calls, trace_calls(after));
-        if new.orphan_attempt_spans + new.ambiguous_calls > 0 {
-            gaps.push((trace.clone(), new.orphan_attempt_spans, new.ambiguous_calls));
+        let after = trace_calls(after);
+        if after.orphan_attempt_spans + after.ambiguous_calls > 0 {
+            gaps.push((trace.clone(), after.orphan_attempt_spans, after.ambiguous_calls));
         }
-        let new = new.calls;
-        for (call, shape) in &new {
-            if old.get(call) != Some(shape) {
-                replaced.extend(shape.attempt_ids(trace, call));
-                changed.push((trace.clone(), call.clone(), shape.clone()));
-            }
-        }
-        for (call, shape) in &old {
-            if new.get(call) != Some(shape) {
-                replaced.extend(shape.attempt_ids(trace, call));
-            }
-        }
+        let changes = TraceCalls::changes(trace, &trace_calls(before), &after);
+        replaced.extend(changes.retired_attempt_ids);
+        changed.extend(changes.derive.into_iter().map(|(call, spans)| (trace.clone(), call, spans)));
     }
     temp::fill_column(conn, "trace_attempt_ids", "attempt_id", replaced.iter().map(String::as_str))?;
     let replaced_where = "ingest_seq >= ? AND source_trace IN (SELECT trace_id FROM temp.batch_traces)
@@ -486,9 +479,9 @@ const DERIVE_CHUNK_SPANS: usize = 20_000;
 
 /// `calls` in consecutive runs of about `spans` spans (at least one call a run).
 fn by_span_count(
-    calls: &[(String, String, CallShape)],
+    calls: &[(String, String, CallSpans)],
     spans: usize,
-) -> impl Iterator<Item = &[(String, String, CallShape)]> {
+) -> impl Iterator<Item = &[(String, String, CallSpans)]> {
     let mut rest = calls;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -509,7 +502,7 @@ fn by_span_count(
 /// and stores their attempts; returns how many.
 fn derive_calls(
     conn: &Connection,
-    calls: &[(String, String, CallShape)],
+    calls: &[(String, String, CallSpans)],
     aliases: &ProviderAliases,
     first: i64,
     upper: i64,

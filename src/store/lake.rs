@@ -11,7 +11,7 @@ use duckdb::params;
 use super::error::StoreError;
 use super::writer::COLUMNS;
 use super::{Store, deriver, temp};
-use crate::pricing::PriceTable;
+use attempt_core::pricing::PriceTable;
 
 /// The lake's columns as written from the attempts table: the node, then
 /// every stored column. The fingerprint is DuckDB's UBIGINT, which Spark

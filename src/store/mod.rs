@@ -11,6 +11,7 @@ mod alerts;
 pub mod columns;
 mod cost;
 mod derived;
+mod derived_tables;
 mod deriver;
 mod env;
 mod error;
@@ -38,20 +39,18 @@ pub use error::{EXIT_DAMAGED_WAL, StoreError};
 pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
 pub use memory::{Job, MemoryLimit};
 pub use migrate::{MIGRATIONS, schema_version};
-pub use queries::{Query, ReportFilter, ReportRows};
+pub use queries::{Query, ReportRows};
 pub use snapshot::Snapshot;
 pub use writer::{AttemptRows, Batch, MAX_LISTED_CONFLICTS, MAX_SPANS_PER_TRACE, PreparedBatch, WriteStats};
 
 use chrono::{DateTime, Utc};
 
-use crate::alert_event::AlertEvent;
-use crate::dimensions::Dimension;
-use crate::model::Attempt;
-use crate::pricing::PriceTable;
-use crate::providers::ProviderAliases;
-
-/// The first and the last minute holding a workflow's first attempt.
-pub type MinuteSpan = (DateTime<Utc>, DateTime<Utc>);
+use attempt_core::alert_event::AlertEvent;
+use attempt_core::dimensions::Dimension;
+use attempt_core::model::Attempt;
+use attempt_core::pricing::PriceTable;
+use attempt_core::providers::ProviderAliases;
+use attempt_core::request::ReportFilter;
 
 /// What a file that exists is, by its first bytes: DuckDB files carry
 /// `DUCK` at offset 8. Anything else is refused before DuckDB reads it
@@ -128,8 +127,8 @@ fn label_limit() -> Result<u64, StoreError> {
     }
 }
 
-/// First and last instant of something stored.
-pub type Span = (DateTime<Utc>, DateTime<Utc>);
+/// First and last instant of something stored (an inclusive time range).
+pub type TimeBounds = (DateTime<Utc>, DateTime<Utc>);
 
 /// What the writer keeps between writes: shared by every connection of a
 /// `Store`, held for a whole write, so writes are numbered in commit order.
@@ -377,8 +376,8 @@ impl Store {
             deriver::derive_traces(conn, &self.aliases, from, upper)?;
             conn.execute("UPDATE derived_state SET stale = true, derived_seq = ?", [upper])?;
             conn.execute_batch("DELETE FROM quarantine;")?;
-            for table in derived::PER_WORKFLOW {
-                conn.execute_batch(&format!("DELETE FROM {table};"))?;
+            for t in &derived_tables::PER_WORKFLOW {
+                conn.execute_batch(&format!("DELETE FROM {};", t.table))?;
             }
             derived::rebuild_slabs(conn, attempts_per_part)
         })?;
@@ -465,8 +464,7 @@ impl Store {
     /// An order-independent checksum of each derived table (row count and
     /// the sum of its rows' hashes): equal for equal contents.
     pub fn derived_checksum(&self) -> Result<Vec<(i64, i128)>, StoreError> {
-        derived::TABLES
-            .iter()
+        derived_tables::all()
             .map(|table| {
                 let sql =
                     format!("SELECT count(*), coalesce(sum(hash(t::VARCHAR)::HUGEINT), 0) FROM {table} t");
@@ -479,7 +477,7 @@ impl Store {
     /// the same attempts give the same digest (tests, `rebuild`).
     pub fn derived_digest(&self) -> Result<Vec<String>, StoreError> {
         let mut lines = Vec::new();
-        for table in derived::TABLES {
+        for table in derived_tables::all() {
             let mut stmt = self.conn.prepare(&format!("SELECT t::VARCHAR FROM {table} t ORDER BY 1"))?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
             for row in rows {
@@ -755,7 +753,7 @@ impl Store {
         self.conn.execute_batch(queries::COST_SQL)?;
         let rows = queries::workflow_rows(&self.conn)?;
         self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;
-        self.conn.execute_batch(derived::DROP_NEW_FACTS)?;
+        self.conn.execute_batch(&derived_tables::drop_new())?;
         self.conn.execute_batch("DROP VIEW temp.fact_input; DROP TABLE temp.detail_workflow;")?;
         Ok(rows)
     }
@@ -764,7 +762,7 @@ impl Store {
     /// (`queries/audit.sql`), in one transaction.
     pub fn audit(
         &self,
-        filter: &queries::AuditFilter,
+        filter: &attempt_core::request::AuditFilter,
         prices: &PriceTable,
     ) -> Result<Vec<queries::AuditRow>, StoreError> {
         self.snapshot(prices, |snapshot| snapshot.audit_rows(filter))
@@ -773,7 +771,7 @@ impl Store {
     /// The minutes of the oldest and the newest workflow's first attempt
     /// (the dashboard's default range fits them when they are older than a
     /// day).
-    pub fn data_minutes(&self) -> Result<Option<MinuteSpan>, StoreError> {
+    pub fn data_minutes(&self) -> Result<Option<TimeBounds>, StoreError> {
         let (oldest, newest): (Option<i64>, Option<i64>) = self.conn.query_row(
             "SELECT epoch_us(min(minute)), epoch_us(max(minute)) FROM rollup_workflows",
             [],
@@ -788,7 +786,7 @@ impl Store {
     /// bucket of `range` (`queries/timeseries.sql`), in one transaction.
     pub fn timeseries(
         &self,
-        range: &queries::SeriesRange,
+        range: &attempt_core::request::SeriesRange,
         prices: &PriceTable,
     ) -> Result<Vec<queries::SeriesRow>, StoreError> {
         self.snapshot(prices, |snapshot| snapshot.series_rows(range))
@@ -803,7 +801,7 @@ impl Store {
     /// rollup again with them (their values of the old ones are forgotten,
     /// and so are the admitted values of their labels).
     pub fn set_dimensions(&self, dimensions: &[Dimension]) -> Result<(), StoreError> {
-        crate::dimensions::check(dimensions).map_err(|e| StoreError::Dimension(e.to_string()))?;
+        attempt_core::dimensions::check(dimensions).map_err(|e| StoreError::Dimension(e.to_string()))?;
         self.in_transaction(|conn| {
             conn.execute_batch(
                 "DELETE FROM dimensions;
@@ -857,8 +855,8 @@ impl Store {
     }
 
     /// First and last `started_at` stored; `None` when there is no attempt.
-    pub fn attempt_span(&self) -> Result<Option<Span>, StoreError> {
-        alerts::attempt_span(&self.conn)
+    pub fn attempt_bounds(&self) -> Result<Option<TimeBounds>, StoreError> {
+        alerts::attempt_bounds(&self.conn)
     }
 
     /// The label values that keep rows of their own, by label then value
@@ -952,12 +950,12 @@ mod tests {
                 ..OtlpSpan::default()
             };
             let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
-            crate::model::SpanRecord {
+            attempt_core::model::SpanRecord {
                 trace_id: hex(trace),
                 span_id: hex(span),
                 parent_span_id: None,
-                kind: crate::model::SpanKind::Model,
-                facts: crate::ingest::otlp::facts_of(&otlp),
+                kind: attempt_core::model::SpanKind::Model,
+                facts: attempt_core::ingest::otlp::facts_of(&otlp),
                 span: Some(otlp.encode_to_vec()),
             }
         };

@@ -11,16 +11,16 @@ use super::columns::{
     spelled_or_none, texts, timestamp_column,
 };
 use super::error::StoreError;
-use crate::finding::FindingKind;
-use crate::model::{ErrorClass, Layer, Outcome};
-use crate::pricing::PriceTable;
+use attempt_core::finding::FindingKind;
+use attempt_core::model::{ErrorClass, Layer, Outcome};
+use attempt_core::pricing::PriceTable;
 
 const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
 pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
 
-pub use crate::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
+use attempt_core::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
 
 /// The report queries, one per file in `queries/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -692,7 +692,7 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
     ))?;
     // Every value bound, lists joined by a character the policy file may
     // not hold (policy::LIST_SEPARATOR).
-    let joined = |items: Vec<&str>| items.join(&crate::policy::LIST_SEPARATOR.to_string());
+    let joined = |items: Vec<&str>| items.join(&attempt_core::policy::LIST_SEPARATOR.to_string());
     let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     let named = filter.policy.workflows.iter().map(|(name, policy)| (Some(name.as_str()), policy));
     for (name, policy) in std::iter::once((None, &filter.policy.default)).chain(named) {

@@ -8,11 +8,10 @@ use std::cell::Cell;
 use duckdb::Connection;
 
 use super::error::StoreError;
-use super::queries::{
-    self, AuditFilter, AuditRow, MetricRow, Query, ReportFilter, ReportRows, SeriesRange, SeriesRow,
-};
+use super::queries::{self, AuditRow, MetricRow, Query, ReportRows, SeriesRow};
 use super::{derived, tune};
-use crate::pricing::PriceTable;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::{AuditFilter, ReportFilter, SeriesRange};
 
 pub struct Snapshot<'a> {
     conn: &'a Connection,

@@ -118,7 +118,9 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for chunk in lines.chunks(batch) {
-            store.write_batch(&crate::ingest::jsonl::decode_lines(&chunk.join("\n"), 1).attempts).unwrap();
+            store
+                .write_batch(&attempt_core::ingest::jsonl::decode_lines(&chunk.join("\n"), 1).attempts)
+                .unwrap();
         }
         store
     }

@@ -38,8 +38,8 @@ use super::derived::set_time_variable;
 use super::error::StoreError;
 use super::known::IdFilter;
 use super::temp;
-use crate::model::{Attempt, SpanKind, SpanRecord, name};
-use crate::providers::ProviderAliases;
+use attempt_core::model::{Attempt, SpanKind, SpanRecord, name};
+use attempt_core::providers::ProviderAliases;
 
 /// At most this many conflicting ids are listed per answer; the count is
 /// exact.

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use attempt_ledger::ingest::format::Format;
-use attempt_ledger::ingest::framing::{Framing, decode_body};
+use attempt_core::ingest::format::Format;
+use attempt_core::ingest::framing::{Framing, decode_body};
 use attempt_ledger::store::{Batch, Store};
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -2,10 +2,10 @@
 //! must be found and one close to it that must not (docs/record-format.md,
 //! "The audit"), plus the examples, costs and the CLI and HTTP answers.
 
-use attempt_ledger::policy::PolicySet;
-use attempt_ledger::pricing::PriceTable;
+use attempt_core::policy::PolicySet;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::Window;
 use attempt_ledger::report::audit::{Audit, Finding, LoadedPolicy};
-use attempt_ledger::request::Window;
 use serde_json::{Value, json};
 
 use crate::{rec, store_with};
@@ -191,7 +191,7 @@ fn arrival_order_and_redelivery_never_change_the_findings() {
     assert_eq!(audit_of(&reversed), want);
     reversed.extend(lines.iter().cloned());
     let store = store_with(&reversed[..4]);
-    let decoded = attempt_ledger::ingest::jsonl::decode_lines(&reversed[4..].join("\n"), 1);
+    let decoded = attempt_core::ingest::jsonl::decode_lines(&reversed[4..].join("\n"), 1);
     store.write_batch(&decoded.attempts).unwrap();
     let policy = LoadedPolicy::default();
     let again = policy
@@ -597,7 +597,7 @@ fn a_policy_for_a_name_the_rollups_fold_reads_each_workflow() {
         lines.push(ok(2, 2, json!({"workflow_id": format!("w-{name}"), "workflow": name})));
     }
     let store = attempt_ledger::store::Store::open_in_memory().unwrap().with_label_limit(1).unwrap();
-    store.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    store.write_batch(&attempt_core::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
     let audit = |policy: &str| {
         let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
         let filter = policy.filter(Window::default());

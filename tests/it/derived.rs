@@ -1,8 +1,9 @@
 //! The derived tables (per-workflow facts, minute rollups, totals) across
 //! the store's life: retention, a bulk import cut short, reopening.
 
-use attempt_ledger::ingest::jsonl;
-use attempt_ledger::store::{Batch, ReportFilter, Store};
+use attempt_core::ingest::jsonl;
+use attempt_core::request::ReportFilter;
+use attempt_ledger::store::{Batch, Store};
 
 use serde_json::json;
 
@@ -218,7 +219,7 @@ fn a_dimension_groups_outcomes_and_cost_and_is_kept_incrementally() {
     let err = store
         .report_rows(
             &ReportFilter { group_by: Some("customer".into()), ..ReportFilter::default() },
-            &attempt_ledger::pricing::PriceTable::load(None).unwrap(),
+            &attempt_core::pricing::PriceTable::load(None).unwrap(),
         )
         .unwrap_err();
     assert!(err.to_string().contains("no dimension named `customer` (configured: team)"), "{err}");
@@ -262,7 +263,7 @@ fn labels_beyond_k_fold_into_other_and_stay_exact() {
 
     // /metrics: the same names, every sample of `classify` counted under
     // `other`.
-    let prices = attempt_ledger::pricing::PriceTable::load(None).unwrap();
+    let prices = attempt_core::pricing::PriceTable::load(None).unwrap();
     let started: Vec<(Option<String>, i128)> = store
         .metric_rows(&prices)
         .unwrap()
@@ -346,7 +347,7 @@ fn workflows_that_cannot_be_derived_are_quarantined_and_the_rest_derived() {
 /// what it says itself, never the pruned attempts again.
 #[test]
 fn pruning_gives_label_room_back_and_a_late_span_of_a_pruned_trace_revives_nothing() {
-    use attempt_ledger::ingest::otlp;
+    use attempt_core::ingest::otlp;
     let trace = "5b8efff798038103d269b633813fc60c";
     let span = |id: &str, parent: Option<&str>, status: u16, at_s: u64| {
         let mut span = json!({"traceId": trace, "spanId": id, "name": "POST",
@@ -502,7 +503,7 @@ fn every_list_of_names_in_the_report_is_bounded_with_exact_totals() {
     assert_eq!(grouped_attempts, 2 * n);
 
     // Alert rules read every route.
-    let rows = store.report_rows(&filter, &attempt_ledger::pricing::PriceTable::load(None).unwrap()).unwrap();
+    let rows = store.report_rows(&filter, &attempt_core::pricing::PriceTable::load(None).unwrap()).unwrap();
     assert_eq!(
         attempt_ledger::report::Report::from_unfolded_rows(&rows, filter.retry_budget).by_primary_route.len(),
         n as usize

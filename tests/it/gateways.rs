@@ -357,7 +357,7 @@ fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_
 fn report_of_fixture(name: &str) -> Value {
     let path = format!("{}/tests/it/fixtures/gateways/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(path).unwrap();
-    let decoded = attempt_ledger::ingest::otlp::decode_json(&text).unwrap().decoded;
+    let decoded = attempt_core::ingest::otlp::decode_json(&text).unwrap().decoded;
     assert!(decoded.rejections.is_empty(), "{name}: {:?}", decoded.rejections);
     let stored = decoded.spans.iter().filter_map(|s| s.span.as_deref()).map(String::from_utf8_lossy);
     for span in stored {
@@ -366,7 +366,7 @@ fn report_of_fixture(name: &str) -> Value {
     let store = attempt_ledger::store::Store::open_in_memory().unwrap();
     let batch = attempt_ledger::store::Batch { attempts: &decoded.attempts, spans: &decoded.spans };
     store.write_batches(&[batch]).unwrap();
-    serde_json::to_value(crate::report_of(&store, &attempt_ledger::store::ReportFilter::default())).unwrap()
+    serde_json::to_value(crate::report_of(&store, &attempt_core::request::ReportFilter::default())).unwrap()
 }
 
 fn usd(value: &Value) -> f64 {
@@ -455,7 +455,7 @@ fn openrouter_generations_import() {
 /// an export over HTTP says so as OTLP partial success.
 #[test]
 fn a_trace_stores_at_most_the_documented_number_of_spans() {
-    use attempt_ledger::model::{SpanKind, SpanRecord};
+    use attempt_core::model::{SpanKind, SpanRecord};
     use attempt_ledger::store::{Batch, MAX_SPANS_PER_TRACE, Store};
     let link = |i: usize| SpanRecord {
         trace_id: "7".repeat(32),
@@ -474,7 +474,7 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (0, 1), "a stored span is no refusal");
 
     let answer =
-        attempt_ledger::service::export::export_response(&attempt_ledger::ingest::Decoded::default(), 3);
+        attempt_ledger::service::otlp_receiver::export_response(&attempt_core::ingest::Decoded::default(), 3);
     let partial = answer.partial_success.unwrap();
     assert_eq!(partial.rejected_spans, 3);
     assert!(partial.error_message.contains("the most one trace may store"), "{}", partial.error_message);

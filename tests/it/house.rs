@@ -327,3 +327,27 @@ fn only_the_read_side_opens_a_snapshot() {
     assert!(opens_a_snapshot(&code_of(planted)));
     assert!(!opens_a_snapshot(&code_of("// s.snapshot(\n#[cfg(test)]\nmod tests { s.snapshot( }")));
 }
+
+/// Whether `code` re-exports something of the core crate, which would give
+/// one type two paths.
+fn reexports_core(code: &str) -> bool {
+    code.lines().map(str::trim_start).any(|line| {
+        line.starts_with("pub use attempt_core") || line.starts_with("pub(crate) use attempt_core")
+    })
+}
+
+#[test]
+fn the_root_crate_names_core_types_where_they_live() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let broken: Vec<String> = files
+        .iter()
+        .filter(|file| reexports_core(&code_of(&std::fs::read_to_string(file).unwrap())))
+        .map(|file| format!("src/{}", file.strip_prefix(&src).unwrap().display()))
+        .collect();
+    assert!(broken.is_empty(), "files that re-export attempt_core items:\n{}", broken.join("\n"));
+    assert!(reexports_core(&code_of("pub mod a;\npub use attempt_core::{model, request};\n")));
+    assert!(reexports_core(&code_of("fn f() {}\npub use attempt_core::request::RouteKey;")));
+    assert!(!reexports_core(&code_of("use attempt_core::request::RouteKey;\n// pub use attempt_core::x;")));
+}

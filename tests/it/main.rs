@@ -31,10 +31,11 @@ mod storage;
 mod tls;
 mod tune;
 
-use attempt_ledger::ingest::jsonl;
-use attempt_ledger::pricing::PriceTable;
+use attempt_core::ingest::jsonl;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
 use attempt_ledger::report::Report;
-use attempt_ledger::store::{ReportFilter, Store};
+use attempt_ledger::store::Store;
 use serde_json::{Value, json};
 
 pub const FIXTURE: &str = include_str!("fixtures/attempts.jsonl");

@@ -2,9 +2,10 @@
 //! report, the derived tables, the recovery audit and `tune` (the curve and
 //! a replay under every limit).
 
-use attempt_ledger::ingest::jsonl;
-use attempt_ledger::request::Window;
-use attempt_ledger::store::{Batch, ReportFilter, Store};
+use attempt_core::ingest::jsonl;
+use attempt_core::request::ReportFilter;
+use attempt_core::request::Window;
+use attempt_ledger::store::{Batch, Store};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -124,9 +125,9 @@ retry_budget_floor = 1
 fn audit_of(store: &Store) -> attempt_ledger::report::audit::Audit {
     let policy = attempt_ledger::report::audit::LoadedPolicy {
         file: None,
-        set: attempt_ledger::policy::PolicySet::parse(POLICY, "test").unwrap(),
+        set: attempt_core::policy::PolicySet::parse(POLICY, "test").unwrap(),
     };
-    let prices = attempt_ledger::pricing::PriceTable::load(None).unwrap();
+    let prices = attempt_core::pricing::PriceTable::load(None).unwrap();
     policy.audit(&store.audit(&policy.filter(Window::default()), &prices).unwrap())
 }
 

@@ -79,7 +79,7 @@ fn the_readme_rule_file_parses() {
     let readme = include_str!("../../README.md");
     let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
-    let rules = attempt_ledger::alerts::RuleSet::parse(block, "README.md").unwrap();
+    let rules = attempt_core::alert_rules::RuleSet::parse(block, "README.md").unwrap();
     assert_eq!(rules.rules.len(), 2);
     assert_eq!(rules.receivers.len(), 1);
 }

@@ -1,9 +1,9 @@
 //! One small hand-written case per rule of docs/record-format.md (error classes, outcomes, waste, cost, amplification),
 //! each written so that getting the rule wrong changes the asserted number.
 
-use attempt_ledger::model::{ErrorClass, Layer, name};
+use attempt_core::model::{ErrorClass, Layer, name};
+use attempt_core::request::ReportFilter;
 use attempt_ledger::report::WorkflowCounts;
-use attempt_ledger::store::ReportFilter;
 use chrono::DateTime;
 use serde_json::json;
 
@@ -211,7 +211,7 @@ fn rates_are_null_when_no_workflow_is_terminal() {
 fn a_late_attempt_re_derives_the_outcome() {
     let store = store_with(&[rec(json!({"attempt": 1, "started_at": "2026-11-28T02:00:02Z"}))]);
     assert_eq!(report_of(&store, &ReportFilter::default()).workflows.primary_success, 1);
-    let late = attempt_ledger::ingest::jsonl::decode_lines(
+    let late = attempt_core::ingest::jsonl::decode_lines(
         &rec(json!({"attempt": 0, "status": "error", "decision": "retry"})),
         1,
     );
@@ -470,9 +470,7 @@ fn windows_on_whole_minutes_cut_minutes_and_folded_names_agree_with_their_workfl
     let every: Vec<String> = workflows.iter().flat_map(|(_, _, lines)| lines.clone()).collect();
     let with_limit = |limit: u64, lines: &[String]| {
         let store = attempt_ledger::store::Store::open_in_memory().unwrap().with_label_limit(limit).unwrap();
-        store
-            .write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts)
-            .unwrap();
+        store.write_batch(&attempt_core::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
         store
     };
     let store = with_limit(1, &every);
@@ -542,7 +540,7 @@ fn the_same_attempt_delivered_twice_is_stored_once() {
         rec(json!({"started_at": 1_795_831_200_000_i64})),
     ]);
     assert_eq!(store.attempt_count().unwrap(), 1);
-    let again = attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({})), 1);
+    let again = attempt_core::ingest::jsonl::decode_lines(&rec(json!({})), 1);
     let stats = store.write_batch(&again.attempts).unwrap();
     assert_eq!((stats.inserted, stats.duplicates), (0, 1));
 }
@@ -648,11 +646,11 @@ fn every_spelling_of_a_provider_is_one_served_provider() {
 fn a_redelivery_with_different_content_is_a_conflict_and_the_first_copy_wins() {
     let store = store_with(&[rec(json!({"attempt_id": "x", "input_tokens": 10}))]);
     let same =
-        attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 10})), 1);
+        attempt_core::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 10})), 1);
     let stats = store.write_batch(&same.attempts).unwrap();
     assert_eq!((stats.duplicates, stats.conflicts), (1, 0), "an identical redelivery is no conflict");
     let changed =
-        attempt_ledger::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 999})), 1);
+        attempt_core::ingest::jsonl::decode_lines(&rec(json!({"attempt_id": "x", "input_tokens": 999})), 1);
     let stats = store.write_batch(&changed.attempts).unwrap();
     assert_eq!((stats.inserted, stats.duplicates, stats.conflicts), (0, 0, 1), "a conflict is no duplicate");
     assert_eq!(stats.conflict_ids, vec!["x".to_string()]);

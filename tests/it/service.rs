@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use attempt_ledger::store::{ReportFilter, Store};
+use attempt_core::request::ReportFilter;
+use attempt_ledger::store::Store;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde_json::{Value, json};
@@ -221,7 +222,7 @@ fn http_attempts_share_validation_and_dedup_with_file_ingest() {
         (&answer["accepted"], &answer["duplicates"], &answer["conflicts"], &answer["received"]),
         (&json!(1), &json!(0), &json!(1), &json!(152))
     );
-    let derived_id = attempt_ledger::ingest::jsonl::decode_line(&first.to_string()).unwrap().attempt_id;
+    let derived_id = attempt_core::ingest::jsonl::decode_line(&first.to_string()).unwrap().attempt_id;
     assert_eq!(answer["conflict_ids"], json!([derived_id]));
     assert_eq!(answer["warnings"], 1);
     assert_eq!(answer["warning_list"][0]["line"], 2);

@@ -2,10 +2,11 @@
 //! with arrow's pretty printer, plus the JSON report over the same data. A
 //! changed snapshot is a diff to review, never to accept blindly.
 
-use attempt_ledger::pricing::PriceTable;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
+use attempt_core::request::Window;
 use attempt_ledger::report::{Format, render};
-use attempt_ledger::request::Window;
-use attempt_ledger::store::{Query, ReportFilter};
+use attempt_ledger::store::Query;
 
 use crate::{FIXTURE, report_of, store_with};
 
@@ -175,8 +176,8 @@ fn range_with_route(
     until: chrono::DateTime<chrono::Utc>,
     step: u64,
     route: &str,
-) -> attempt_ledger::request::SeriesRange {
-    attempt_ledger::request::SeriesRange::new(
+) -> attempt_core::request::SeriesRange {
+    attempt_core::request::SeriesRange::new(
         since,
         until,
         Some(std::time::Duration::from_secs(step)),
@@ -192,8 +193,8 @@ fn range_with_route(
 /// 1-minute and a 5-minute step.
 #[test]
 fn timeseries_of_the_fixture_adds_up_to_the_report() {
+    use attempt_core::request::SeriesRange;
     use attempt_ledger::report::timeseries::Timeseries;
-    use attempt_ledger::request::SeriesRange;
     let store = store_with(&fixture_lines());
     let prices = PriceTable::load(None).unwrap();
     let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);

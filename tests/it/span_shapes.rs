@@ -6,9 +6,10 @@
 //! in one export, split in two in either order, and one span per export
 //! forwards and backwards; the derived tables equal a rebuild.
 
-use attempt_ledger::ingest::otlp;
-use attempt_ledger::pricing::PriceTable;
-use attempt_ledger::store::{Batch, ReportFilter, Store};
+use attempt_core::ingest::otlp;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
+use attempt_ledger::store::{Batch, Store};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value as AttrValue};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status as SpanStatus};

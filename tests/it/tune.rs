@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
-use attempt_ledger::pricing::PriceTable;
+use attempt_core::pricing::PriceTable;
+use attempt_core::request::ReportFilter;
 use attempt_ledger::read::{Candidate, Reader};
 use attempt_ledger::report::tune::Tune;
 use attempt_ledger::simulate::{Scenario, Shorter, SimOptions, default_start, simulate_with_truth};
-use attempt_ledger::store::{ReportFilter, Store};
+use attempt_ledger::store::Store;
 use serde_json::Value;
 
 use crate::report_of;
@@ -267,10 +268,10 @@ fn tune_answers_the_same_from_the_command_line_and_the_service() {
 /// breaking it: both stop at the first recorded attempt past it.
 #[test]
 fn a_limits_replay_changes_the_workflows_the_audit_finds_breaking_it() {
-    use attempt_ledger::finding::FindingKind;
-    use attempt_ledger::policy::PolicySet;
+    use attempt_core::finding::FindingKind;
+    use attempt_core::policy::PolicySet;
+    use attempt_core::request::Window;
     use attempt_ledger::report::audit::LoadedPolicy;
-    use attempt_ledger::request::Window;
     let cases: [(&str, &str, FindingKind); 6] = [
         ("max_retries.sdk=2", "max_retries = { sdk = 2 }", FindingKind::OverLayerRetries),
         ("max_retries.app=1", "max_retries = { app = 1 }", FindingKind::OverLayerRetries),
@@ -313,7 +314,7 @@ fn suggested_limits_are_the_smallest_within_the_tolerance_and_the_audit_reads_th
         let suggestion = Reader::new(&store, prices, Default::default())
             .suggest(&ReportFilter::default(), tolerance)
             .unwrap();
-        let audited = attempt_ledger::policy::PolicySet::parse(&suggestion.policy, "suggested").unwrap();
+        let audited = attempt_core::policy::PolicySet::parse(&suggestion.policy, "suggested").unwrap();
         assert_eq!(audited.workflows.len(), suggestion.workflows.len());
         for line in &suggestion.workflows {
             let filter = ReportFilter { workflow: line.workflow.clone(), ..ReportFilter::default() };
@@ -399,7 +400,7 @@ fn a_window_or_a_folded_name_answers_what_its_workflows_alone_do() {
     // their own, chat-interactive and anthropic's primary route; the
     // storm's name and the chat's route are summed under `other`.
     let folded = Store::open_in_memory().unwrap().with_label_limit(1).unwrap();
-    folded.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    folded.write_batch(&attempt_core::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
     let tune_alone = |name: &str| {
         let own: Vec<String> = lines.iter().filter(|l| record(l)["workflow"] == name).cloned().collect();
         tune_of(&crate::store_with(&own), &ReportFilter::default(), &set)
@@ -451,7 +452,7 @@ fn a_replay_by_shape_is_the_replay_workflow_by_workflow() {
     }
     let kept = crate::store_with(&lines);
     let folded = Store::open_in_memory().unwrap().with_label_limit(3).unwrap();
-    folded.write_batch(&attempt_ledger::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
+    folded.write_batch(&attempt_core::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
     folded.catch_up().unwrap();
     let window = {
         let start = |l: &String| {

@@ -7,10 +7,10 @@ use duckdb::arrow::array::{Array, Int32Array};
 use duckdb::arrow::record_batch::RecordBatch;
 use strum::VariantNames;
 
-use crate::model::{Decision, ErrorClass, Layer, Outcome};
-use crate::policy::CommitMarker;
 use crate::store::error::StoreError;
-use crate::store::queries::ReportFilter;
+use attempt_core::model::{Decision, ErrorClass, Layer, Outcome};
+use attempt_core::policy::CommitMarker;
+use attempt_core::request::ReportFilter;
 
 /// Which workflow names a `tune` answer tells apart (`Store::tune_read`).
 #[derive(Debug, Clone, Copy)]

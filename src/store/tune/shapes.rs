@@ -16,9 +16,9 @@ use duckdb::arrow::array::{
 use super::super::columns::{FromRow, row_struct};
 use super::super::error::StoreError;
 use super::scope::{Places, TuneScope, column, nth, scope_everything, set_enum_places};
-use crate::model::Outcome;
-use crate::replay::shape::MAX_SHAPE_LENGTH;
-use crate::replay::{Step, Workflow};
+use attempt_core::model::Outcome;
+use attempt_core::replay::shape::MAX_SHAPE_LENGTH;
+use attempt_core::replay::{Step, Workflow};
 
 const SHAPES_SQL: &str = include_str!("../../../queries/tune_shapes.sql");
 const REPLAY_SQL: &str = include_str!("../../../queries/tune_replay.sql");
@@ -449,10 +449,10 @@ fn outcome_counts(conn: &Connection) -> Result<OutcomeCounts, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::super::scope::Names;
-    use crate::pricing::PriceTable;
-    use crate::request::ReportFilter;
     use crate::simulate::Scenario;
     use crate::store::Store;
+    use attempt_core::pricing::PriceTable;
+    use attempt_core::request::ReportFilter;
 
     /// Two shapes sharing a key (a 64-bit hash collision, made here by
     /// giving one shape's workflows another's key, of the same length and

@@ -12,7 +12,7 @@ use duckdb::arrow::array::{
 
 use super::super::error::StoreError;
 use super::scope::{Places, TuneScope, column, nth, set_enum_places};
-use crate::replay::{Step, Workflow};
+use attempt_core::replay::{Step, Workflow};
 
 const STEPS_SQL: &str = include_str!("../../../queries/tune_steps.sql");
 const IN_STORED_ORDER: &str = "SELECT * EXCLUDE (sort_id) FROM temp.tune_step_rows";
@@ -242,10 +242,10 @@ impl<'a> StepColumns<'a> {
 mod tests {
     use super::super::scope::Names;
     use super::*;
-    use crate::pricing::PriceTable;
-    use crate::request::ReportFilter;
     use crate::simulate::Scenario;
     use crate::store::Store;
+    use attempt_core::pricing::PriceTable;
+    use attempt_core::request::ReportFilter;
 
     fn steps_of(store: &Store) -> ReplayRows {
         let prices = PriceTable::load(None).unwrap();

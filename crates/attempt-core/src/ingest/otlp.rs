@@ -19,7 +19,7 @@
 //! one that delivered; a call known to have resent its request only by a
 //! count gets that many failed attempts before its own.
 
-mod shape;
+mod calls;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -34,7 +34,9 @@ use prost::Message;
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
-pub use shape::{CallShape, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls};
+pub use calls::{
+    CallChanges, CallSpans, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls,
+};
 pub use wire::{ProtobufError, decode_protobuf, kept_bytes_at_most};
 
 /// Spans of a request, and how many of them were model calls.
@@ -431,7 +433,7 @@ fn host(span: &Span) -> Option<String> {
 
 /// The attempts of one call, from the stored spans its shape names; none
 /// if a span is missing or no longer maps (logged).
-pub fn derive_call(call_id: &str, shape: &CallShape, spans: &HashMap<&str, &SpanRecord>) -> Vec<Attempt> {
+pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &SpanRecord>) -> Vec<Attempt> {
     let decode = |id: &str| spans.get(id).and_then(|r| Span::decode(r.span.as_deref()?).ok());
     let Some(mut call) = decode(call_id) else { return Vec::new() };
     // Another instrumentation's span of the same call fills in what this

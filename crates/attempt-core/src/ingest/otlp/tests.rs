@@ -776,3 +776,79 @@ fn an_object_of_other_keys_only_is_no_export() {
     assert_eq!((empty.model_spans, empty.decoded.received()), (0, 0));
     assert!(decode_json(r#"{"resourceSpans":[]}"#).is_ok());
 }
+
+mod changes {
+    use super::*;
+
+    fn id(n: u8) -> String {
+        format!("{n:02x}").repeat(8)
+    }
+
+    fn trace() -> String {
+        "ab".repeat(16)
+    }
+
+    fn calls_of(changes: &CallChanges) -> Vec<&str> {
+        changes.derive.iter().map(|(call, _)| call.as_str()).collect()
+    }
+
+    fn sorted(mut ids: Vec<String>) -> Vec<String> {
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    #[test]
+    fn a_call_that_gains_an_attempt_is_derived_again_and_its_old_attempts_retired() {
+        let full = vec![
+            span(3, None, 0, genai(vec![]), false),
+            http_child(4, 3, 0, 503, true),
+            http_child(5, 3, 1, 200, false),
+        ];
+        let (before, after) = (shape(full[..2].to_vec()), shape(full.clone()));
+        let changes = TraceCalls::changes(&trace(), &before, &after);
+        assert_eq!(calls_of(&changes), [id(3)]);
+        assert_eq!(changes.derive[0].1.http, [id(4), id(5)]);
+        let expected = [4, 5].map(|n| span_attempt_id(&trace(), &id(n))).to_vec();
+        assert_eq!(sorted(changes.retired_attempt_ids), expected);
+    }
+
+    #[test]
+    fn a_call_whose_spans_did_not_change_is_left_as_stored() {
+        let caller = span(1, None, 0, vec![], false);
+        let first = openllmetry_call(10, 1, 0, &[529, 200]);
+        let second = openllmetry_call(20, 1, 2000, &[200]);
+        let before = shape([vec![caller.clone()], first.clone()].concat());
+        let after = shape([vec![caller], first, second].concat());
+        let changes = TraceCalls::changes(&trace(), &before, &after);
+        assert_eq!(calls_of(&changes), [id(20)]);
+        assert_eq!(changes.retired_attempt_ids, [span_attempt_id(&trace(), &id(21))]);
+        assert_eq!(TraceCalls::changes(&trace(), &after, &after), CallChanges::default());
+    }
+
+    #[test]
+    fn a_call_that_becomes_a_wrapper_is_retired_and_the_call_inside_it_derived() {
+        let wrapper = vec![
+            kv("openinference.span.kind", s("LLM")),
+            kv("llm.provider", s("openai")),
+            kv("llm.model_name", s("gpt-4o-mini")),
+        ];
+        let outer = span(1, None, 0, wrapper, false);
+        let inner = span(3, Some(1), 0, genai(vec![]), false);
+        let before = shape(vec![outer.clone()]);
+        let after = shape(vec![outer, inner]);
+        let changes = TraceCalls::changes(&trace(), &before, &after);
+        assert_eq!(calls_of(&changes), [id(3)]);
+        let expected = [1, 3].map(|n| span_attempt_id(&trace(), &id(n))).to_vec();
+        assert_eq!(sorted(changes.retired_attempt_ids), expected);
+    }
+
+    #[test]
+    fn a_call_whose_spans_leave_it_is_retired_without_being_derived() {
+        let call = openllmetry_call(10, 1, 0, &[200]);
+        let before = shape([vec![span(1, None, 0, vec![], false)], call].concat());
+        let changes = TraceCalls::changes(&trace(), &before, &TraceCalls::default());
+        assert!(changes.derive.is_empty());
+        assert_eq!(changes.retired_attempt_ids, [span_attempt_id(&trace(), &id(11))]);
+    }
+}

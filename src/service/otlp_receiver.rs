@@ -19,10 +19,10 @@ use prost::bytes::Bytes;
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
 use super::writer::WriterHandle;
-use crate::ingest::Decoded;
-use crate::ingest::otlp::{self, DecodedSpans, ProtobufError};
 use crate::store::MAX_SPANS_PER_TRACE;
 use crate::telemetry::events::{Receiver, RecordsRejected, Refusal, WriteRefused};
+use attempt_core::ingest::Decoded;
+use attempt_core::ingest::otlp::{self, DecodedSpans, ProtobufError};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Encoding {
@@ -45,14 +45,14 @@ impl Encoding {
 pub const JSON_PER_BODY_BYTE: usize = 3;
 
 /// What an export needs of the service.
-pub struct Exporter<'a> {
+pub struct OtlpReceiver<'a> {
     pub writer: &'a WriterHandle,
     pub budget: &'a ByteBudget,
     /// Which receiver the request came to, for its telemetry.
     pub receiver: Receiver,
 }
 
-impl Exporter<'_> {
+impl OtlpReceiver<'_> {
     /// Decodes `body`, whose bytes `held` holds, stores its spans and
     /// answers. `held` then holds what is kept of the body instead, until
     /// the caller drops it with the answer.
@@ -173,7 +173,7 @@ impl Taken<'_> {
 }
 
 fn kept_bytes(spans: &DecodedSpans) -> usize {
-    spans.decoded.spans.iter().map(crate::model::SpanRecord::held_bytes).sum()
+    spans.decoded.spans.iter().map(attempt_core::model::SpanRecord::held_bytes).sum()
 }
 
 /// OTLP partial success: how many spans were rejected and why, `refused`

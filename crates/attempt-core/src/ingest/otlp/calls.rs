@@ -39,7 +39,7 @@ impl SpanLink {
 /// function of the spans it names alone, so two equal shapes derive equal
 /// attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallShape {
+pub struct CallSpans {
     /// The wrappers around the call (nearest first): model spans it
     /// descends from.
     pub around: Vec<String>,
@@ -54,7 +54,7 @@ pub struct CallShape {
     pub resends: u32,
 }
 
-impl CallShape {
+impl CallSpans {
     /// The ids of the attempts this call derives to within trace
     /// `trace_id`: one per attempt span, else one per resend and the call's
     /// own; a call that does not map derives to none of them.
@@ -102,7 +102,7 @@ pub fn resent_attempt_id(trace_id: &str, call_id: &str, k: u32) -> String {
 /// the shape could not account for.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct TraceCalls {
-    pub calls: BTreeMap<String, CallShape>,
+    pub calls: BTreeMap<String, CallSpans>,
     /// HTTP client spans that no call owns and whose parent is not stored,
     /// in a trace with model spans: attempts whose model span never
     /// arrived (or has not arrived yet).
@@ -110,6 +110,38 @@ pub struct TraceCalls {
     /// Calls that HTTP spans beside them could belong to as well as to
     /// another call: each is one attempt, its own span, never a guess.
     pub ambiguous_calls: u64,
+}
+
+/// What a trace's newer spans change among its calls.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CallChanges {
+    /// Calls to derive again: new, or owning other spans than before.
+    pub derive: Vec<(String, CallSpans)>,
+    /// Attempts whose stored rows go: those of every changed or vanished
+    /// call as it was, and of every changed call as it is now (an earlier
+    /// try of the same round may have stored them).
+    pub retired_attempt_ids: Vec<String>,
+}
+
+impl TraceCalls {
+    /// The calls of trace `trace_id` whose attempts differ between its
+    /// spans `before` and `after` a write. A call with the same spans
+    /// derives the same attempts, so it is left as stored.
+    pub fn changes(trace_id: &str, before: &TraceCalls, after: &TraceCalls) -> CallChanges {
+        let mut changes = CallChanges::default();
+        for (call, spans) in &after.calls {
+            if before.calls.get(call) != Some(spans) {
+                changes.retired_attempt_ids.extend(spans.attempt_ids(trace_id, call));
+                changes.derive.push((call.clone(), spans.clone()));
+            }
+        }
+        for (call, spans) in &before.calls {
+            if after.calls.get(call) != Some(spans) {
+                changes.retired_attempt_ids.extend(spans.attempt_ids(trace_id, call));
+            }
+        }
+        changes
+    }
 }
 
 /// The model calls of a trace. A model span with a model-span descendant is
@@ -188,7 +220,7 @@ pub fn trace_calls(links: &[SpanLink]) -> TraceCalls {
         let mut same: Vec<String> = group[1..].iter().map(|&i| links[i].span_id.clone()).collect();
         same.sort_unstable();
         let resends = if http.is_empty() { links[call].facts.resends } else { 0 };
-        out.calls.insert(links[call].span_id.clone(), CallShape { around, http, same, resends });
+        out.calls.insert(links[call].span_id.clone(), CallSpans { around, http, same, resends });
     }
     out
 }
