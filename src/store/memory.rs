@@ -1,4 +1,4 @@
-//! How much memory DuckDB may take, by job (README, "Memory").
+//! How much memory DuckDB may take, by job (docs/ingest.md).
 //!
 //! A long-running `serve` shares its machine with what it observes: it keeps
 //! a fixed ceiling, and its sorts spill to disk past it. A one-off bulk job

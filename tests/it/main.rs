@@ -19,6 +19,7 @@ mod lake;
 mod lake_damage;
 mod lake_kit;
 mod lake_writers;
+mod licences;
 mod prometheus;
 mod properties;
 mod readme;

@@ -1,16 +1,38 @@
-//! The README's own-data commands, run verbatim: a README that lies fails here.
+//! The commands of the README and of `docs/`, run verbatim: a page that lies fails here.
 
 use std::process::Command;
 
 use crate::FIXTURE;
 
-/// Every line of the README's `sh` blocks that runs `attempt-ledger` (or
-/// pipes into it), without trailing comments.
-fn readme_commands() -> Vec<String> {
-    let readme = include_str!("../../README.md");
+/// The pages whose `sh` blocks run, in the order a reader meets them: the
+/// README, then the reference in `docs/`. Later pages may use what earlier
+/// ones made (the README's `ledger.duckdb`).
+const PAGES: [&str; 13] = [
+    "README.md",
+    "docs/testing.md",
+    "docs/ingest.md",
+    "docs/audit.md",
+    "docs/tuning.md",
+    "docs/service.md",
+    "docs/alerts.md",
+    "docs/metrics.md",
+    "docs/dashboard.md",
+    "docs/performance.md",
+    "docs/lake.md",
+    "docs/scale-out.md",
+    "docs/record-format.md",
+];
+
+fn page(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Every line of a page's `sh` blocks that runs `attempt-ledger` (or pipes
+/// into it), without trailing comments.
+fn commands_of(text: &str) -> Vec<String> {
     let mut commands = Vec::new();
     let mut in_sh = false;
-    for line in readme.lines() {
+    for line in text.lines() {
         match line.trim() {
             "```sh" => in_sh = true,
             "```" => in_sh = false,
@@ -25,10 +47,23 @@ fn readme_commands() -> Vec<String> {
     commands
 }
 
+/// Every page of `docs/` is in `PAGES`, so a new page's commands run too.
+#[test]
+fn every_page_of_the_docs_is_run() {
+    let dir = format!("{}/docs", env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            assert!(PAGES.contains(&format!("docs/{name}").as_str()), "docs/{name} is not in PAGES");
+        }
+    }
+}
+
 #[test]
 fn the_readme_commands_work_as_written() {
-    let commands = readme_commands();
-    assert!(commands.len() >= 6, "found {commands:?}");
+    let readme = commands_of(&page("README.md"));
+    assert!(readme.len() >= 6, "found {readme:?}");
+    let commands: Vec<String> = PAGES.iter().flat_map(|name| commands_of(&page(name))).collect();
     let dir = tempfile::tempdir().unwrap();
     // The files the README's examples name.
     let lines: Vec<&str> = FIXTURE.lines().collect();
@@ -73,21 +108,21 @@ fn the_readme_commands_work_as_written() {
     assert!(dir.path().join("storm.jsonl").metadata().unwrap().len() > 0);
 }
 
-/// The README's rule file example is one `serve` accepts.
+/// The alerts page's rule file example is one `serve` accepts.
 #[test]
 fn the_readme_rule_file_parses() {
-    let readme = include_str!("../../README.md");
+    let readme = page("docs/alerts.md");
     let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
-    let rules = attempt_core::alert_rules::RuleSet::parse(block, "README.md").unwrap();
+    let rules = attempt_core::alert_rules::RuleSet::parse(block, "docs/alerts.md").unwrap();
     assert_eq!(rules.rules.len(), 2);
     assert_eq!(rules.receivers.len(), 1);
 }
 
-/// The README's table of the demo's audit findings is what `demo` prints.
+/// The audit page's table of the demo's findings is what `demo` prints.
 #[test]
 fn the_readme_audit_table_is_what_the_demo_prints() {
-    let readme = include_str!("../../README.md");
+    let readme = page("docs/audit.md");
     let rows: Vec<Vec<String>> = readme
         .lines()
         .skip_while(|l| !l.starts_with("| finding | workflows | attempts | tokens | cost |"))
@@ -128,11 +163,11 @@ fn the_readme_audit_table_is_what_the_demo_prints() {
     assert!(printed.contains(&format!("stacked_retries ({per_workflow}x)")), "{said}");
 }
 
-/// The README's tables of the demo night's curve and replay are what `tune`
-/// answers on the demo's database.
+/// The tuning page's tables of the demo night's curve and replay are what
+/// `tune` answers on the demo's database.
 #[test]
 fn the_readme_tune_tables_are_what_tune_answers() {
-    let readme = include_str!("../../README.md");
+    let readme = page("docs/tuning.md");
     let table = |header: &str| -> Vec<Vec<String>> {
         readme
             .lines()
