@@ -9,9 +9,13 @@
 #   tests run the Node 22 those packages ship, whatever node this one is;
 #   default-jre-headless: only when java is missing, for Spark (the lake
 #   test; Spark 4 runs on the Java 17 or 21 Debian ships).
-debian_packages=(openssl prometheus prometheus-alertmanager chromium chromium-driver)
-command -v npm >/dev/null || debian_packages+=(nodejs npm)
-command -v java >/dev/null || debian_packages+=(default-jre-headless)
+# The fast tier (scripts/test.sh --fast) drives none of them but openssl.
+debian_packages=(openssl)
+if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then
+  debian_packages+=(prometheus prometheus-alertmanager chromium chromium-driver)
+  command -v npm >/dev/null || debian_packages+=(nodejs npm)
+  command -v java >/dev/null || debian_packages+=(default-jre-headless)
+fi
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -50,6 +50,9 @@ ensure_venv "$venv-openlit" tests/python/openlit/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT="$venv-openlit/bin/python"
 ensure_venv "$venv-litellm-proxy" tests/python/litellm_proxy/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY="$venv-litellm-proxy/bin/python"
-# Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs).
-ensure_venv "$venv-lake" tests/python/lake/requirements.txt
-export ATTEMPT_LEDGER_TEST_PYTHON_LAKE="$venv-lake/bin/python"
+# Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs;
+# not in the fast tier).
+if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then
+  ensure_venv "$venv-lake" tests/python/lake/requirements.txt
+  export ATTEMPT_LEDGER_TEST_PYTHON_LAKE="$venv-lake/bin/python"
+fi

@@ -11,8 +11,31 @@
 #      tests, so DuckDB's C++ is compiled once);
 #   3. the tests.
 # Each phase prints how long it took. Extra arguments go to `cargo test`.
+#
+# `scripts/test.sh --fast` is the tier to run while changing code: it leaves
+# out the tests that drive outside runtimes (Spark and ClickHouse, Chromium,
+# Node, Prometheus and Alertmanager; FAST_SKIPS below) and does not set
+# them up; the Python clients and everything in process still run. CI runs
+# the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=0
+if [[ "${1:-}" == "--fast" ]]; then
+  fast=1
+  shift
+fi
+# Test-name filters of the slow tier (tests/it/house.rs checks that each
+# names at least one test, so a renamed test does not slip into the fast one).
+FAST_SKIPS=(
+  lake::three_nodes_make_one_lake           # Spark and chdb
+  lake_damage::each_bad_file_is_named_once  # Spark and chdb
+  dashboard::every_page_renders_in_chromium # Chromium
+  ai_sdk::                                  # Node and the Vercel AI SDK
+  prometheus::                              # Prometheus and promtool
+  alerts::a_real_alertmanager               # Alertmanager
+)
+export ATTEMPT_LEDGER_TEST_FAST=$fast
 
 phase_started=$SECONDS
 phase() {
@@ -34,13 +57,28 @@ phase "python set-up"
 # shellcheck source=scripts/python-env.sh
 source scripts/python-env.sh
 
-phase "node set-up"
-# shellcheck source=scripts/node-env.sh
-source scripts/node-env.sh
+if [[ $fast -eq 0 ]]; then
+  phase "node set-up"
+  # shellcheck source=scripts/node-env.sh
+  source scripts/node-env.sh
+fi
 
 phase "build"
 cargo test --release --locked --workspace --no-run
 
 phase "tests"
-cargo test --release --locked --workspace "$@"
+if [[ $fast -eq 1 ]]; then
+  skips=()
+  for name in "${FAST_SKIPS[@]}"; do skips+=(--skip "$name"); done
+  # The skips go after `--`, with any test arguments given.
+  has_separator=0
+  for arg in "$@"; do [[ "$arg" == "--" ]] && has_separator=1; done
+  if [[ $has_separator -eq 1 ]]; then
+    cargo test --release --locked --workspace "$@" "${skips[@]}"
+  else
+    cargo test --release --locked --workspace "$@" -- "${skips[@]}"
+  fi
+else
+  cargo test --release --locked --workspace "$@"
+fi
 phase ""

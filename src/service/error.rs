@@ -146,11 +146,15 @@ impl ServiceError {
     /// What the client is told; details of internal and storage faults
     /// go to the log only.
     pub fn message(&self) -> String {
-        if let ServiceError::Internal(detail) | ServiceError::Write(WriteError::Store(detail)) = self {
-            tracing::error!(%detail, "request failed");
+        match self {
+            ServiceError::Internal(detail) => tracing::error!(%detail, "request failed"),
+            ServiceError::Write(detail @ (WriteError::Store(_) | WriteError::Panicked(_))) => {
+                tracing::error!(%detail, "request failed")
+            }
+            _ => {}
         }
         match self {
-            ServiceError::Write(WriteError::Store(_)) => {
+            ServiceError::Write(WriteError::Store(_) | WriteError::Panicked(_)) => {
                 "storing the records failed, so none of this request was stored; retry later".to_string()
             }
             other => other.to_string(),
@@ -238,7 +242,11 @@ mod tests {
 
     #[test]
     fn a_storage_failure_is_retryable_on_both_protocols_and_hides_its_detail() {
-        let error = || ServiceError::Write(WriteError::Store("disk full at /var/lib/x".into()));
+        let error = || {
+            ServiceError::Write(WriteError::Store(crate::store::StoreError::Dimension(
+                "disk full at /var/lib/x".into(),
+            )))
+        };
         let response = error().into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "1");

@@ -125,7 +125,62 @@ pub const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
+///
+/// Start, in order: (1) refuse open access beyond loopback; (2) open the
+/// store, deriving what an earlier process left pending, with its ids
+/// loaded (the first request must not wait for a scan of every stored id);
+/// (3) the deriver and the writer threads; (4) the background loops (the
+/// metrics refresher, the alert evaluator, the lake's exporter once its
+/// node id is bound: one another database holds refuses the start); (5)
+/// the listeners, then `ready`. Stop: the module's list, (1) to (6).
 pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAddr)) -> anyhow::Result<()> {
+    // Start (1).
+    refuse_open_access_beyond_loopback(&config)?;
+    // Start (2).
+    let limit = MemoryLimit::for_job(Job::Serve);
+    tracing::info!(db = %config.db.display(), "{limit}");
+    let store = Store::open_for_job(&config.db, &limit)?.with_aliases(config.providers.clone());
+    store.load_known_ids()?;
+    let reader = store.try_clone()?;
+    let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
+    let policy = Arc::new(config.policy.clone());
+    // Start (3).
+    let (workers, writer) = Workers::start(store, &config)?;
+    // Start (4).
+    let observed = Arc::new(observer::Observed::default());
+    let loops = Loops::start(&reader, &config, &workers.derivation, &prices, &policy, &observed)?;
+    // Start (5).
+    let http_listener =
+        TcpListener::bind(config.http).await.with_context(|| format!("cannot listen on {}", config.http))?;
+    let grpc_listener =
+        TcpListener::bind(config.grpc).await.with_context(|| format!("cannot listen on {}", config.grpc))?;
+    ready(http_listener.local_addr()?, grpc_listener.local_addr()?);
+    let state = state::AppState {
+        writer: writer.clone(),
+        readers: readers::Readers::new(reader),
+        prices,
+        body_limit: config.body_limit,
+        write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),
+        byte_budget: budget::ByteBudget::new(config.queue_bytes.max(config.body_limit)),
+        body_timeout: config.body_timeout,
+        local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
+        tokens: Arc::new(config.tokens.clone()),
+        observed,
+        sessions: Arc::new(session::Sessions::default()),
+        tls: config.tls.is_some(),
+        policy,
+        derivation: workers.derivation.clone(),
+    };
+    // Stop (1) and (2).
+    let grpc_result = serve_until_stopped(&config, http_listener, grpc_listener, state).await;
+    // Stop (3) and (4).
+    workers.stop(writer).await?;
+    // Stop (5).
+    loops.stop().await?;
+    grpc_result.context("gRPC server")
+}
+
+fn refuse_open_access_beyond_loopback(config: &ServeConfig) -> anyhow::Result<()> {
     let loopback = config.http.ip().is_loopback() && config.grpc.ip().is_loopback();
     if !config.tokens.enabled() && !loopback && !config.open_beyond_loopback {
         anyhow::bail!(
@@ -136,73 +191,131 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
             config.grpc
         );
     }
-    // Opening derives whatever an earlier process left pending.
-    let limit = MemoryLimit::for_job(Job::Serve);
-    tracing::info!(db = %config.db.display(), "{limit}");
-    let store = Store::open_for_job(&config.db, &limit)?.with_aliases(config.providers.clone());
-    // Before listening: the first request must not wait for a scan of
-    // every stored id.
-    store.load_known_ids()?;
-    let reader = store.try_clone()?;
-    let prices = Arc::new(PriceTable::load(config.prices.as_deref())?);
-    let metrics_store = store.try_clone()?;
-    let alerts_store = store.try_clone()?;
-    let deriver_store = store.try_clone()?;
-    let derivation =
-        Arc::new(deriver::Derivation::new(store.pending()?.derived_through, store.quarantined_count()?));
-    let stop_deriver = Arc::new(deriver::Stop::default());
-    let deriver_thread = deriver::spawn(deriver_store, derivation.clone(), stop_deriver.clone())?;
-    let (writer, writer_thread) = writer::spawn(store, config.queue, config.max_batch, derivation.clone());
-    let observed = Arc::new(observer::Observed::default());
-    let stop_loops = Arc::new(observer::Stop::default());
-    let policy = Arc::new(config.policy.clone());
-    let mut loops = vec![observer::spawn_metrics_refresher(
-        crate::read::Reader::new(metrics_store, prices.clone(), policy.clone()),
-        derivation.clone(),
-        config.metrics_refresh,
-        observed.clone(),
-        stop_loops.clone(),
-    )?];
-    if let Some(rules) = config.rules.clone() {
-        // Its own connection to record the transitions it reads.
-        let history = alerts_store.try_clone()?;
-        loops.push(observer::spawn_alert_evaluator(
-            crate::read::Reader::new(alerts_store, prices.clone(), policy.clone()),
-            history,
-            rules,
+    Ok(())
+}
+
+/// The writer thread, which owns the write connection, and the deriver
+/// thread, which derives on its own what the writes touched.
+struct Workers {
+    derivation: Arc<deriver::Derivation>,
+    stop_deriver: Arc<deriver::Stop>,
+    deriver_thread: std::thread::JoinHandle<()>,
+    writer_thread: std::thread::JoinHandle<()>,
+}
+
+impl Workers {
+    fn start(store: Store, config: &ServeConfig) -> anyhow::Result<(Workers, writer::WriterHandle)> {
+        let derivation =
+            Arc::new(deriver::Derivation::new(store.pending()?.derived_through, store.quarantined_count()?));
+        let stop_deriver = Arc::new(deriver::Stop::default());
+        let deriver_thread = deriver::spawn(store.try_clone()?, derivation.clone(), stop_deriver.clone())?;
+        let (writer, writer_thread) =
+            writer::spawn(store, config.queue, config.max_batch, derivation.clone());
+        Ok((Workers { derivation, stop_deriver, deriver_thread, writer_thread }, writer))
+    }
+
+    /// Stop (3): with the last handle dropped, the writer commits what is
+    /// queued and stops; (4): the deriver finishes its round (what is still
+    /// pending is derived when the database is next opened).
+    async fn stop(self, last_writer: writer::WriterHandle) -> anyhow::Result<()> {
+        drop(last_writer);
+        let writer_thread = self.writer_thread;
+        tokio::task::spawn_blocking(move || writer_thread.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
+        self.stop_deriver.stop(&self.derivation);
+        let deriver_thread = self.deriver_thread;
+        tokio::task::spawn_blocking(move || deriver_thread.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("the deriver thread panicked"))
+    }
+}
+
+/// The background loops, each on its own thread and connection.
+struct Loops {
+    stop: Arc<observer::Stop>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Loops {
+    fn start(
+        reader: &Store,
+        config: &ServeConfig,
+        derivation: &Arc<deriver::Derivation>,
+        prices: &Arc<PriceTable>,
+        policy: &Arc<crate::report::audit::LoadedPolicy>,
+        observed: &Arc<observer::Observed>,
+    ) -> anyhow::Result<Loops> {
+        let stop = Arc::new(observer::Stop::default());
+        let mut threads = vec![observer::spawn_metrics_refresher(
+            crate::read::Reader::new(reader.try_clone()?, prices.clone(), policy.clone()),
+            derivation.clone(),
+            config.metrics_refresh,
             observed.clone(),
-            stop_loops.clone(),
-        )?);
-    }
-
-    if let Some(lake) = &config.lake {
-        let store = reader.try_clone()?;
-        let node = store.node_id(lake.node_id.as_deref())?;
-        // Bound before the listeners open: a node id another database
-        // holds refuses the start, with what to do.
-        let (opened, binding) =
-            crate::lake::export::open_bound(&store, &lake.root, lake.buckets, &node, lake.replace_node)?;
-        if let Some(old) = &binding.replaced {
-            tracing::warn!(node = %node, replaced = %old.database_id, "took the node id over from another database");
+            stop.clone(),
+        )?];
+        if let Some(rules) = config.rules.clone() {
+            // Its own connection to record the transitions it reads.
+            threads.push(observer::spawn_alert_evaluator(
+                crate::read::Reader::new(reader.try_clone()?, prices.clone(), policy.clone()),
+                reader.try_clone()?,
+                rules,
+                observed.clone(),
+                stop.clone(),
+            )?);
         }
-        tracing::info!(lake = %lake.root.display(), node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
-        let exporter = lake::LakeExporter {
-            store,
-            lake: opened,
-            binding,
-            prices: prices.clone(),
-            interval: lake.interval,
-            max_bytes: lake.max_bytes,
-        };
-        loops.push(exporter.spawn(stop_loops.clone())?);
+        if let Some(lake) = &config.lake {
+            threads.push(start_lake_exporter(reader.try_clone()?, lake, prices)?.spawn(stop.clone())?);
+        }
+        Ok(Loops { stop, threads })
     }
 
-    let http_listener =
-        TcpListener::bind(config.http).await.with_context(|| format!("cannot listen on {}", config.http))?;
-    let grpc_listener =
-        TcpListener::bind(config.grpc).await.with_context(|| format!("cannot listen on {}", config.grpc))?;
-    ready(http_listener.local_addr()?, grpc_listener.local_addr()?);
+    /// Stop (5): an evaluation or export in progress finishes.
+    async fn stop(self) -> anyhow::Result<()> {
+        self.stop.stop();
+        for thread in self.threads {
+            tokio::task::spawn_blocking(move || thread.join())
+                .await?
+                .map_err(|_| anyhow::anyhow!("a background loop panicked"))?;
+        }
+        Ok(())
+    }
+}
 
+/// The lake's exporter, its node id bound before the listeners open: a
+/// node id another database holds refuses the start, with what to do.
+fn start_lake_exporter(
+    store: Store,
+    lake: &LakeConfig,
+    prices: &Arc<PriceTable>,
+) -> anyhow::Result<lake::LakeExporter> {
+    let node = store.node_id(lake.node_id.as_deref())?;
+    let (opened, binding) =
+        crate::lake::export::open_bound(&store, &lake.root, lake.buckets, &node, lake.replace_node)?;
+    if let Some(old) = &binding.replaced {
+        tracing::warn!(node = %node, replaced = %old.database_id, "took the node id over from another database");
+    }
+    tracing::info!(lake = %lake.root.display(), node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
+    Ok(lake::LakeExporter {
+        store,
+        lake: opened,
+        binding,
+        prices: prices.clone(),
+        interval: lake.interval,
+        max_bytes: lake.max_bytes,
+    })
+}
+
+/// Serves both listeners until a signal. Stop (1): no new connections;
+/// (2): requests in flight finish within `SHUTDOWN_GRACE`, then their
+/// connections are dropped (what the writer has queued is still committed
+/// after). Returns the gRPC server's own end.
+async fn serve_until_stopped(
+    config: &ServeConfig,
+    http_listener: TcpListener,
+    grpc_listener: TcpListener,
+    state: state::AppState,
+) -> anyhow::Result<()> {
     let (stop, stopped) = watch::channel(false);
     let signal_task = tokio::spawn(async move {
         wait_for_signal().await;
@@ -212,25 +325,12 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
     let until_stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-
-    let byte_budget = budget::ByteBudget::new(config.queue_bytes.max(config.body_limit));
-    let tokens = Arc::new(config.tokens.clone());
-    let state = state::AppState {
-        writer: writer.clone(),
-        readers: readers::Readers::new(reader),
-        prices,
-        body_limit: config.body_limit,
-        write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),
-        byte_budget: byte_budget.clone(),
-        body_timeout: config.body_timeout,
-        local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
-        tokens: tokens.clone(),
-        observed,
-        sessions: Arc::new(session::Sessions::default()),
-        tls: config.tls.is_some(),
-        policy,
-        derivation: derivation.clone(),
-    };
+    let grpc = grpc::service(
+        state.writer.clone(),
+        state.tokens.clone(),
+        config.body_limit,
+        state.byte_budget.clone(),
+    );
     let http_server = listen::serve_http(
         http_listener,
         http::app(state),
@@ -252,7 +352,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         // hyper's own default, which tonic replaces with "no limit".
         .max_concurrent_streams(GRPC_MAX_STREAMS)
         .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
-        .add_service(grpc::service(writer.clone(), tokens, config.body_limit, byte_budget))
+        .add_service(grpc)
         .serve_with_incoming_shutdown(
             grpc_listen::incoming(grpc_listener, grpc_limits),
             until_stopped(stopped.clone()),
@@ -262,33 +362,15 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         until_stopped(stopped.clone()).await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
-    // Past the grace period the servers (and the connections they hold)
-    // are dropped; what the writer has queued is still committed below.
-    let grpc_result = tokio::select! {
-        result = servers => result,
+    let result = tokio::select! {
+        result = servers => result.map_err(anyhow::Error::from),
         _ = grace => {
             tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "requests still in flight: closing their connections");
             Ok(())
         }
     };
     signal_task.abort();
-    drop(writer);
-    tokio::task::spawn_blocking(move || writer_thread.join())
-        .await?
-        .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
-    // What is still pending is derived when the database is next opened.
-    stop_deriver.stop(&derivation);
-    tokio::task::spawn_blocking(move || deriver_thread.join())
-        .await?
-        .map_err(|_| anyhow::anyhow!("the deriver thread panicked"))?;
-    stop_loops.stop();
-    for handle in loops {
-        tokio::task::spawn_blocking(move || handle.join())
-            .await?
-            .map_err(|_| anyhow::anyhow!("a background loop panicked"))?;
-    }
-    grpc_result.context("gRPC server")?;
-    Ok(())
+    result
 }
 
 async fn wait_for_signal() {

@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 use tokio::sync::{mpsc, oneshot};
 
 use super::deriver::Derivation;
-use crate::store::{AttemptRows, PreparedBatch, Store, WriteStats};
-use crate::telemetry::events::{BatchesCommitted, RecordsStored, Refusal, WriteRefused};
+use crate::store::{AttemptRows, PreparedBatch, Store, StoreError, WriteStats};
+use crate::telemetry::events::{BatchFailed, BatchesCommitted, RecordsStored, Refusal, WriteRefused};
 use attempt_core::model::{Attempt, SpanRecord};
 use attempt_core::providers::ProviderAliases;
 
@@ -27,13 +27,16 @@ pub enum WriteError {
     #[error("the writer has stopped")]
     Stopped,
     #[error("storing the batch failed: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
+    /// A bug unwound the write; its transaction was rolled back.
+    #[error("the write panicked: {0}")]
+    Panicked(String),
 }
 
 struct Job {
     rows: AttemptRows,
     spans: Vec<SpanRecord>,
-    reply: oneshot::Sender<Result<WriteStats, String>>,
+    reply: oneshot::Sender<Result<WriteStats, WriteError>>,
 }
 
 /// The writer's state, for `/readyz` (what it counts is telemetry:
@@ -78,9 +81,8 @@ impl WriterHandle {
             let aliases = self.aliases.clone();
             tokio::task::spawn_blocking(move || AttemptRows::new(&attempts, &aliases))
                 .await
-                .map_err(|e| WriteError::Store(e.to_string()))?
-        }
-        .map_err(|e| WriteError::Store(e.to_string()))?;
+                .map_err(|e| WriteError::Panicked(e.to_string()))?
+        }?;
         let (reply, answer) = oneshot::channel();
         self.sender.try_send(Job { rows, spans, reply }).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
@@ -89,7 +91,7 @@ impl WriterHandle {
             }
             mpsc::error::TrySendError::Closed(_) => WriteError::Stopped,
         })?;
-        answer.await.map_err(|_| WriteError::Stopped)?.map_err(WriteError::Store)
+        answer.await.map_err(|_| WriteError::Stopped)?
     }
 
     /// Jobs waiting for the writer.
@@ -139,7 +141,7 @@ fn write_guarded(
     store: &Store,
     batches: &[PreparedBatch],
     derivation: &Derivation,
-) -> Result<Vec<WriteStats>, String> {
+) -> Result<Vec<WriteStats>, WriteError> {
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.store_prepared(batches)));
     match attempt {
         Ok(Ok(stored)) => {
@@ -148,7 +150,7 @@ fn write_guarded(
             }
             Ok(stored.stats)
         }
-        Ok(Err(err)) => Err(err.to_string()),
+        Ok(Err(err)) => Err(WriteError::Store(err)),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()
@@ -157,7 +159,7 @@ fn write_guarded(
             // DuckDB rolls back a transaction left open by an unwound write
             // at the next BEGIN; make it now so the next group starts clean.
             let _ = store.rollback_open_transaction();
-            Err(format!("the write panicked: {}", message.unwrap_or_else(|| "(no message)".into())))
+            Err(WriteError::Panicked(message.unwrap_or_else(|| "(no message)".into())))
         }
     }
 }
@@ -217,8 +219,9 @@ fn run(
         }
         let batches: Vec<PreparedBatch> =
             jobs.iter().map(|j| PreparedBatch { rows: &j.rows, spans: &j.spans }).collect();
-        let results: Vec<Result<Vec<WriteStats>, String>> = match write_guarded(&store, &batches, derivation)
-        {
+        let results: Vec<Result<Vec<WriteStats>, WriteError>> = match write_guarded(
+            &store, &batches, derivation,
+        ) {
             Ok(results) => {
                 BatchesCommitted { transactions: 1 }.emit();
                 results.into_iter().map(|r| Ok(vec![r])).collect()
@@ -253,7 +256,7 @@ fn run(
                     Ok(result)
                 }
                 Err(err) => {
-                    tracing::error!(error = %err, "batch not stored");
+                    BatchFailed { error: &err }.emit();
                     stats.last_write_failed.store(true, Ordering::Relaxed);
                     Err(err)
                 }

@@ -88,6 +88,19 @@ impl BatchesCommitted {
     }
 }
 
+/// A request's batch the writer could not store (alone, after its group
+/// failed): the client was told to retry.
+pub struct BatchFailed<'a> {
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl BatchFailed<'_> {
+    pub fn emit(self) {
+        tracing::error!(error = %self.error, "batch not stored");
+        families().ingest_batches_failed.inc();
+    }
+}
+
 /// One request's records, committed.
 pub struct RecordsStored {
     pub inserted: u64,

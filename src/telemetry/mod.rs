@@ -47,6 +47,8 @@ macro_rules! families {
 
 families! {
     ingest_batches_committed: Counter = "Transactions the writer committed.",
+    ingest_batches_failed: Counter =
+        "Requests' batches the writer could not store (a full disk, a bug): each was answered retryable.",
     ingest_records: Family<Labels, Counter> = "Records received, by result.",
     ingest_requests: Family<Labels, Counter> = "Ingest requests, by receiver.",
     ingest_requests_refused: Counter =

@@ -7,12 +7,13 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::service::Service;
+use crate::wait_for;
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
 
@@ -56,14 +57,6 @@ impl Receiver {
 /// A port nothing listens on: a receiver that is down.
 fn closed_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !done() {
-        assert!(began.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn get(url: &str) -> String {

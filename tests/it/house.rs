@@ -351,3 +351,45 @@ fn the_root_crate_names_core_types_where_they_live() {
     assert!(reexports_core(&code_of("fn f() {}\npub use attempt_core::request::RouteKey;")));
     assert!(!reexports_core(&code_of("use attempt_core::request::RouteKey;\n// pub use attempt_core::x;")));
 }
+
+/// The test-name filters `scripts/test.sh --fast` skips.
+fn fast_skips(script: &str) -> Vec<String> {
+    let start = script.find("FAST_SKIPS=(").expect("FAST_SKIPS in scripts/test.sh") + "FAST_SKIPS=(".len();
+    let body = &script[start..start + script[start..].find("\n)").unwrap()];
+    body.lines()
+        .filter_map(|l| l.split('#').next())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Each filter of the slow tier names a test of this binary, and only the
+/// tests that drive an outside runtime: a renamed test would otherwise
+/// slip into the fast tier unseen, or a filter skip more than it says.
+#[test]
+fn the_fast_tier_skips_exactly_the_tests_it_names() {
+    let script =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test.sh")).unwrap();
+    let skips = fast_skips(&script);
+    assert!(skips.len() >= 5, "{skips:?}");
+    let listed = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--list", "--format", "terse"])
+        .output()
+        .unwrap();
+    let tests: Vec<String> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(String::from)
+        .collect();
+    assert!(tests.len() > 100, "{} tests listed", tests.len());
+    for skip in &skips {
+        let matched: Vec<&String> = tests.iter().filter(|t| t.contains(skip.as_str())).collect();
+        assert!(!matched.is_empty(), "`{skip}` skips no test");
+        let module = skip.split("::").next().unwrap();
+        assert!(matched.iter().all(|t| t.starts_with(&format!("{module}::"))), "`{skip}` skips {matched:?}");
+    }
+    let planted = "FAST_SKIPS=(\n  lake::three # Spark\n  ai_sdk::\n)\n";
+    assert_eq!(fast_skips(planted), ["lake::three", "ai_sdk::"]);
+}

@@ -290,15 +290,9 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
         // shutdown.
         node_reports = nodes.iter().map(|node| node.report("")).collect();
         if std::ptr::eq(phase, &first) {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while lake_files(&lake).len() < 3 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no continuous export: {:?}",
-                    lake_files(&lake)
-                );
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
+            crate::wait_for("a continuous export", std::time::Duration::from_secs(60), || {
+                lake_files(&lake).len() >= 3
+            });
         }
         for node in nodes {
             assert!(node.terminate().success());

@@ -265,11 +265,9 @@ fn a_running_serve_stops_writing_as_a_node_taken_over() {
     let (status, _, _) =
         service.post("/v1/attempts", "application/x-ndjson", None, records("before-").as_bytes());
     assert_eq!(status, 200);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while files(&lake).is_empty() || copies(&lake).len() < 20 {
-        assert!(std::time::Instant::now() < deadline, "no export");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    crate::wait_for("an export", std::time::Duration::from_secs(60), || {
+        !files(&lake).is_empty() && copies(&lake).len() >= 20
+    });
     let other = database(dir.path(), "other", "naive-retries", 30, 13);
     assert!(export(&other, &lake, "n1", &["--replace-node"]).status.success());
     let (status, _, _) =
@@ -282,11 +280,7 @@ fn a_running_serve_stops_writing_as_a_node_taken_over() {
             .and_then(|l| l.split_whitespace().last()?.parse().ok())
             .unwrap_or(0.0)
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while failures() < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "the export never failed");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    crate::wait_for("a failed export", std::time::Duration::from_secs(60), || failures() >= 1.0);
     assert!(service.terminate().success());
     let lake_copies = copies(&lake);
     assert!(lake_copies.iter().all(|(id, _, _)| !id.starts_with("after-")), "no row after the takeover");

@@ -59,7 +59,9 @@ fn one<'a>(tokens: &'a [&'a str]) -> Result<(bool, &'a [&'a str]), String> {
             (value, [")", after @ ..]) => Ok((value, after)),
             _ => Err("an unclosed parenthesis".into()),
         },
-        [id, "WITH", exception, rest @ ..] => Ok((PERMITTED.contains(&format!("{id} WITH {exception}").as_str()), rest)),
+        [id, "WITH", exception, rest @ ..] => {
+            Ok((PERMITTED.contains(&format!("{id} WITH {exception}").as_str()), rest))
+        }
         [id, rest @ ..] if !matches!(*id, "OR" | "AND" | ")") => Ok((PERMITTED.contains(id), rest)),
         _ => Err(format!("a licence expected at {tokens:?}")),
     }

@@ -41,6 +41,18 @@ use serde_json::{Value, json};
 
 pub const FIXTURE: &str = include_str!("fixtures/attempts.jsonl");
 
+/// Polls `done` until it holds, failing after `timeout` with `what` it
+/// waited for: the one way a test waits for something a service does in
+/// the background (a fixed sleep waits too long on a fast machine and too
+/// short on a busy one).
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let began = std::time::Instant::now();
+    while !done() {
+        assert!(began.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A record: the required fields of a healthy attempt, with `fields` over them.
 pub fn rec(fields: Value) -> String {
     let mut base = json!({

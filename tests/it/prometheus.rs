@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::service::Service;
+use crate::wait_for;
 
 const RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards/prometheus/attempt-ledger.rules.yml");
 const DASHBOARD: &str = include_str!("../../dashboards/grafana/attempt-ledger.json");
@@ -69,14 +70,6 @@ impl Prometheus {
         let answer = self.api("/api/v1/query", &[("query", query)]);
         assert_eq!(answer["status"], "success", "{query}: {answer}");
         answer["data"]["result"].as_array().unwrap().clone()
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !done() {
-        assert!(began.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 

@@ -152,8 +152,14 @@ fn ingest_in_batches(lines: &[String], batch: usize) -> Store {
     store
 }
 
+/// Cases of a property: all of them in the full suite (CI), a sixth in the
+/// fast tier (`scripts/test.sh --fast`): the same strategies, fewer draws.
+fn cases(full: u32) -> u32 {
+    if std::env::var("ATTEMPT_LEDGER_TEST_FAST").as_deref() == Ok("1") { (full / 6).max(4) } else { full }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn shuffling_duplicating_and_batching_never_change_the_report(
@@ -219,7 +225,7 @@ const REPLAY: [&str; 11] = [
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// The facts, rollups and totals a store keeps batch by batch equal
     /// what `rebuild` derives from its attempts, whatever the order,
@@ -282,7 +288,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
 
     /// Writes are acknowledged before they are derived. Whatever the order,
     /// batching and redelivery, however the pending writes are cut into

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -88,15 +88,19 @@ fn a_full_disk_refuses_writes_retryably_and_recovers_when_space_returns() {
     let (status, reason) = ready();
     assert_eq!(status, 503);
     assert!(reason.contains("last write to the database failed"), "{reason}");
+    // The refused batch is counted, not only logged.
+    let mut metrics = agent.get(&format!("http://{http}/metrics")).call().unwrap();
+    let metrics = metrics.body_mut().read_to_string().unwrap();
+    let failed = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("attempt_ledger_ingest_batches_failed_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(failed >= Some(1.0), "failed batches: {failed:?}");
 
     // Space comes back: the writer's probe turns /readyz ready with no
     // client writing, and the refused batch can be sent again.
     std::fs::remove_file(&ballast).unwrap();
-    let started = Instant::now();
-    while ready().0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(20), "still not ready: {:?}", ready());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::wait_for("/readyz to say ready", Duration::from_secs(20), || ready().0 == 200);
     assert_eq!(post(refused).0, 200);
     acknowledged += 1;
 
