@@ -1,6 +1,8 @@
 -- facts.sql: the per-workflow facts (docs/record-format.md, "Outcomes" and
--- "Waste, cost, amplification"). Every outcome, waste and cost rule of the
--- product is here, once; the reports read what this derives.
+-- "Waste, cost, amplification"). The reports read what this derives.
+-- Rendered from queries/rules/facts.template.sql with the rules of
+-- queries/rules/rules.sql (the lake's Spark and ClickHouse reports apply the
+-- same ones): edit those, then render (docs/testing.md, "Rules").
 -- Not a report itself: it builds temp.new_facts, temp.new_spend,
 -- temp.new_latency, temp.new_findings, temp.new_steps and temp.new_times (shaped like
 -- workflow_facts, workflow_spend, workflow_latency, workflow_findings, workflow_steps and
@@ -94,12 +96,8 @@
 --   The policy (which classes may be retried, fail closed, ...) is applied
 --   when reading (queries/audit.sql), so a policy change needs no rebuild.
 --
--- Order in a workflow: attempt NULLS LAST, started_at, then status (at equal
--- order and start, as second-resolution gateway logs have, a failure sorts
--- before a success), then attempt_id.
--- Two routes are the same when both have a route group and it is the same,
--- or neither has one and provider and model are the same; an explicit
--- `route` field wins over any comparison.
+-- The audit's comparisons of an attempt with the one before it read the
+-- rule as a macro.
 CREATE OR REPLACE TEMP MACRO same_route(group_a, provider_a, model_a, group_b, provider_b, model_b) AS
     CASE WHEN group_a IS NOT NULL OR group_b IS NOT NULL THEN coalesce(group_a = group_b, false)
          ELSE provider_a = provider_b AND model_a = model_b END;
@@ -116,7 +114,7 @@ SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, mo
        clamp_ms(retry_after_ms) AS retry_after_ms, commit_state, visible_output, dim1, dim2, dim3,
        coalesce(greatest(duration_ms, ttft_ms, retry_after_ms) > 2592000000.0, false) AS clamped,
        row_number() OVER by_order AS seq,
-       status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable,
+       coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable,
        -- What the audit compares each attempt with, in the same sort.
        lag(status) OVER by_order AS prev_status,
        lag(error_class) OVER by_order AS prev_error_class,
@@ -185,24 +183,22 @@ SELECT workflow_id, workflow_name, first_at, earliest_at, last_at, attempts, n_s
        primary_route.provider AS primary_provider, primary_route.model AS primary_model,
        primary_route.route_group AS primary_route_group,
        CASE WHEN delivered.seq = 1 THEN 'primary_success'
-            WHEN delivered IS NOT NULL THEN
-                 CASE coalesce(delivered.route,
-                               CASE WHEN same_route(delivered.route_group, delivered.provider, delivered.model,
-                                                    primary_route.route_group, primary_route.provider,
-                                                    primary_route.model)
-                                    THEN 'primary' ELSE 'fallback' END)
+            WHEN delivered.seq IS NOT NULL THEN
+                 CASE coalesce(delivered.route, CASE WHEN CASE WHEN delivered.route_group IS NOT NULL OR primary_route.route_group IS NOT NULL THEN coalesce(delivered.route_group = primary_route.route_group, false)
+                                                               ELSE delivered.provider = primary_route.provider AND delivered.model = primary_route.model END
+                                            THEN 'primary' ELSE 'fallback' END)
                       WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
             WHEN last_decision = 'degrade' THEN 'degraded'
-            WHEN last_decision = 'queue'   THEN 'queued'
+            WHEN last_decision = 'queue' THEN 'queued'
             WHEN last_decision IN ('retry', 'fallback') THEN 'in_flight'
             ELSE 'fail_closed' END AS outcome
 FROM per_workflow;
 
 CREATE OR REPLACE TEMP VIEW fact_attempts AS
 SELECT o.*,
-       coalesce(o.route, CASE WHEN same_route(o.route_group, o.provider, o.model,
-                                              w.primary_route_group, w.primary_provider, w.primary_model)
-                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
+       coalesce(o.route, CASE WHEN CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL THEN coalesce(o.route_group = w.primary_route_group, false)
+                                        ELSE o.provider = w.primary_provider AND o.model = w.primary_model END
+                             THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0

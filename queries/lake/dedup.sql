@@ -1,6 +1,8 @@
 -- dedup.sql: the lake's attempts, one row each (docs/lake.md, "Reading the
--- lake"), in DuckDB's dialect; spark/report.sql and clickhouse/report.sql
--- apply the same two rules.
+-- lake"), in DuckDB's dialect. Rendered from
+-- queries/rules/lake_dedup.template.sql with the rules of
+-- queries/rules/rules.sql, which spark/report.sql and clickhouse/report.sql
+-- apply too: edit those, then render (docs/testing.md, "Rules").
 -- 1. A trace's derived attempts are one revision, numbered by the write of
 --    its newest spans (ingest_seq): of each trace, on the node that
 --    derived it, only the newest revision is read. Rows that arrived as
@@ -15,8 +17,7 @@
 CREATE OR REPLACE TEMP TABLE lake_attempts AS
 WITH current_revision AS (
     SELECT * FROM temp.lake_rows
-    QUALIFY source_trace IS NULL
-         OR ingest_seq = max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node)
+    QUALIFY (source_trace IS NULL OR ingest_seq = max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node))
 )
 SELECT * FROM current_revision
 QUALIFY row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) = 1;

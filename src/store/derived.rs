@@ -23,6 +23,7 @@ use chrono::{DateTime, Duration, Utc};
 use duckdb::Connection;
 use duckdb::types::{TimeUnit, Value};
 
+use super::TimeBounds;
 use super::cost;
 use super::derived_tables::{PER_WORKFLOW, ROLLUPS, Rollup, RollupInput};
 use super::derived_tables::{
@@ -41,6 +42,9 @@ pub(super) const STEP_ROLLUPS_SQL: &str = include_str!("../../queries/step_rollu
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const BOUNDS_SQL: &str = include_str!("../../queries/bounds.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
+const OLD_FACTS_SQL: &str = include_str!("../../queries/derive/old_facts.sql");
+const OLD_FACTS_ELSEWHERE_SQL: &str = include_str!("../../queries/derive/old_facts_elsewhere.sql");
+const FACT_INPUT_SQL: &str = include_str!("../../queries/derive/fact_input.sql");
 
 /// The recovery-time histogram's bucket bounds, milliseconds (`rollups.sql`
 /// counts recovered workflows by the first bound at or above their time; a
@@ -254,23 +258,37 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
     // No span: the write only removed attempts (a trace derived again to
     // nothing); the old facts bound where to look.
     let span = touched.earliest.zip(touched.latest);
-    let began = std::time::Instant::now();
-    let mut stats = RefreshStats { workflows: touched.ids.len() as u64, ..RefreshStats::default() };
+    let mut laps = Laps::new();
     fill_ids(conn, "touched", &touched.ids)?;
     fill_ids(conn, "touched_known", &touched.maybe_known)?;
+    let full_lookups = look_up_old_facts(conn, span)?;
+    laps.mark("lookup");
+    let clamped = derive_new_facts(conn, span)?;
+    laps.mark("facts");
+    swap_per_workflow_rows(conn)?;
+    laps.mark("swap");
+    cost::run(conn, "labels", ADMIT_SQL)?;
+    define_kept_label(conn)?;
+    laps.mark("admit");
+    sum_the_difference(conn, &mut laps)?;
+    conn.execute_batch(&format!(
+        "{}{}{} DROP VIEW temp.fact_input; DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
+        drop_new(),
+        drop_rollup_sources(),
+        drop_old()
+    ))?;
+    let stats = RefreshStats { workflows: touched.ids.len() as u64, clamped, full_lookups };
+    tracing::debug!(workflows = stats.workflows, full_lookups = stats.full_lookups, %laps, "derived tables refreshed");
+    Ok(stats)
+}
 
-    // 1. Old facts: near the batch first (zone maps prune the rest), then
-    //    a scan of the ids for the few known workflows not found there.
+/// Step 1, the stored facts of the touched workflows (`temp.old_facts`):
+/// near the write first, then a scan of the ids for the few known
+/// workflows not found there. Returns how many needed the scan.
+fn look_up_old_facts(conn: &Connection, span: Option<TimeBounds>) -> Result<u64, StoreError> {
     set_time_variable(conn, "look_from", span.map(|(e, _)| e - LOOKUP_MARGIN))?;
     set_time_variable(conn, "look_until", span.map(|(_, l)| l + LOOKUP_MARGIN))?;
-    cost::run(
-        conn,
-        "lookup of old rows",
-        "CREATE OR REPLACE TEMP TABLE old_facts AS
-         SELECT * FROM workflow_facts
-         WHERE first_at >= getvariable('look_from') AND first_at <= getvariable('look_until')
-           AND workflow_id IN (SELECT workflow_id FROM temp.touched_known);",
-    )?;
+    cost::run(conn, "lookup of old rows", OLD_FACTS_SQL)?;
     let missing: i64 = conn.query_row(
         "SELECT count(*) FROM temp.touched_known
          WHERE workflow_id NOT IN (SELECT workflow_id FROM temp.old_facts)",
@@ -278,60 +296,48 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         |r| r.get(0),
     )?;
     if missing > 0 {
-        // One statement, not an append to the table above (see rebuild).
-        conn.execute_batch(
-            "CREATE OR REPLACE TEMP TABLE old_facts_elsewhere AS
-             SELECT * FROM workflow_facts
-             WHERE workflow_id IN (SELECT workflow_id FROM temp.touched_known
-                                   WHERE workflow_id NOT IN (SELECT workflow_id FROM temp.old_facts));
-             CREATE OR REPLACE TEMP TABLE old_facts AS
-             SELECT * FROM temp.old_facts UNION ALL SELECT * FROM temp.old_facts_elsewhere;
-             DROP TABLE temp.old_facts_elsewhere;",
-        )?;
-        stats.full_lookups = missing as u64;
+        conn.execute_batch(OLD_FACTS_ELSEWHERE_SQL)?;
         tracing::debug!(missing, "workflows looked up by a scan of every stored id");
     }
+    Ok(missing as u64)
+}
 
-    let looked_up = began.elapsed();
-    // 2. Their attempts: every one lies between the old facts' earliest
-    //    and latest start and the batch's.
+/// Step 2, the touched workflows' facts derived again from all of their
+/// attempts (`temp.new_*`, `facts.sql`). Returns the values clamped.
+fn derive_new_facts(conn: &Connection, span: Option<TimeBounds>) -> Result<u64, StoreError> {
     let (old_from, old_until) =
         time_range(conn, "SELECT min(earliest_at), max(last_at) FROM temp.old_facts")?;
     let from = [old_from, span.map(|s| s.0)].into_iter().flatten().min();
     let until = [old_until, span.map(|s| s.1)].into_iter().flatten().max();
     set_time_variable(conn, "fact_from", from)?;
     set_time_variable(conn, "fact_until", until)?;
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP VIEW fact_input AS
-         SELECT * FROM temp.attempt_dims
-         WHERE started_at >= getvariable('fact_from') AND started_at <= getvariable('fact_until')
-           AND workflow_id IN (SELECT workflow_id FROM temp.touched
-                               WHERE workflow_id NOT IN (SELECT workflow_id FROM quarantine));",
-    )?;
+    conn.execute_batch(FACT_INPUT_SQL)?;
     cost::run_script(conn, FACTS_SQL)?;
-    let facts_at = began.elapsed();
-    stats.clamped = clamped(conn)?;
+    let clamped = clamped(conn)?;
     conn.execute_batch(DROP_FACT_SCRATCH)?;
+    Ok(clamped)
+}
+
+/// Step 3, each per-workflow table's old rows kept (`temp.old_*`, for the
+/// difference) and replaced by the new ones. Every per-workflow row carries
+/// its workflow's first_at: the old facts' bounds prune them all.
+fn swap_per_workflow_rows(conn: &Connection) -> Result<(), StoreError> {
     let (old_first, old_last) = time_range(conn, "SELECT min(first_at), max(first_at) FROM temp.old_facts")?;
     set_time_variable(conn, "old_first", old_first)?;
     set_time_variable(conn, "old_last", old_last)?;
-    // Every per-workflow row carries its workflow's first_at: the same
-    // bounds prune them. (The facts, first, are read above.)
+    let of_old_workflows = "first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
+                            AND workflow_id IN (SELECT workflow_id FROM temp.old_facts)";
+    // The facts themselves are temp.old_facts already.
     for t in &PER_WORKFLOW[1..] {
-        let (table, rows) = (t.table, t.rows);
         let old = format!(
-            "CREATE OR REPLACE TEMP TABLE old_{rows} AS
-             SELECT * FROM {table}
-             WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-               AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);"
+            "CREATE OR REPLACE TEMP TABLE old_{} AS SELECT * FROM {} WHERE {of_old_workflows};",
+            t.rows, t.table
         );
         cost::run(conn, "lookup of old rows", &old)?;
     }
     for t in &PER_WORKFLOW {
         let swap = format!(
-            "DELETE FROM {table}
-             WHERE first_at >= getvariable('old_first') AND first_at <= getvariable('old_last')
-               AND workflow_id IN (SELECT workflow_id FROM temp.old_facts);
+            "DELETE FROM {table} WHERE {of_old_workflows};
              INSERT INTO {table} BY NAME SELECT * FROM temp.new_{rows} ORDER BY {order};",
             table = t.table,
             rows = t.rows,
@@ -339,49 +345,57 @@ pub(super) fn refresh(conn: &Connection, touched: &Touched) -> Result<RefreshSta
         );
         cost::run(conn, t.family, &swap)?;
     }
-    let swapped_at = began.elapsed();
-    cost::run(conn, "labels", ADMIT_SQL)?;
-    define_kept_label(conn)?;
+    Ok(())
+}
 
-    let derived_at = began.elapsed();
-
-    // 3. One signed difference, new facts minus old, summed by minute:
-    //    added to the minutes it touches and to the all-time totals.
+/// Step 4, one signed difference, new rows minus old, summed by minute:
+/// added to the minutes it touches, to the all-time totals and to the
+/// shapes.
+fn sum_the_difference(conn: &Connection, laps: &mut Laps) -> Result<(), StoreError> {
     let differences = define_rollup_sources(RollupInput::Difference);
     conn.execute_batch(&format!("{differences} SET VARIABLE fold_labels = true;"))?;
     cost::run_script(conn, ROLLUPS_SQL)?;
     cost::run_script(conn, FINDING_ROLLUPS_SQL)?;
     cost::run_script(conn, STEP_ROLLUPS_SQL)?;
-    let summed_at = began.elapsed();
+    laps.mark("sum");
     let (aff_from, aff_until) = time_range(conn, &touched_minutes_sql())?;
     set_time_variable(conn, "aff_from", aff_from)?;
     set_time_variable(conn, "aff_until", aff_until)?;
     merge(conn, Target::Minutes)?;
-    let minutes_at = began.elapsed();
+    laps.mark("minutes");
     merge(conn, Target::Totals)?;
-    let totals_at = began.elapsed();
+    laps.mark("totals");
     super::shapes::refresh(conn)?;
-    let shapes_at = began.elapsed();
-    conn.execute_batch(&format!(
-        "{}{}{} DROP VIEW temp.fact_input; DELETE FROM temp.touched; DELETE FROM temp.touched_known;",
-        drop_new(),
-        drop_rollup_sources(),
-        drop_old()
-    ))?;
-    let ms = |d: std::time::Duration| d.as_millis() as u64;
-    tracing::debug!(
-        workflows = stats.workflows,
-        lookup_ms = ms(looked_up),
-        facts_ms = ms(facts_at - looked_up),
-        swap_ms = ms(swapped_at - facts_at),
-        admit_ms = ms(derived_at - swapped_at),
-        sum_ms = ms(summed_at - derived_at),
-        minutes_ms = ms(minutes_at - summed_at),
-        totals_ms = ms(totals_at - minutes_at),
-        shapes_ms = ms(shapes_at - totals_at),
-        "derived tables refreshed"
-    );
-    Ok(stats)
+    laps.mark("shapes");
+    Ok(())
+}
+
+/// How long each step of a refresh took, for the debug log.
+struct Laps {
+    began: std::time::Instant,
+    last: std::time::Duration,
+    steps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Laps {
+    fn new() -> Laps {
+        Laps { began: std::time::Instant::now(), last: std::time::Duration::ZERO, steps: Vec::new() }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = self.began.elapsed();
+        self.steps.push((step, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Laps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (step, took)) in self.steps.iter().enumerate() {
+            write!(f, "{}{step} {} ms", if i > 0 { ", " } else { "" }, took.as_millis())?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]

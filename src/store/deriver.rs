@@ -386,43 +386,7 @@ pub(super) fn derive_traces(
         [],
         |r| r.get(0),
     )?;
-    // Spans stored before their facts were (migration 0012) have them read
-    // from their content.
-    let links = conn
-        .prepare(
-            "SELECT trace_id, span_id, parent_span_id, kind, ingest_seq, facts,
-                    CASE WHEN facts IS NULL AND kind <> 'link' THEN span END
-             FROM spans
-             WHERE ingest_seq >= ? AND ingest_seq <= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
-        )?
-        .query_map([first, upper], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, i64>(4)?,
-                row.get::<_, Option<String>>(5)?,
-                row.get::<_, Option<Vec<u8>>>(6)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    // The shape before this round's spans and after them.
-    let mut shapes: HashMap<String, (Vec<SpanLink>, Vec<SpanLink>)> = HashMap::new();
-    for (trace_id, span_id, parent_span_id, kind, seq, facts, content) in links {
-        let facts = match (facts, content) {
-            (Some(json), _) => serde_json::from_str(&json).unwrap_or_default(),
-            (None, Some(content)) => facts_of_stored(&content).unwrap_or_default(),
-            (None, None) => SpanFacts::default(),
-        };
-        // A kind this binary does not know is kept for ancestry only.
-        let link = SpanLink { span_id, parent_span_id, kind: kind.parse().unwrap_or(SpanKind::Link), facts };
-        let (before, after) = shapes.entry(trace_id).or_default();
-        if seq <= from {
-            before.push(link.clone());
-        }
-        after.push(link);
-    }
+    let shapes = links_before_and_after(conn, first, from, upper)?;
     // The calls whose shape changed: their old attempts go (and any left by
     // an earlier try of this round), their new ones come.
     let mut changed: Vec<(String, String, CallSpans)> = Vec::new();
@@ -458,18 +422,73 @@ pub(super) fn derive_traces(
         "DELETE FROM trace_gaps WHERE trace_id IN (SELECT trace_id FROM temp.batch_traces);
          DELETE FROM temp.batch_traces; DELETE FROM temp.trace_attempt_ids;",
     )?;
-    let mut appender = conn.appender("trace_gaps")?;
-    for (trace, orphans, ambiguous) in &gaps {
-        appender.append_row(params![trace, *orphans as i64, *ambiguous as i64])?;
-    }
-    appender.flush()?;
-    drop(appender);
+    store_trace_gaps(conn, &gaps)?;
     let mut derived = 0;
     for calls in by_span_count(&changed, DERIVE_CHUNK_SPANS) {
         derived += derive_calls(conn, calls, aliases, first, upper)?;
     }
     tracing::debug!(traces = traces.len(), calls = changed.len(), attempts = derived, "traces derived");
     Ok((traces.len() as u64, emptied))
+}
+
+/// Each trace's links before a round's spans, and after them.
+type LinksByTrace = HashMap<String, (Vec<SpanLink>, Vec<SpanLink>)>;
+
+/// The links of each trace of `temp.batch_traces` before this round's
+/// spans (numbered up to `from`) and after them (up to `upper`); every span
+/// of them is numbered at or after `first`. Spans stored before their facts
+/// were (migration 0012) have them read from their content.
+fn links_before_and_after(
+    conn: &Connection,
+    first: i64,
+    from: i64,
+    upper: i64,
+) -> Result<LinksByTrace, StoreError> {
+    let links = conn
+        .prepare(
+            "SELECT trace_id, span_id, parent_span_id, kind, ingest_seq, facts,
+                    CASE WHEN facts IS NULL AND kind <> 'link' THEN span END
+             FROM spans
+             WHERE ingest_seq >= ? AND ingest_seq <= ? AND trace_id IN (SELECT trace_id FROM temp.batch_traces)",
+        )?
+        .query_map([first, upper], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, Option<String>>(5)?,
+                row.get::<_, Option<Vec<u8>>>(6)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut shapes = LinksByTrace::new();
+    for (trace_id, span_id, parent_span_id, kind, seq, facts, content) in links {
+        let facts = match (facts, content) {
+            (Some(json), _) => serde_json::from_str(&json).unwrap_or_default(),
+            (None, Some(content)) => facts_of_stored(&content).unwrap_or_default(),
+            (None, None) => SpanFacts::default(),
+        };
+        // A kind this binary does not know is kept for ancestry only.
+        let link = SpanLink { span_id, parent_span_id, kind: kind.parse().unwrap_or(SpanKind::Link), facts };
+        let (before, after) = shapes.entry(trace_id).or_default();
+        if seq <= from {
+            before.push(link.clone());
+        }
+        after.push(link);
+    }
+    Ok(shapes)
+}
+
+/// What each trace's shape could not account for, as of its spans now.
+fn store_trace_gaps(conn: &Connection, gaps: &[(String, u64, u64)]) -> Result<(), StoreError> {
+    let mut appender = conn.appender("trace_gaps")?;
+    for (trace, orphans, ambiguous) in gaps {
+        appender.append_row(params![trace, *orphans as i64, *ambiguous as i64])?;
+    }
+    appender.flush()?;
+    Ok(())
 }
 
 /// Spans whose calls a derivation round derives at a time: what is read

@@ -276,3 +276,88 @@ fn timeseries_of_the_fixture_adds_up_to_the_report() {
         }
     }
 }
+
+/// The query files rendered from the rule templates of `queries/rules/`,
+/// each committed, so a rule's change shows in every engine's diff: DuckDB's
+/// derivation and lake dedup, Spark's and ClickHouse's lake reports.
+const RENDERED: [(&str, &str); 4] = [
+    ("queries/rules/facts.template.sql", "queries/facts.sql"),
+    ("queries/rules/lake_dedup.template.sql", "queries/lake/dedup.sql"),
+    ("queries/rules/lake_spark_report.template.sql", "queries/lake/spark/report.sql"),
+    ("queries/rules/lake_clickhouse_report.template.sql", "queries/lake/clickhouse/report.sql"),
+];
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// The rules `text` calls, and the rules those call, by name.
+fn rules_called(
+    text: &str,
+    rules: &std::collections::BTreeMap<String, attempt_core::sql_rules::Rule>,
+) -> Vec<String> {
+    let mut called: Vec<String> = Vec::new();
+    let mut pending = vec![text.to_string()];
+    while let Some(text) = pending.pop() {
+        for (name, rule) in rules {
+            if text.contains(&format!("{{{{{name}(")) && !called.contains(name) {
+                called.push(name.clone());
+                pending.push(rule.body.clone());
+            }
+        }
+    }
+    called.sort();
+    called
+}
+
+/// Each rendered file is its template with the rules; `ATTEMPT_LEDGER_RENDER=1`
+/// writes them (docs/testing.md, "Rules"). Every rule reaches every engine.
+#[test]
+fn every_rendered_query_is_its_template_with_the_rules() {
+    use attempt_core::sql_rules::{parse_rules, render};
+    let rules = parse_rules(&repo_file("queries/rules/rules.sql")).unwrap();
+    let write = std::env::var("ATTEMPT_LEDGER_RENDER").as_deref() == Ok("1");
+    let mut stale = Vec::new();
+    for (template, output) in RENDERED {
+        let rendered = render(&repo_file(template), &rules).unwrap_or_else(|e| panic!("{template}: {e}"));
+        if write {
+            std::fs::write(format!("{}/{output}", env!("CARGO_MANIFEST_DIR")), &rendered).unwrap();
+        } else if repo_file(output) != rendered {
+            stale.push(output);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{stale:?} differ from their templates' render: edit queries/rules/, then run \
+         ATTEMPT_LEDGER_RENDER=1 cargo test --release --test it every_rendered_query"
+    );
+    let templates: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/queries/rules"))
+        .unwrap()
+        .map(|e| format!("queries/rules/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|name| name.ends_with(".template.sql"))
+        .collect();
+    assert_eq!(templates.len(), RENDERED.len(), "a template not in RENDERED: {templates:?}");
+    let duckdb = repo_file(RENDERED[0].0) + &repo_file(RENDERED[1].0);
+    let every: Vec<String> = rules.keys().cloned().collect();
+    for (engine, text) in
+        [("DuckDB", duckdb), ("Spark", repo_file(RENDERED[2].0)), ("ClickHouse", repo_file(RENDERED[3].0))]
+    {
+        assert_eq!(rules_called(&text, &rules), every, "the rules {engine}'s templates apply");
+    }
+}
+
+/// The derivation round's own statements (`queries/derive/`) carry the
+/// header every query file has: what each reads and what it builds.
+#[test]
+fn every_derivation_file_has_a_header() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/queries/derive");
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let text = repo_file(&format!("queries/derive/{name}"));
+        assert!(text.starts_with(&format!("-- {name}:")), "{name} lacks its header comment");
+        assert!(text.contains("-- Parameters:") && text.contains("-- Columns"), "{name} header");
+        files += 1;
+    }
+    assert!(files >= 3, "{files} files");
+}

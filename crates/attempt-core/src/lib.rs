@@ -21,4 +21,5 @@ pub mod pricing;
 pub mod providers;
 pub mod replay;
 pub mod request;
+pub mod sql_rules;
 pub mod time_arg;

@@ -3,7 +3,9 @@
 -- (queries/lake/dedup.sql), then the rules of queries/facts.sql and the
 -- report queries, as spark/report.sql has them, in ClickHouse's dialect.
 -- scripts/lake-report.py runs it statement by statement in one session
--- and shapes the results as `report --format json` does.
+-- and shapes the results as `report --format json` does. Rendered from
+-- queries/rules/lake_clickhouse_report.template.sql with the rules of
+-- queries/rules/rules.sql: edit those, then render (docs/testing.md, "Rules").
 -- ClickHouse differs where it matters here: NULLs need
 -- join_use_nulls and Nullable columns (set below and where the files are
 -- read), Int64 products wrap (money is Int128 pico-USD), argMin skips a
@@ -54,7 +56,7 @@ SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, pro
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM ${db}.lake_read
     )
-    WHERE source_trace IS NULL OR ingest_seq = trace_revision
+    WHERE (source_trace IS NULL OR ingest_seq = trace_revision)
 )
 WHERE copy_rank = 1;
 
@@ -79,8 +81,6 @@ SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, mo
        coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
 FROM ${db}.lake_attempts;
 
--- Two routes are the same when both have a route group and it is the same,
--- or neither has one and provider and model are the same.
 CREATE TABLE ${db}.fact_workflows ENGINE = Memory AS
 WITH per_workflow AS (
     SELECT workflow_id,
@@ -103,13 +103,12 @@ WITH per_workflow AS (
 SELECT workflow_id, workflow_name, first_at, attempts, n_sdk, n_gateway, n_app, n_queue,
        if(has_delivered, delivered.1, NULL) AS delivered_seq,
        primary_route.1 AS primary_provider, primary_route.2 AS primary_model, primary_route.3 AS primary_route_group,
-       CASE WHEN has_delivered AND delivered.1 = 1 THEN 'primary_success'
-            WHEN has_delivered THEN
-                 CASE coalesce(delivered.5,
-                               CASE WHEN (CASE WHEN delivered.4 IS NOT NULL OR primary_route.3 IS NOT NULL
-                                               THEN coalesce(delivered.4 = primary_route.3, false)
-                                               ELSE delivered.2 = primary_route.1 AND delivered.3 = primary_route.2 END)
-                                    THEN 'primary' ELSE 'fallback' END)
+       -- delivered is a tuple (seq, provider, model, route_group, route).
+       CASE WHEN if(has_delivered, delivered.1, NULL) = 1 THEN 'primary_success'
+            WHEN if(has_delivered, delivered.1, NULL) IS NOT NULL THEN
+                 CASE coalesce(delivered.5, CASE WHEN CASE WHEN delivered.4 IS NOT NULL OR primary_route.3 IS NOT NULL THEN coalesce(delivered.4 = primary_route.3, false)
+                                                           ELSE delivered.2 = primary_route.1 AND delivered.3 = primary_route.2 END
+                                            THEN 'primary' ELSE 'fallback' END)
                       WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
             WHEN last_decision = 'degrade' THEN 'degraded'
             WHEN last_decision = 'queue' THEN 'queued'
@@ -126,10 +125,9 @@ SELECT o.workflow_id AS workflow_id, o.attempt_id AS attempt_id, o.started_at AS
        o.served_model AS served_model, o.error_class AS error_class, o.input_tokens AS input_tokens, o.output_tokens AS output_tokens,
        o.cached_input_tokens AS cached_input_tokens, o.cache_write_input_tokens AS cache_write_input_tokens, o.cost_pusd AS cost_pusd, o.seq AS seq,
        o.deliverable AS deliverable,
-       coalesce(o.route, CASE WHEN (CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL
-                                         THEN coalesce(o.route_group = w.primary_route_group, false)
-                                         ELSE o.provider = w.primary_provider AND o.model = w.primary_model END)
-                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
+       coalesce(o.route, CASE WHEN CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL THEN coalesce(o.route_group = w.primary_route_group, false)
+                                        ELSE o.provider = w.primary_provider AND o.model = w.primary_model END
+                             THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0

@@ -4,7 +4,9 @@
 -- cost_by_served.sql, routes.sql, fallbacks.sql, amplification.sql), for
 -- the sections the report's JSON names the same. scripts/lake-report.py
 -- runs it statement by statement and shapes the results as `report
--- --format json` does.
+-- --format json` does. Rendered from
+-- queries/rules/lake_spark_report.template.sql with the rules of
+-- queries/rules/rules.sql: edit those, then render (docs/testing.md, "Rules").
 -- Parameters (substituted as SQL literals; NULL when not given):
 --   ${read_from}, ${read_until}  TIMESTAMP_NTZ: the rows read (the horizon
 --                 around the window; NULL: every row)
@@ -47,7 +49,7 @@ SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, pro
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM lake_read
     )
-    WHERE source_trace IS NULL OR ingest_seq = trace_revision
+    WHERE (source_trace IS NULL OR ingest_seq = trace_revision)
 )
 WHERE copy_rank = 1;
 
@@ -69,11 +71,9 @@ SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, mo
        cache_write_input_tokens, cost_pusd,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
-       status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')) AS deliverable
+       coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
 FROM lake_attempts;
 
--- Two routes are the same when both have a route group and it is the same,
--- or neither has one and provider and model are the same.
 CACHE TABLE fact_workflows AS
 WITH per_workflow AS (
     SELECT workflow_id,
@@ -99,13 +99,10 @@ SELECT workflow_id, workflow_name, first_at, attempts, n_sdk, n_gateway, n_app, 
        primary_route.provider AS primary_provider, primary_route.model AS primary_model,
        primary_route.route_group AS primary_route_group,
        CASE WHEN delivered.seq = 1 THEN 'primary_success'
-            WHEN delivered IS NOT NULL THEN
-                 CASE coalesce(delivered.route,
-                               CASE WHEN (CASE WHEN delivered.route_group IS NOT NULL OR primary_route.route_group IS NOT NULL
-                                               THEN coalesce(delivered.route_group = primary_route.route_group, false)
-                                               ELSE delivered.provider = primary_route.provider
-                                                    AND delivered.model = primary_route.model END)
-                                    THEN 'primary' ELSE 'fallback' END)
+            WHEN delivered.seq IS NOT NULL THEN
+                 CASE coalesce(delivered.route, CASE WHEN CASE WHEN delivered.route_group IS NOT NULL OR primary_route.route_group IS NOT NULL THEN coalesce(delivered.route_group = primary_route.route_group, false)
+                                                               ELSE delivered.provider = primary_route.provider AND delivered.model = primary_route.model END
+                                            THEN 'primary' ELSE 'fallback' END)
                       WHEN 'primary' THEN 'retry_recovery' ELSE 'fallback_recovery' END
             WHEN last_decision = 'degrade' THEN 'degraded'
             WHEN last_decision = 'queue' THEN 'queued'
@@ -115,10 +112,9 @@ FROM per_workflow;
 
 CACHE TABLE fact_attempts AS
 SELECT o.*,
-       coalesce(o.route, CASE WHEN (CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL
-                                         THEN coalesce(o.route_group = w.primary_route_group, false)
-                                         ELSE o.provider = w.primary_provider AND o.model = w.primary_model END)
-                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
+       coalesce(o.route, CASE WHEN CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL THEN coalesce(o.route_group = w.primary_route_group, false)
+                                        ELSE o.provider = w.primary_provider AND o.model = w.primary_model END
+                             THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
