@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         true => (args.prices.as_deref(), args.policy.as_deref()),
         false => (None, None),
     };
-    let (prices, policy) = (PriceTable::load(prices)?, crate::report::audit::LoadedPolicy::load(policy)?);
+    let (prices, policy) = (PriceTable::load(prices)?, attempt_core::policy::LoadedPolicy::load(policy)?);
     let reader = Reader::new(store, Arc::new(prices), Arc::new(policy));
     match (&args.rules, args.check) {
         (Some(path), true) => check(&args, &reader, RuleSet::load(path)?),

@@ -184,7 +184,7 @@ fn reader_or_ask(
 ) -> anyhow::Result<Option<crate::read::Reader>> {
     existing_db(db)?;
     let loaded_prices = attempt_core::pricing::PriceTable::load(prices)?;
-    let loaded_policy = crate::report::audit::LoadedPolicy::load(policy)?;
+    let loaded_policy = attempt_core::policy::LoadedPolicy::load(policy)?;
     let files = [("--prices", prices.is_some()), ("--policy", policy.is_some())];
     let store = remote::open_or_ask(db, &files, path_and_query)?;
     Ok(store.map(|store| crate::read::Reader::new(store, loaded_prices.into(), loaded_policy.into())))

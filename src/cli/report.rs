@@ -53,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filter = args.window.window()?.report(args.retry_budget, args.group_by);
     if let Some(lake) = &args.lake {
         let prices = attempt_core::pricing::PriceTable::load(args.prices.as_deref())?;
-        let policy = crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?;
+        let policy = attempt_core::policy::LoadedPolicy::load(args.policy.as_deref())?;
         let horizon = chrono::Duration::from_std(args.horizon)?;
         let bad_files = if args.skip_bad_files { BadFiles::Skip } else { BadFiles::Refuse };
         let report = crate::lake::read::lake_report(

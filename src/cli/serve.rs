@@ -177,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         queue_bytes: (args.queue_mib as usize) << 20,
         max_batch: 131_072,
         rules,
-        policy: crate::report::audit::LoadedPolicy::load(args.policy.as_deref())?,
+        policy: attempt_core::policy::LoadedPolicy::load(args.policy.as_deref())?,
         metrics_refresh: args.metrics_refresh,
         body_timeout: args.body_timeout,
         tokens: load_tokens(args.tokens.as_deref())?,

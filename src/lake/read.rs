@@ -15,9 +15,9 @@ use chrono::Duration;
 use super::survey::survey;
 use super::{Lake, LakeError};
 use crate::read::{ReadError, Reader};
-use crate::report::audit::LoadedPolicy;
 use crate::report::{LakeSource, Report, SkippedFile};
 use crate::store::{Horizon, LakeFiles, Store};
+use attempt_core::policy::LoadedPolicy;
 use attempt_core::pricing::PriceTable;
 use attempt_core::request::ReportFilter;
 

@@ -9,7 +9,7 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 use crate::report::Report;
-use crate::report::audit::{Audit, LoadedPolicy};
+use crate::report::audit::Audit;
 use crate::report::timeseries::Timeseries;
 use crate::report::tune::{ReplayInput, Suggestion, Tune};
 use crate::report::workflow::WorkflowDetail;
@@ -17,6 +17,7 @@ use crate::store::queries::MetricRow;
 use crate::store::tune::Names;
 use crate::store::{Query, Snapshot, Store, StoreError, TimeBounds};
 use attempt_core::alert_event::AlertEvent;
+use attempt_core::policy::LoadedPolicy;
 use attempt_core::pricing::PriceTable;
 use attempt_core::request::{ReportFilter, SeriesRange, Window};
 
@@ -126,8 +127,8 @@ impl<S: Borrow<Store>> Reader<S> {
         let rows = snapshot.report_rows(filter, &Query::ALL)?;
         let mut report = Report::from_rows(&rows, filter.retry_budget);
         if with_audit {
-            let audit_rows = snapshot.audit_rows(&self.policy.filter(Window::from(filter)))?;
-            report.audit = Some(self.policy.audit(&audit_rows));
+            let audit_rows = snapshot.audit_rows(&Window::from(filter).audited_with(&self.policy.set))?;
+            report.audit = Some(Audit::of(&self.policy, &audit_rows));
         }
         Ok(report)
     }
@@ -141,8 +142,8 @@ impl<S: Borrow<Store>> Reader<S> {
 
     /// The recovery audit of the workflows in `window`.
     pub fn audit(&self, window: Window) -> Result<Audit, ReadError> {
-        let rows = self.store().audit(&self.policy.filter(window), &self.prices)?;
-        Ok(self.policy.audit(&rows))
+        let rows = self.store().audit(&window.audited_with(&self.policy.set), &self.prices)?;
+        Ok(Audit::of(&self.policy, &rows))
     }
 
     /// The value-of-each-retry curve of the workflows `filter` selects and,

@@ -12,8 +12,7 @@ use strum::VariantArray;
 use super::{usd, whole_number};
 use crate::store::queries::AuditRow;
 use attempt_core::finding::FindingKind;
-use attempt_core::policy::PolicySet;
-use attempt_core::request::{AuditFilter, Window};
+use attempt_core::policy::{LoadedPolicy, PolicySet};
 
 /// Entries of a finding's `by_class`: route keys and workflow names come
 /// from clients, so the map is bounded like any label set.
@@ -33,34 +32,6 @@ fn bounded_classes(classes: &[(String, i64)]) -> BTreeMap<String, i64> {
     map
 }
 
-/// A policy file as read (or the built-in defaults), with its name for the
-/// audit's header.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct LoadedPolicy {
-    pub file: Option<String>,
-    pub set: PolicySet,
-}
-
-impl LoadedPolicy {
-    pub fn load(path: Option<&std::path::Path>) -> Result<LoadedPolicy, attempt_core::policy::PolicyError> {
-        match path {
-            None => Ok(LoadedPolicy::default()),
-            Some(path) => {
-                Ok(LoadedPolicy { file: Some(path.display().to_string()), set: PolicySet::load(path)? })
-            }
-        }
-    }
-
-    /// Every workflow in `window`, with this policy.
-    pub fn filter(&self, window: Window) -> AuditFilter {
-        window.audited_with(&self.set)
-    }
-
-    pub fn audit(&self, rows: &[AuditRow]) -> Audit {
-        Audit::from_rows(rows, self.file.as_deref(), &self.set)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Audit {
     /// The policy file read; `null`: the built-in defaults.
@@ -68,6 +39,13 @@ pub struct Audit {
     /// Workflows with rules of their own (the rest have the default's).
     pub policy_workflows: Vec<String>,
     pub findings: Vec<Finding>,
+}
+
+impl Audit {
+    /// The audit of `rows` (`queries/audit.sql`'s, read with `policy`).
+    pub fn of(policy: &LoadedPolicy, rows: &[AuditRow]) -> Audit {
+        Audit::from_rows(rows, policy.file.as_deref(), &policy.set)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -72,7 +72,7 @@ pub struct ServeConfig {
     /// Alert rules to evaluate; none: no evaluator runs.
     pub rules: Option<RuleSet>,
     /// The recovery policy of the audit and `policy_violation` rules.
-    pub policy: crate::report::audit::LoadedPolicy,
+    pub policy: attempt_core::policy::LoadedPolicy,
     /// How often the stored-data metrics are recomputed (when data changed).
     pub metrics_refresh: Duration,
     /// Open HTTP connections and the time a request's headers may take.
@@ -243,7 +243,7 @@ impl Loops {
         config: &ServeConfig,
         derivation: &Arc<deriver::Derivation>,
         prices: &Arc<PriceTable>,
-        policy: &Arc<crate::report::audit::LoadedPolicy>,
+        policy: &Arc<attempt_core::policy::LoadedPolicy>,
         observed: &Arc<observer::Observed>,
     ) -> anyhow::Result<Loops> {
         let stop = Arc::new(observer::Stop::default());

@@ -40,7 +40,7 @@ pub struct AppState {
     /// Whether the listener speaks TLS (session cookies are then `Secure`).
     pub tls: bool,
     /// The recovery policy the audit applies (`--policy`).
-    pub policy: Arc<crate::report::audit::LoadedPolicy>,
+    pub policy: Arc<attempt_core::policy::LoadedPolicy>,
     /// How far derivation lags the writes; reads wait on it.
     pub derivation: Arc<super::deriver::Derivation>,
 }

@@ -2,10 +2,11 @@
 //! must be found and one close to it that must not (docs/record-format.md,
 //! "The audit"), plus the examples, costs and the CLI and HTTP answers.
 
+use attempt_core::policy::LoadedPolicy;
 use attempt_core::policy::PolicySet;
 use attempt_core::pricing::PriceTable;
 use attempt_core::request::Window;
-use attempt_ledger::report::audit::{Audit, Finding, LoadedPolicy};
+use attempt_ledger::report::audit::{Audit, Finding};
 use serde_json::{Value, json};
 
 use crate::{rec, store_with};
@@ -18,7 +19,10 @@ fn audit_of(lines: &[String]) -> Audit {
 fn audit_with(lines: &[String], policy: &str) -> Audit {
     let store = store_with(lines);
     let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
-    policy.audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap())
+    Audit::of(
+        &policy,
+        &store.audit(&Window::default().audited_with(&policy.set), &PriceTable::load(None).unwrap()).unwrap(),
+    )
 }
 
 fn finding<'a>(audit: &'a Audit, name: &str) -> &'a Finding {
@@ -161,19 +165,19 @@ fn examples_are_the_latest_workflows_and_the_window_and_name_select() {
     let store = store_with(&lines);
     let prices = PriceTable::load(None).unwrap();
     let policy = LoadedPolicy::default();
-    let mut filter = policy.filter(Window::default());
+    let mut filter = Window::default().audited_with(&policy.set);
     filter.examples = 2;
-    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
+    let audit = Audit::of(&policy, &store.audit(&filter, &prices).unwrap());
     let f = finding(&audit, "nonretryable_retried");
     assert_eq!(f.count(), 3);
     assert_eq!(f.examples, ["w2", "w3"], "the latest first attempt first, at most 2");
     assert!(f.cost_usd > 0.0);
     filter.window.workflow = Some("batch".into());
-    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
+    let audit = Audit::of(&policy, &store.audit(&filter, &prices).unwrap());
     assert_eq!(finding(&audit, "nonretryable_retried").examples, ["w3"]);
     filter.window.workflow = None;
     filter.window.since = Some(chrono::DateTime::parse_from_rfc3339("2026-11-28T03:00:00Z").unwrap().into());
-    let audit = policy.audit(&store.audit(&filter, &prices).unwrap());
+    let audit = Audit::of(&policy, &store.audit(&filter, &prices).unwrap());
     assert!(audit.findings.iter().all(|f| f.count() == 0), "outside the window");
 }
 
@@ -194,8 +198,10 @@ fn arrival_order_and_redelivery_never_change_the_findings() {
     let decoded = attempt_core::ingest::jsonl::decode_lines(&reversed[4..].join("\n"), 1);
     store.write_batch(&decoded.attempts).unwrap();
     let policy = LoadedPolicy::default();
-    let again = policy
-        .audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap());
+    let again = Audit::of(
+        &policy,
+        &store.audit(&Window::default().audited_with(&policy.set), &PriceTable::load(None).unwrap()).unwrap(),
+    );
     assert_eq!(again, want, "a redelivered batch in a second write");
 }
 
@@ -600,8 +606,8 @@ fn a_policy_for_a_name_the_rollups_fold_reads_each_workflow() {
     store.write_batch(&attempt_core::ingest::jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
     let audit = |policy: &str| {
         let policy = LoadedPolicy { file: None, set: PolicySet::parse(policy, "test").unwrap() };
-        let filter = policy.filter(Window::default());
-        policy.audit(&store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap())
+        let filter = Window::default().audited_with(&policy.set);
+        Audit::of(&policy, &store.audit(&filter, &PriceTable::load(None).unwrap()).unwrap())
     };
     for name in ["first", "second"] {
         let f = finding(
@@ -653,14 +659,12 @@ fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
     for (since, until) in
         [("2026-11-28T02:01:30Z", "2026-11-28T02:04:20Z"), ("2026-11-28T02:00:01Z", "2026-11-28T02:06:59Z")]
     {
-        let windowed = policy.audit(
+        let windowed = Audit::of(
+            &policy,
             &full
                 .audit(
-                    &policy.filter(Window {
-                        since: Some(time(since)),
-                        until: Some(time(until)),
-                        workflow: None,
-                    }),
+                    &Window { since: Some(time(since)), until: Some(time(until)), workflow: None }
+                        .audited_with(&policy.set),
                     &prices,
                 )
                 .unwrap(),
@@ -675,8 +679,10 @@ fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
             .flatten()
             .cloned()
             .collect();
-        let alone =
-            policy.audit(&store_with(&inside).audit(&policy.filter(Window::default()), &prices).unwrap());
+        let alone = Audit::of(
+            &policy,
+            &store_with(&inside).audit(&Window::default().audited_with(&policy.set), &prices).unwrap(),
+        );
         assert!(windowed.findings.iter().filter(|f| f.count() > 0).count() >= 5, "{windowed:?}");
         assert_eq!(windowed, alone, "[{since}, {until})");
     }

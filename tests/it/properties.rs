@@ -123,12 +123,15 @@ retry_budget_floor = 1
 "#;
 
 fn audit_of(store: &Store) -> attempt_ledger::report::audit::Audit {
-    let policy = attempt_ledger::report::audit::LoadedPolicy {
+    let policy = attempt_core::policy::LoadedPolicy {
         file: None,
         set: attempt_core::policy::PolicySet::parse(POLICY, "test").unwrap(),
     };
     let prices = attempt_core::pricing::PriceTable::load(None).unwrap();
-    policy.audit(&store.audit(&policy.filter(Window::default()), &prices).unwrap())
+    attempt_ledger::report::audit::Audit::of(
+        &policy,
+        &store.audit(&Window::default().audited_with(&policy.set), &prices).unwrap(),
+    )
 }
 
 /// A seeded Fisher-Yates shuffle, so a failure reproduces.

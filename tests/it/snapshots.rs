@@ -89,9 +89,11 @@ fn json_report_grouped_by_a_dimension() {
 #[test]
 fn audit_of_the_fixture() {
     let store = store_with(&fixture_lines());
-    let policy = attempt_ledger::report::audit::LoadedPolicy::default();
-    let audit = policy
-        .audit(&store.audit(&policy.filter(Window::default()), &PriceTable::load(None).unwrap()).unwrap());
+    let policy = attempt_core::policy::LoadedPolicy::default();
+    let audit = attempt_ledger::report::audit::Audit::of(
+        &policy,
+        &store.audit(&Window::default().audited_with(&policy.set), &PriceTable::load(None).unwrap()).unwrap(),
+    );
     insta::assert_snapshot!("audit.json", audit.render(Format::Json));
 }
 

@@ -269,9 +269,9 @@ fn tune_answers_the_same_from_the_command_line_and_the_service() {
 #[test]
 fn a_limits_replay_changes_the_workflows_the_audit_finds_breaking_it() {
     use attempt_core::finding::FindingKind;
+    use attempt_core::policy::LoadedPolicy;
     use attempt_core::policy::PolicySet;
     use attempt_core::request::Window;
-    use attempt_ledger::report::audit::LoadedPolicy;
     let cases: [(&str, &str, FindingKind); 6] = [
         ("max_retries.sdk=2", "max_retries = { sdk = 2 }", FindingKind::OverLayerRetries),
         ("max_retries.app=1", "max_retries = { app = 1 }", FindingKind::OverLayerRetries),
@@ -290,7 +290,10 @@ fn a_limits_replay_changes_the_workflows_the_audit_finds_breaking_it() {
                 file: None,
                 set: PolicySet::parse(&format!("[default]\n{key}\n"), "test").unwrap(),
             };
-            let audit = policy.audit(&store.audit(&policy.filter(Window::default()), &prices).unwrap());
+            let audit = attempt_ledger::report::audit::Audit::of(
+                &policy,
+                &store.audit(&Window::default().audited_with(&policy.set), &prices).unwrap(),
+            );
             let workflows = audit.findings.iter().find(|f| f.finding == finding).map_or(0, |f| f.count());
             assert_eq!(workflows as i64, changed, "{scenario:?} {set}: the audit's {finding} vs the replay");
             found += changed;

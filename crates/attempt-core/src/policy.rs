@@ -367,6 +367,25 @@ impl LimitSet {
     }
 }
 
+/// A policy file as read (or the built-in defaults), with its name for the
+/// audit's header.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadedPolicy {
+    pub file: Option<String>,
+    pub set: PolicySet,
+}
+
+impl LoadedPolicy {
+    pub fn load(path: Option<&Path>) -> Result<LoadedPolicy, PolicyError> {
+        match path {
+            None => Ok(LoadedPolicy::default()),
+            Some(path) => {
+                Ok(LoadedPolicy { file: Some(path.display().to_string()), set: PolicySet::load(path)? })
+            }
+        }
+    }
+}
+
 impl PolicySet {
     pub fn load(path: &Path) -> Result<PolicySet, PolicyError> {
         let text = crate::files::read_config(path)
