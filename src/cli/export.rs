@@ -18,11 +18,11 @@ pub const NODE_ID_ENV: &str = "ATTEMPT_LEDGER_NODE_ID";
 pub struct LakeArgs {
     /// This database's id in the lake (stored in the database the first
     /// time; default: the stored one, else a random one).
-    #[arg(long, value_name = "ID", value_parser = crate::lake::check_node_id, env = NODE_ID_ENV)]
+    #[arg(long, value_name = "ID", value_parser = attempt_core::lake_names::node_id, env = NODE_ID_ENV)]
     pub node_id: Option<String>,
     /// Buckets of workflow ids per day, for a new lake (default 16; an
     /// existing lake keeps its own).
-    #[arg(long, value_name = "N", value_parser = crate::lake::check_buckets, requires = "lake")]
+    #[arg(long, value_name = "N", value_parser = attempt_core::lake_names::lake_buckets, requires = "lake")]
     pub lake_buckets: Option<u32>,
     /// Take the node id over from the database the lake binds it to: this
     /// database replaces that one (its disk was lost, or it was rebuilt

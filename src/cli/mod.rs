@@ -17,6 +17,8 @@ mod serve;
 mod simulate;
 mod tune;
 
+pub use serve::InProcess;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -157,7 +159,7 @@ pub fn main() -> ExitCode {
         Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),
         Command::Report(args) => report::run(args),
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(args) => serve::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

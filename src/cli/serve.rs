@@ -89,6 +89,14 @@ pub struct Args {
     node: super::export::LakeArgs,
 }
 
+/// The flags of `serve` alone, as [`InProcess::start`] reads them.
+#[derive(clap::Parser)]
+#[command(name = "serve")]
+struct ServeFlags {
+    #[command(flatten)]
+    args: Args,
+}
+
 /// Tokens from `--tokens FILE`, else from `ATTEMPT_LEDGER_TOKENS` (the same
 /// lines; `;` also separates them), else none.
 fn load_tokens(file: Option<&std::path::Path>) -> anyhow::Result<Tokens> {
@@ -147,7 +155,19 @@ fn connection_cap(asked: Option<u64>) -> anyhow::Result<u64> {
     )
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
+    let config = config_of(*args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve_recorded(config, crate::service::wait_for_signal(), |http, grpc| {
+        // Scripts and tests read this line to find ports chosen with :0.
+        println!("attempt-ledger listening: http={http} grpc={grpc}");
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flags, range-checked together and loaded (rules, policy, tokens,
+/// certificates), as the service's configuration.
+fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
     if args.queue_mib < args.max_body_mib {
         anyhow::bail!(
             "--queue-mib {} is below --max-body-mib {}: a body of the largest size could never be taken",
@@ -199,20 +219,91 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_bytes: args.lake_max_mib << 20,
         }),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    Ok(config)
+}
+
+/// `serve` until `stop`, its address recorded beside the database while it
+/// answers: the read commands ask it there (`remote.rs`).
+async fn serve_recorded(
+    config: ServeConfig,
+    stop: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr, SocketAddr),
+) -> anyhow::Result<()> {
     let (db, tls) = (config.db.clone(), config.tls.is_some());
-    // Where it answers, beside the database, while it runs: the read
-    // commands ask it there (`remote.rs`).
     let mut recorded = None;
-    let served = runtime.block_on(serve(config, |http, grpc| {
-        match super::remote::record(&db, http, tls) {
-            Ok(file) => recorded = Some(file),
-            Err(err) => tracing::warn!(error = %err, "the read commands will not find this service"),
-        }
-        // Scripts and tests read this line to find ports chosen with :0.
-        println!("attempt-ledger listening: http={http} grpc={grpc}");
-    }));
+    let served = serve(
+        config,
+        |http, grpc| {
+            match super::remote::record(&db, http, tls) {
+                Ok(file) => recorded = Some(file),
+                Err(err) => tracing::warn!(error = %err, "the read commands will not find this service"),
+            }
+            ready(http, grpc);
+        },
+        stop,
+    )
+    .await;
     drop(recorded);
-    served?;
-    Ok(ExitCode::SUCCESS)
+    served
+}
+
+/// `serve` on a thread of this process, started from the same flags as the
+/// command and stopped by [`InProcess::stop`] (or when dropped) as SIGTERM
+/// stops the command: for embedding the service, and for tests of its
+/// handlers that need no process of their own. The telemetry counters of
+/// /metrics are the process's, shared by every service it runs.
+pub struct InProcess {
+    pub http: SocketAddr,
+    pub grpc: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl InProcess {
+    /// Starts `serve` with `flags` (those of the command, without `serve`)
+    /// and returns once it listens, or with the error that stopped it.
+    pub fn start<I, T>(flags: I) -> anyhow::Result<InProcess>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once("serve".into()).chain(flags.into_iter().map(Into::into));
+        let config = config_of(<ServeFlags as clap::Parser>::try_parse_from(argv)?.args)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, listening) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new().name("serve".into()).spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let stop = async {
+                let _ = stopped.await;
+            };
+            runtime.block_on(serve_recorded(config, stop, |http, grpc| {
+                let _ = ready.send((http, grpc));
+            }))
+        })?;
+        match listening.recv() {
+            Ok((http, grpc)) => Ok(InProcess { http, grpc, stop: Some(stop), thread: Some(thread) }),
+            Err(_) => {
+                Err(join(thread).err().unwrap_or_else(|| anyhow::anyhow!("serve ended before it listened")))
+            }
+        }
+    }
+
+    /// Stops as SIGTERM stops the command, and returns how it ended.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.stop.take().map(|stop| stop.send(()));
+        self.thread.take().map_or(Ok(()), join)
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        self.stop.take().map(|stop| stop.send(()));
+        if let Some(thread) = self.thread.take() {
+            let _ = join(thread);
+        }
+    }
+}
+
+fn join(thread: std::thread::JoinHandle<anyhow::Result<()>>) -> anyhow::Result<()> {
+    thread.join().map_err(|_| anyhow::anyhow!("serve panicked"))?
 }

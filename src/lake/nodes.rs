@@ -117,7 +117,7 @@ impl Lake {
                 .flatten()
                 .filter(|e| e.path().is_dir())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|name| super::check_node_id(name).is_ok())
+                .filter(|name| attempt_core::lake_names::node_id(name).is_ok())
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io_error(&dir)(e)),

@@ -29,7 +29,7 @@ use attempt_core::ingest::Decoded;
 use attempt_core::ingest::Rejection;
 use attempt_core::ingest::format::Format;
 use attempt_core::ingest::framing::{Framing, LINE_TYPES, frame};
-use attempt_core::request::{ReportFilter, SeriesRange, Window};
+use attempt_core::request::{self, ReportFilter, SeriesRange, Window};
 
 pub fn app(state: AppState) -> Router {
     // The compressed body may not exceed the limit either.
@@ -516,7 +516,7 @@ async fn get_timeseries(
 /// The recovery audit (`report::audit`): `since`, `until`, `workflow`.
 async fn get_audit(State(state): State<AppState>, Query(params): Params) -> Result<Response, ServiceError> {
     let window = Window::from_params(&params, Utc::now())?;
-    let format = rendering::<crate::report::Format>(&params)?;
+    let format = request::choice_param::<crate::report::Format>(&params, "format")?;
     let (audit, freshness) = state.read_fresh(move |reader| reader.audit(window)).await?;
     match format {
         None => Ok(axum::Json(audit).into_response()),
@@ -533,18 +533,13 @@ async fn get_tune(
     State(state): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Response, ServiceError> {
-    let set: Vec<String> = pairs.iter().filter(|(k, _)| k == "set").map(|(_, v)| v.clone()).collect();
-    if set.len() > MAX_TUNE_ASSIGNMENTS {
-        return Err(ServiceError::BadRequest(format!(
-            "set: {} assignments; at most {MAX_TUNE_ASSIGNMENTS}",
-            set.len()
-        )));
-    }
+    let set = pairs.iter().filter(|(k, _)| k == "set").map(|(_, v)| v.clone()).collect();
+    let set = request::assignments("set", set, MAX_TUNE_ASSIGNMENTS)?;
     let params: HashMap<String, String> = pairs.into_iter().filter(|(k, _)| k != "set").collect();
     let filter = ReportFilter::from_params(&params, Utc::now())?;
     let candidate = crate::read::Candidate::from_flags(None, &set)
         .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-    let format = rendering::<crate::report::Format>(&params)?;
+    let format = request::choice_param::<crate::report::Format>(&params, "format")?;
     let (tune, freshness) = state.read_fresh(move |reader| reader.tune(&filter, candidate.as_ref())).await?;
     match format {
         None => Ok(axum::Json(tune).into_response()),
@@ -571,13 +566,8 @@ async fn get_alerts(
     State(state): State<AppState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ServiceError> {
-    let limit = match params.get("limit") {
-        Some(v) => v
-            .parse::<usize>()
-            .map_err(|_| ServiceError::BadRequest(format!("limit: `{v}` is not a count")))?,
-        None => 100,
-    };
-    let format = rendering::<crate::alerts::history::Format>(&params)?;
+    let limit = request::count_param(&params, "limit", 100)?;
+    let format = request::choice_param::<crate::alerts::history::Format>(&params, "format")?;
     let history = state.read(move |reader| reader.alert_history(limit)).await?;
     if let Some(format) = format {
         let content_type = match format {
@@ -608,12 +598,8 @@ async fn get_metrics(State(state): State<AppState>) -> Response {
 /// `group_by`, `audit` (`false` leaves the audit section out), `format`.
 async fn get_report(State(state): State<AppState>, Query(params): Params) -> Result<Response, ServiceError> {
     let filter = ReportFilter::from_params(&params, Utc::now())?;
-    let with_audit = match params.get("audit").map(String::as_str) {
-        None | Some("true") => true,
-        Some("false") => false,
-        Some(v) => return Err(ServiceError::BadRequest(format!("audit: `{v}` is not true or false"))),
-    };
-    let format = rendering::<crate::report::Format>(&params)?;
+    let with_audit = request::switch_param(&params, "audit", true)?;
+    let format = request::choice_param::<crate::report::Format>(&params, "format")?;
     let (mut report, freshness) = state.read_fresh(move |reader| reader.report(&filter, with_audit)).await?;
     match format {
         None => {
@@ -624,25 +610,6 @@ async fn get_report(State(state): State<AppState>, Query(params): Params) -> Res
             Ok(rendered(crate::report::render(&report, format), format_type(format), Some(&freshness)))
         }
     }
-}
-
-/// `format=`: the answer rendered as the command line prints it (`report
-/// --format`, `audit --format`, `alerts --format`), so a command asking a
-/// running service prints what it would print reading the file itself.
-fn rendering<F: clap::ValueEnum>(params: &HashMap<String, String>) -> Result<Option<F>, ServiceError> {
-    params
-        .get("format")
-        .map(|name| {
-            F::from_str(name, true).map_err(|_| {
-                let names: Vec<String> = F::value_variants()
-                    .iter()
-                    .filter_map(|v| v.to_possible_value())
-                    .map(|v| v.get_name().to_string())
-                    .collect();
-                ServiceError::BadRequest(format!("format: `{name}` is not one of {}", names.join(", ")))
-            })
-        })
-        .transpose()
 }
 
 fn format_type(format: crate::report::Format) -> &'static str {
@@ -657,6 +624,9 @@ fn format_type(format: crate::report::Format) -> &'static str {
 /// itself leaves out, as the command line's does.
 pub const DERIVATION_HEADER: &str = "attempt-ledger-derivation";
 
+/// The answer rendered as the command line prints it (`format=`, as in
+/// `report --format`), so a command asking a running service prints what it
+/// would print reading the file itself.
 fn rendered(
     body: String,
     content_type: &'static str,

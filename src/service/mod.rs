@@ -124,7 +124,8 @@ pub const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// connections.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs until SIGINT or SIGTERM. `ready` is told the bound addresses.
+/// Runs until `stop` completes (the command waits for SIGINT or SIGTERM:
+/// [`wait_for_signal`]). `ready` is told the bound addresses.
 ///
 /// Start, in order: (1) refuse open access beyond loopback; (2) open the
 /// store, deriving what an earlier process left pending, with its ids
@@ -133,7 +134,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// metrics refresher, the alert evaluator, the lake's exporter once its
 /// node id is bound: one another database holds refuses the start); (5)
 /// the listeners, then `ready`. Stop: the module's list, (1) to (6).
-pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAddr)) -> anyhow::Result<()> {
+pub async fn serve(
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr, SocketAddr),
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     // Start (1).
     refuse_open_access_beyond_loopback(&config)?;
     // Start (2).
@@ -172,7 +177,7 @@ pub async fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, SocketAdd
         derivation: workers.derivation.clone(),
     };
     // Stop (1) and (2).
-    let grpc_result = serve_until_stopped(&config, http_listener, grpc_listener, state).await;
+    let grpc_result = serve_until_stopped(&config, http_listener, grpc_listener, state, stop).await;
     // Stop (3) and (4).
     workers.stop(writer).await?;
     // Stop (5).
@@ -306,7 +311,7 @@ fn start_lake_exporter(
     })
 }
 
-/// Serves both listeners until a signal. Stop (1): no new connections;
+/// Serves both listeners until `stop`. Stop (1): no new connections;
 /// (2): requests in flight finish within `SHUTDOWN_GRACE`, then their
 /// connections are dropped (what the writer has queued is still committed
 /// after). Returns the gRPC server's own end.
@@ -315,12 +320,13 @@ async fn serve_until_stopped(
     http_listener: TcpListener,
     grpc_listener: TcpListener,
     state: state::AppState,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (stop, stopped) = watch::channel(false);
-    let signal_task = tokio::spawn(async move {
-        wait_for_signal().await;
+    let (stopping, stopped) = watch::channel(false);
+    let stop_task = tokio::spawn(async move {
+        stop.await;
         tracing::info!("shutting down: no new requests, finishing those in flight");
-        let _ = stop.send(true);
+        let _ = stopping.send(true);
     });
     let until_stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
@@ -369,11 +375,12 @@ async fn serve_until_stopped(
             Ok(())
         }
     };
-    signal_task.abort();
+    stop_task.abort();
     result
 }
 
-async fn wait_for_signal() {
+/// SIGINT or SIGTERM (SIGINT alone where there are no Unix signals).
+pub async fn wait_for_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -111,12 +111,11 @@ pub async fn tune(State(state): State<AppState>, Query(params): Params) -> Page 
         Err(page) => return page,
     };
     let limits = params.get("limits").map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
-    let set: Vec<String> = limits.iter().flat_map(|l| l.split_whitespace().map(str::to_string)).collect();
-    if set.len() > MAX_PAGE_LIMITS {
-        let e =
-            ServiceError::BadRequest(format!("limits: {} assignments; at most {MAX_PAGE_LIMITS}", set.len()));
-        return failed(e, Some(view));
-    }
+    let given = limits.iter().flat_map(|l| l.split_whitespace().map(str::to_string)).collect();
+    let set = match attempt_core::request::assignments("limits", given, MAX_PAGE_LIMITS) {
+        Ok(set) => set,
+        Err(e) => return failed(e.into(), Some(view)),
+    };
     let candidate = match crate::read::Candidate::from_flags(None, &set) {
         Ok(candidate) => candidate,
         Err(e) => return failed(ServiceError::BadRequest(format!("limits: {e}")), Some(view)),

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::gateways::{PYTHON_DIR, Usage, outcomes, provider_truth, report_with};
-use crate::service::Service;
+use crate::service::ServiceProcess;
 
 /// The Node 22 of tests/js's lock, which scripts/test.sh installs.
 fn node() -> Command {
@@ -32,7 +32,7 @@ struct Traced {
 
 fn traced(mode: &str, call: &str, expected_attempts: u64) -> Traced {
     let dir = tempfile::tempdir().unwrap();
-    let service = Service::start(&dir.path().join("ledger.duckdb"), &["--metrics-refresh", "100ms"]);
+    let service = ServiceProcess::start(&dir.path().join("ledger.duckdb"), &["--metrics-refresh", "100ms"]);
     let log = dir.path().join("provider.jsonl");
     // The AI SDK's default maxRetries=2: three requests at most per call.
     let plan = json!({"w1": [], "w2": [], "w3": [429], "w4": [500, 503], "w5": [500, 500, 500]});
@@ -66,10 +66,18 @@ fn traced(mode: &str, call: &str, expected_attempts: u64) -> Traced {
     let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
     assert_eq!(truth["attempts"], 10, "{truth}");
     let report = report_with(&service, expected_attempts);
-    // The stored-data families are recomputed within 100 ms of a round.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let metrics =
-        ureq::get(&format!("{}/metrics", service.http)).call().unwrap().body_mut().read_to_string().unwrap();
+    // The stored-data families are recomputed after the round the report
+    // waited for: wait for the refresh that counts its attempts.
+    let mut metrics = String::new();
+    crate::wait_for("/metrics to count the report's attempts", std::time::Duration::from_secs(30), || {
+        metrics = service.metrics();
+        let counted: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("attempt_ledger_attempts_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        Some(counted) == report["attempts"]["total"].as_f64()
+    });
     service.terminate();
     Traced { report, truth, metrics }
 }

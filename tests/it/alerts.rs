@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::service::Service;
+use crate::service::ServiceProcess;
 use crate::wait_for;
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
@@ -162,7 +162,7 @@ max_tries = 3
     let rules_path = dir.path().join("rules.toml");
     std::fs::write(&rules_path, rules).unwrap();
     let service =
-        Service::start(&db, &["--rules", rules_path.to_str().unwrap(), "--metrics-refresh", "100ms"]);
+        ServiceProcess::start(&db, &["--rules", rules_path.to_str().unwrap(), "--metrics-refresh", "100ms"]);
 
     let records = incident(Utc::now() - chrono::Duration::seconds(4), 4);
     let (status, body, _) = service.post("/v1/attempts", "application/x-ndjson", None, records.as_bytes());
@@ -173,7 +173,13 @@ max_tries = 3
         transitions(&receiver.bodies("/hook")).iter().filter(|(s, _)| s == "resolved").count() >= 3
     });
     // Further evaluations with nothing in the window send nothing more.
-    std::thread::sleep(Duration::from_millis(1000));
+    let evaluations = || {
+        let metrics = service.metrics();
+        let line = metrics.lines().find(|l| l.starts_with("attempt_ledger_alert_evaluations_total "));
+        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let resolved_at = evaluations();
+    wait_for("three more evaluations", Duration::from_secs(30), || evaluations() >= resolved_at + 3.0);
     let hook = transitions(&receiver.bodies("/hook"));
     let mut expected: Vec<(String, String)> = Vec::new();
     for alert in EXPECTED_ALERTS {
@@ -341,7 +347,7 @@ fn total(families: &Value, sample: &str, filter: &[(&str, &str)]) -> f64 {
 fn metrics_parse_with_prometheus_and_agree_with_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("metrics.duckdb");
-    let service = Service::start(&db, &["--metrics-refresh", "100ms"]);
+    let service = ServiceProcess::start(&db, &["--metrics-refresh", "100ms"]);
     let mut records = crate::FIXTURE.to_string();
     records += &run(&["simulate", "--scenario", "gateway-reroute", "--workflows", "300"]);
     records += &incident(Utc::now(), 2);
@@ -521,7 +527,7 @@ fn a_real_alertmanager_receives_the_alerts_and_sees_them_resolve() {
     std::fs::write(&rules_path, rules).unwrap();
     let db = dir.path().join("am.duckdb");
     let service =
-        Service::start(&db, &["--rules", rules_path.to_str().unwrap(), "--metrics-refresh", "100ms"]);
+        ServiceProcess::start(&db, &["--rules", rules_path.to_str().unwrap(), "--metrics-refresh", "100ms"]);
     let records = incident(Utc::now() - chrono::Duration::seconds(4), 4);
     let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, records.as_bytes());
     assert_eq!(status, 200);

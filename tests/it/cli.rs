@@ -512,7 +512,7 @@ fn read_only_databases_are_read_and_a_held_lock_is_explained_once() {
 
     // A replay needs the file itself: the one read command that cannot ask
     // a running `serve`.
-    let service = crate::service::Service::start(&db, &[]);
+    let service = crate::service::ServiceProcess::start(&db, &[]);
     let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/alerts.toml");
     let out = run(&["alerts", "--check", "--rules", rules.to_str().unwrap()], dir.path());
     assert_eq!(out.status.code(), Some(1));
@@ -557,7 +557,7 @@ fn the_read_commands_ask_a_running_serve_for_the_same_answers() {
     };
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "read read-secret-0123456789\ningest ingest-secret-0123456789\n").unwrap();
-    let service = crate::service::Service::start(&db, &["--tokens", tokens.to_str().unwrap()]);
+    let service = crate::service::ServiceProcess::start(&db, &["--tokens", tokens.to_str().unwrap()]);
     assert!(address.exists(), "serve records where it answers");
     let out = run(&["report"], dir.path());
     assert_eq!(out.status.code(), Some(1));
@@ -580,7 +580,7 @@ fn the_read_commands_ask_a_running_serve_for_the_same_answers() {
     }
     // Killed, `serve` leaves its address behind; the file is free, so it is
     // read as usual.
-    let service = crate::service::Service::start(&db, &[]);
+    let service = crate::service::ServiceProcess::start(&db, &[]);
     drop(service);
     assert!(address.exists());
     assert_eq!(

@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Sta
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::service::{Service, cli_ingest, cli_report};
+use crate::service::{Endpoints, Service, cli_ingest, cli_report};
 
 pub(crate) const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
 
@@ -106,15 +106,13 @@ pub(crate) fn outcomes(report: &Value) -> Value {
 
 /// Waits until the service's report holds `attempts` attempts: OTLP
 /// exporters send in the background, and the test must not race them.
-pub(crate) fn report_with(service: &Service, attempts: u64) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let report = service.report("");
-        if report["attempts"]["total"].as_u64() == Some(attempts) || std::time::Instant::now() > deadline {
-            return report;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+pub(crate) fn report_with(service: &Endpoints, attempts: u64) -> Value {
+    let mut report = Value::Null;
+    crate::wait_for(&format!("a report of {attempts} attempts"), std::time::Duration::from_secs(20), || {
+        report = service.report("");
+        report["attempts"]["total"].as_u64() == Some(attempts)
+    });
+    report
 }
 
 #[test]
@@ -205,7 +203,7 @@ fn the_litellm_router_reports_the_planned_outcomes_by_spans_and_by_payloads() {
         (answer["accepted"].as_u64(), answer["rejected_total"].as_u64()),
         (Some(sent as u64), Some(0))
     );
-    service.terminate();
+    service.stop();
 }
 
 #[test]
@@ -235,7 +233,7 @@ fn openinference_openai_spans_with_httpx_retries_are_the_sdk_attempts() {
     let sdk = report["amplification"].as_array().unwrap().iter().find(|l| l["layer"] == "sdk").unwrap();
     assert_eq!(sdk["attempts"], sent, "each HTTP retry of the SDK is an attempt");
     assert_eq!(report["tokens"]["total"]["input"], 9 * 120, "tokens on the attempt that delivered, once");
-    service.terminate();
+    service.stop();
 }
 
 pub(crate) fn kv(key: &str, value: AttrValue) -> KeyValue {
@@ -326,7 +324,7 @@ fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_
     let together = Service::start(&dir.path().join("together.duckdb"), &[]);
     post(&together, [vec![parent.clone()], children.clone()].concat());
     let expected = summary(&together.report(""));
-    together.terminate();
+    together.stop();
     assert_eq!(expected["attempts"], 3, "{expected:#}");
     assert_eq!(expected["outcomes"]["retry_recovery"], 1);
 
@@ -335,13 +333,13 @@ fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_
     assert_eq!(parent_first.report("")["attempts"]["total"], 1, "a parent alone is one attempt");
     post(&parent_first, children.clone());
     assert_eq!(summary(&parent_first.report("")), expected, "parent first");
-    parent_first.terminate();
+    parent_first.stop();
 
     let db = dir.path().join("children-first.duckdb");
     let children_first = Service::start(&db, &[]);
     post(&children_first, children.clone());
     assert_eq!(children_first.report("")["attempts"]["total"], 0, "HTTP spans alone are not model calls");
-    children_first.terminate();
+    children_first.stop();
     // The children were kept durably: the parent, after a restart, finds them.
     let restarted = Service::start(&db, &[]);
     post(&restarted, vec![parent.clone()]);
@@ -349,7 +347,7 @@ fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_
     // A redelivered export changes nothing.
     post(&restarted, [vec![parent], children].concat());
     assert_eq!(summary(&restarted.report("")), expected, "redelivery");
-    restarted.terminate();
+    restarted.stop();
 }
 
 /// A fixture export stored through the same path as `POST /v1/traces`, and
@@ -529,6 +527,6 @@ fn the_litellm_proxy_by_spans_and_by_its_generic_api_logger() {
             report["by_served_provider"].as_array().unwrap().iter().map(|p| &p["served_provider"]).collect();
         assert_eq!(served, [&json!("openai")], "{source}");
     }
-    by_spans.terminate();
-    by_payloads.terminate();
+    by_spans.stop();
+    by_payloads.stop();
 }

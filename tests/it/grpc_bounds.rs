@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tonic::codegen::{Bytes, http};
 
-use crate::service::Service;
+use crate::service::{Service, ServiceProcess};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -138,7 +138,7 @@ fn a_connection_offers_at_most_100_concurrent_streams() {
 fn idle_grpc_connections_past_the_open_files_limit_stall_nobody() {
     let dir = tempfile::tempdir().unwrap();
     let service =
-        Service::start_with_open_files(&dir.path().join("g.duckdb"), &["--header-timeout", "2s"], 256);
+        ServiceProcess::start_with_open_files(&dir.path().join("g.duckdb"), &["--header-timeout", "2s"], 256);
     let (http, grpc) = (authority(&service.http), authority(&service.grpc));
     let idle: Vec<std::net::TcpStream> =
         (0..400).filter_map(|_| std::net::TcpStream::connect(&grpc).ok()).collect();

@@ -4,7 +4,7 @@
 //! of `export` and `serve`. Each case names what a user or another local
 //! process could do, and what must happen instead of harm.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::json;
 
 use crate::FIXTURE;
-use crate::service::Service;
+use crate::service::ServiceProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_attempt-ledger");
 const READ_TOKEN: &str = "read-secret-0123456789";
@@ -35,6 +35,9 @@ fn fixture_db(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// What the test itself sends the trap last.
+const SENTINEL: &[u8] = b"the test's own last connection";
 
 /// A listener that counts the connections it gets and keeps their bytes:
 /// where a forged address file points.
@@ -72,7 +75,7 @@ fn a_forged_or_stale_address_file_never_receives_the_token() {
     assert!(run_in(dir.path(), &["ingest", "--no-progress", input.to_str().unwrap()], &[]).status.success());
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, format!("read {READ_TOKEN}\n")).unwrap();
-    let service = Service::start(&db, &["--tokens", tokens.to_str().unwrap()]);
+    let service = ServiceProcess::start(&db, &["--tokens", tokens.to_str().unwrap()]);
     let address_file = dir.path().join("attempt-ledger.duckdb.serve");
     let pid = service.child.id();
     let (trap_address, hits, seen) = trap();
@@ -95,9 +98,14 @@ fn a_forged_or_stale_address_file_never_receives_the_token() {
     let out = report();
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("is not an address file"), "{}", text(&out.stderr));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The trap takes connections in the order they came: once a last one of
+    // ours has been read, any the commands made were counted before it.
+    std::net::TcpStream::connect(&trap_address).unwrap().write_all(SENTINEL).unwrap();
+    crate::wait_for("the trap to read our own connection", std::time::Duration::from_secs(10), || {
+        seen.lock().unwrap().ends_with(SENTINEL)
+    });
     assert_eq!(
-        hits.load(Ordering::SeqCst),
+        hits.load(Ordering::SeqCst) - 1,
         0,
         "nothing reached the forged address: {:?}",
         text(&seen.lock().unwrap())

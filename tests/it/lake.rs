@@ -295,11 +295,11 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
             });
         }
         for node in nodes {
-            assert!(node.terminate().success());
+            node.stop();
         }
     }
     let whole = reference.report("");
-    reference.terminate();
+    reference.stop();
     assert_eq!(lake_files(&lake).keys().collect::<Vec<_>>(), ["n0", "n1", "n2"]);
     // Without the lake, the nodes' own reports do not add up to the whole:
     // split workflows count on each node they reached, redeliveries twice.

@@ -252,7 +252,7 @@ fn a_running_serve_stops_writing_as_a_node_taken_over() {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     let served = dir.path().join("served.duckdb");
-    let service = crate::service::Service::start(
+    let service = crate::service::ServiceProcess::start(
         &served,
         &["--lake", lake.to_str().unwrap(), "--node-id", "n1", "--lake-interval", "1s"],
     );

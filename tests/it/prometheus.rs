@@ -106,14 +106,26 @@ fn prometheus_rules_and_grafana_panels_work_against_a_real_prometheus() {
         let answer = prometheus.api("/api/v1/query", &[("query", "up{job=\"attempt-ledger\"}")]);
         answer["data"]["result"][0]["value"][1] == "1"
     });
-    // More traffic while Prometheus watches, so rates and deltas move.
-    std::thread::sleep(Duration::from_secs(3));
+    // More traffic while Prometheus watches, so rates and deltas move: a
+    // few scrapes before it, a few after.
+    let scrapes_since = |since: std::time::Instant| {
+        let seconds = since.elapsed().as_secs().max(1);
+        let query = format!("count_over_time(up{{job=\"attempt-ledger\"}}[{seconds}s])");
+        prometheus.instant(&query).first().map_or(0.0, number)
+    };
+    let watched = std::time::Instant::now();
+    wait_for("three scrapes before the second batch", Duration::from_secs(60), || {
+        scrapes_since(watched) >= 3.0
+    });
     let second =
         std::fs::read(simulated(dir.path(), "2", &(now - chrono::Duration::minutes(20)).to_rfc3339()))
             .unwrap();
     let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, &second);
     assert_eq!(status, 200);
-    std::thread::sleep(Duration::from_secs(6));
+    let posted = std::time::Instant::now();
+    wait_for("three scrapes after the second batch", Duration::from_secs(60), || {
+        scrapes_since(posted) >= 3.0
+    });
 
     let report = service.report("");
     let fallbacks: f64 =

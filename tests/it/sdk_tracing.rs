@@ -41,7 +41,7 @@ fn traced(mode: &str) {
     let ok = truth["tokens"]["output"].as_f64().unwrap() / 30.0;
     let expected = ok * (100.0 * 3.0 + 20.0 * 0.30 + 10.0 * 3.75 + 30.0 * 15.0) / 1e6;
     assert!((report["cost_usd"]["total"].as_f64().unwrap() - expected).abs() < 1e-12, "{mode}: {report:#}");
-    service.terminate();
+    service.stop();
 }
 
 #[test]
@@ -89,5 +89,5 @@ fn openlit_spans_of_the_openai_sdk_with_its_zero_cost_priced_from_the_table() {
     let expected = answered_calls * (120.0 * 0.15 + 30.0 * 0.60) / 1e6;
     assert!((report["cost_usd"]["total"].as_f64().unwrap() - expected).abs() < 1e-12, "{report:#}");
     assert_eq!(report["cost_usd"]["unknown_cost_attempts"], 0);
-    service.terminate();
+    service.stop();
 }

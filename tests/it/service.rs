@@ -1,4 +1,5 @@
-//! `attempt-ledger serve` as a process on port 0, driven by real clients.
+//! `attempt-ledger serve` on ports the system chooses, in this process or its own, driven
+//! by real clients.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -13,20 +14,68 @@ use serde_json::{Value, json};
 
 use crate::{FIXTURE, report_of};
 
-pub struct Service {
-    pub child: Child,
+/// Where a running service answers, and the requests the tests send it.
+pub struct Endpoints {
     pub http: String,
     pub grpc: String,
 }
 
+/// `serve` on threads of this test process, started from the command's
+/// flags: what tests of the handlers use.
+pub struct Service {
+    endpoints: Endpoints,
+    running: attempt_ledger::cli::InProcess,
+}
+
+/// `serve` as a process of its own, for what needs one: signals, kill -9,
+/// `ulimit`, its log, its pid, and the telemetry counters of /metrics
+/// (the process's, which services in one process would share).
+pub struct ServiceProcess {
+    endpoints: Endpoints,
+    pub child: Child,
+}
+
+/// The flags every test service starts with: its database, and ports the
+/// system chooses.
+fn flags<'a>(db: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut flags =
+        vec!["--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--otlp-grpc", "127.0.0.1:0"];
+    flags.extend_from_slice(extra);
+    flags
+}
+
 impl Service {
     pub fn start(db: &Path, extra: &[&str]) -> Service {
+        let running = attempt_ledger::cli::InProcess::start(flags(db, extra))
+            .unwrap_or_else(|e| panic!("serve did not start: {e:#}"));
+        let endpoints =
+            Endpoints { http: format!("http://{}", running.http), grpc: format!("http://{}", running.grpc) };
+        Service { endpoints, running }
+    }
+
+    /// Stops as SIGTERM would, and checks it stopped cleanly.
+    pub fn stop(self) {
+        if let Err(e) = self.running.stop() {
+            panic!("serve did not stop cleanly: {e:#}");
+        }
+    }
+}
+
+impl std::ops::Deref for Service {
+    type Target = Endpoints;
+    fn deref(&self) -> &Endpoints {
+        &self.endpoints
+    }
+}
+
+impl ServiceProcess {
+    pub fn start(db: &Path, extra: &[&str]) -> ServiceProcess {
         Self::spawn(Command::new(env!("CARGO_BIN_EXE_attempt-ledger")), db, extra)
     }
 
     /// `start`, in a process that may open at most `open_files` files
     /// (`ulimit -n`, then exec: the child is `serve` itself).
-    pub fn start_with_open_files(db: &Path, extra: &[&str], open_files: u32) -> Service {
+    pub fn start_with_open_files(db: &Path, extra: &[&str], open_files: u32) -> ServiceProcess {
         let mut shell = Command::new("sh");
         shell
             .args(["-c", &format!("ulimit -n {open_files} && exec \"$0\" \"$@\"")])
@@ -35,28 +84,20 @@ impl Service {
     }
 
     /// `start`, its log (at `filter`, `ATTEMPT_LEDGER_LOG`) written to `log`.
-    pub fn start_logging(db: &Path, filter: &str, log: &Path) -> Service {
+    pub fn start_logging(db: &Path, filter: &str, log: &Path) -> ServiceProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"));
         command.env("ATTEMPT_LEDGER_LOG", filter);
         Self::spawn_with_stderr(command, db, &[], std::fs::File::create(log).unwrap().into())
     }
 
-    fn spawn(command: Command, db: &Path, extra: &[&str]) -> Service {
+    fn spawn(command: Command, db: &Path, extra: &[&str]) -> ServiceProcess {
         Self::spawn_with_stderr(command, db, extra, Stdio::inherit())
     }
 
-    fn spawn_with_stderr(mut command: Command, db: &Path, extra: &[&str], stderr: Stdio) -> Service {
+    fn spawn_with_stderr(mut command: Command, db: &Path, extra: &[&str], stderr: Stdio) -> ServiceProcess {
         let mut child = command
-            .args([
-                "serve",
-                "--db",
-                db.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--otlp-grpc",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
+            .arg("serve")
+            .args(flags(db, extra))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -69,13 +110,42 @@ impl Service {
                 .unwrap_or_else(|| panic!("no {key} in {line:?}"))
                 .to_string()
         };
-        Service {
+        let endpoints = Endpoints {
             http: format!("http://{}", addr("http=")),
             grpc: format!("http://{}", addr("grpc=")),
-            child,
-        }
+        };
+        ServiceProcess { endpoints, child }
     }
 
+    /// The `/metrics` page as it reads now.
+    pub fn metrics(&self) -> String {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        agent.get(&format!("{}/metrics", self.http)).call().unwrap().body_mut().read_to_string().unwrap()
+    }
+
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl std::ops::Deref for ServiceProcess {
+    type Target = Endpoints;
+    fn deref(&self) -> &Endpoints {
+        &self.endpoints
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Endpoints {
     pub fn post(
         &self,
         path: &str,
@@ -92,12 +162,6 @@ impl Service {
         let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
         let body = response.body_mut().with_config().limit(64 << 20).read_to_vec().unwrap();
         (response.status().as_u16(), body, retry_after)
-    }
-
-    /// The `/metrics` page as it reads now.
-    pub fn metrics(&self) -> String {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        agent.get(&format!("{}/metrics", self.http)).call().unwrap().body_mut().read_to_string().unwrap()
     }
 
     /// The report once it reflects every write acknowledged before it was
@@ -119,20 +183,6 @@ impl Service {
             }
             assert!(std::time::Instant::now() < deadline, "derivation never caught up: {derivation}");
         }
-    }
-
-    pub fn terminate(mut self) -> std::process::ExitStatus {
-        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        let status = self.child.wait().unwrap();
-        std::mem::forget(self);
-        status
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -237,7 +287,7 @@ fn http_attempts_share_validation_and_dedup_with_file_ingest() {
     cli_ingest(&dir.path().join("cli.duckdb"), &dir.path().join("f.jsonl"));
     assert_eq!(service.report(""), cli_report(&dir.path().join("cli.duckdb")));
     assert_eq!(service.report("?workflow=nightly")["workflows"]["total"], 4);
-    assert!(service.terminate().success(), "SIGTERM is a clean shutdown");
+    service.stop();
 }
 
 /// The records that once stopped every writer (a duration, a time to first
@@ -301,7 +351,7 @@ fn records_no_call_has_are_refused_by_line_and_the_rest_is_derived() {
         Some(fixture_lines + 2),
         "the fixture, p3's retry, one span"
     );
-    assert!(service.terminate().success());
+    service.stop();
 
     // The same body from a file: the same lines refused (exit 3), the rest
     // stored and derived, and every command still opens the database.
@@ -436,7 +486,7 @@ fn a_saturated_writer_refuses_with_retry_after_and_loses_nothing_acknowledged() 
     assert!(!refused.is_empty(), "twelve concurrent 20k-record requests against a queue of 1: {results:?}");
     assert!(refused.iter().all(|r| r.2.as_deref() == Some("1")), "503 carries Retry-After");
     assert_eq!(accepted.len() + refused.len(), 12);
-    assert!(service.terminate().success());
+    service.stop();
     let per_batch = attempts_by_workflow_name(&db);
     for (n, _, _) in &accepted {
         assert_eq!(per_batch.get(&format!("batch-{n}")), Some(&20_000), "batch {n} acknowledged");
@@ -450,7 +500,7 @@ fn a_saturated_writer_refuses_with_retry_after_and_loses_nothing_acknowledged() 
 fn acknowledged_batches_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.duckdb");
-    let service = Service::start(&db, &[]);
+    let service = ServiceProcess::start(&db, &[]);
     let mut acknowledged = Vec::new();
     // Killed while the stream runs: after some batches were acknowledged
     // (however slow this machine is), in the middle of later ones.
@@ -489,7 +539,7 @@ fn acknowledged_batches_survive_sigkill() {
     drop(service);
     assert!(acknowledged.len() > 3, "the stream ran before the kill: {}", acknowledged.len());
     // Restart the service on the same file, then read what it holds.
-    let restarted = Service::start(&db, &[]);
+    let restarted = ServiceProcess::start(&db, &[]);
     let total = restarted.report("")["attempts"]["total"].as_u64().unwrap();
     assert!(
         total >= acknowledged.len() as u64 * 200,
@@ -655,7 +705,7 @@ fn stalled_headers_and_bodies_are_cut_off() {
 fn shutdown_does_not_wait_for_stalled_clients() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("stop.duckdb");
-    let mut service = Service::start(&db, &["--body-timeout", "10m"]);
+    let mut service = ServiceProcess::start(&db, &["--body-timeout", "10m"]);
     let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
     assert_eq!(status, 200);
     let addr = service.http.trim_start_matches("http://").to_string();
@@ -1009,7 +1059,7 @@ fn otlp_over_http_and_grpc_answer_and_count_the_same() {
                {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}}]),
     ));
     let request: ExportTraceServiceRequest = serde_json::from_slice(&export_json(spans)).unwrap();
-    let rejected_metric = |service: &Service| -> String {
+    let rejected_metric = |service: &ServiceProcess| -> String {
         let text = service.metrics();
         text.lines()
             .find(|l| l.starts_with("attempt_ledger_ingest_records_total{result=\"rejected\"}"))
@@ -1018,13 +1068,13 @@ fn otlp_over_http_and_grpc_answer_and_count_the_same() {
     };
 
     let dir = tempfile::tempdir().unwrap();
-    let over_http = Service::start(&dir.path().join("http.duckdb"), &[]);
+    let over_http = ServiceProcess::start(&dir.path().join("http.duckdb"), &[]);
     let (status, body, _) =
         over_http.post("/v1/traces", "application/x-protobuf", None, &request.encode_to_vec());
     assert_eq!(status, 200);
     let by_http = ExportTraceServiceResponse::decode(body.as_slice()).unwrap();
 
-    let over_grpc = Service::start(&dir.path().join("grpc.duckdb"), &[]);
+    let over_grpc = ServiceProcess::start(&dir.path().join("grpc.duckdb"), &[]);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let by_grpc = runtime.block_on(async {
         let mut client = TraceServiceClient::connect(over_grpc.grpc.clone()).await.unwrap();
@@ -1046,8 +1096,11 @@ fn otlp_over_http_and_grpc_answer_and_count_the_same() {
 fn every_request_is_a_span_in_the_log_with_its_route_status_and_records() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
-    let service =
-        Service::start_logging(&dir.path().join("s.duckdb"), "attempt_ledger::service::traced=debug", &log);
+    let service = ServiceProcess::start_logging(
+        &dir.path().join("s.duckdb"),
+        "attempt_ledger::service::traced=debug",
+        &log,
+    );
     let lines = [
         r#"{"workflow_id":"w1","started_at":"2026-11-28T02:00:00Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,
         r#"{"workflow_id":"w2","started_at":"2026-11-28T02:00:01Z","provider":"openai","model":"gpt-4o","status":"ok"}"#,

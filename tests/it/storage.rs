@@ -122,7 +122,7 @@ fn a_damaged_write_ahead_log_is_reported_with_what_to_do() {
     {
         // Killed after an acknowledged write: the log holds it, unreplayed
         // (closing would have checkpointed it into the database file).
-        let mut service = crate::service::Service::start(&db, &[]);
+        let mut service = crate::service::ServiceProcess::start(&db, &[]);
         let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, FIXTURE.as_bytes());
         assert_eq!(status, 200);
         service.child.kill().unwrap();

@@ -15,6 +15,7 @@ pub mod files;
 pub mod finding;
 pub mod fuzzing;
 pub mod ingest;
+pub mod lake_names;
 pub mod model;
 pub mod policy;
 pub mod pricing;

@@ -79,6 +79,57 @@ pub fn retry_budget_param(params: &(impl Params + ?Sized)) -> Result<f64, Reques
     }
 }
 
+/// A count parameter (`limit=20`), or `default` when absent.
+pub fn count_param(
+    params: &(impl Params + ?Sized),
+    key: &str,
+    default: usize,
+) -> Result<usize, RequestError> {
+    match params.param(key) {
+        Some(v) => v.trim().parse().map_err(|_| RequestError(format!("{key}: `{v}` is not a count"))),
+        None => Ok(default),
+    }
+}
+
+/// A yes/no parameter (`audit=false`), or `default` when absent.
+pub fn switch_param(params: &(impl Params + ?Sized), key: &str, default: bool) -> Result<bool, RequestError> {
+    match params.param(key) {
+        None => Ok(default),
+        Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(v) => Err(RequestError(format!("{key}: `{v}` is not true or false"))),
+    }
+}
+
+/// A rendering parameter (`format=csv`) naming one of `F`'s values.
+pub fn choice_param<F: clap::ValueEnum>(
+    params: &(impl Params + ?Sized),
+    key: &str,
+) -> Result<Option<F>, RequestError> {
+    params
+        .param(key)
+        .map(|name| {
+            F::from_str(name, true).map_err(|_| {
+                let names: Vec<String> = F::value_variants()
+                    .iter()
+                    .filter_map(|v| v.to_possible_value())
+                    .map(|v| v.get_name().to_string())
+                    .collect();
+                RequestError(format!("{key}: `{name}` is not one of {}", names.join(", ")))
+            })
+        })
+        .transpose()
+}
+
+/// `KEY=VALUE` assignments a request may hold (`tune`'s `set=`, the tune
+/// page's `limits`): more than `max` is refused, not read.
+pub fn assignments(key: &str, given: Vec<String>, max: usize) -> Result<Vec<String>, RequestError> {
+    if given.len() > max {
+        return Err(RequestError(format!("{key}: {} assignments; at most {max}", given.len())));
+    }
+    Ok(given)
+}
+
 /// Which workflows a report covers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportFilter {
@@ -264,6 +315,45 @@ mod tests {
         }
         let refused = ReportFilter::from_params(&*params(&[("retry_budget", "-1")]), Utc::now()).unwrap_err();
         assert_eq!(refused.to_string(), "retry_budget: `-1` is not a fraction >= 0");
+    }
+
+    #[test]
+    fn counts_switches_choices_and_assignments_name_their_parameter() {
+        let given = params(&[("limit", "20"), ("audit", "false"), ("format", "CSV")]);
+        assert_eq!(count_param(&*given, "limit", 100), Ok(20));
+        assert_eq!(count_param(&*params(&[]), "limit", 100), Ok(100));
+        assert_eq!(switch_param(&*given, "audit", true), Ok(false));
+        assert_eq!(switch_param(&*params(&[]), "audit", true), Ok(true));
+        assert_eq!(choice_param::<Shape>(&*given, "format"), Ok(Some(Shape::Csv)));
+        let refused = |pairs: &[(&'static str, &str)]| {
+            let given = params(pairs);
+            [
+                count_param(&*given, "limit", 1).err(),
+                switch_param(&*given, "audit", true).err(),
+                choice_param::<Shape>(&*given, "format").err(),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|e| e.0)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            refused(&[("limit", "-1"), ("audit", "yes"), ("format", "xml")]),
+            [
+                "limit: `-1` is not a count",
+                "audit: `yes` is not true or false",
+                "format: `xml` is not one of json, csv"
+            ]
+        );
+        let three = vec!["a=1".to_string(), "b=2".into(), "c=3".into()];
+        assert_eq!(assignments("set", three.clone(), 3), Ok(three.clone()));
+        assert_eq!(assignments("set", three, 2).unwrap_err().0, "set: 3 assignments; at most 2");
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, clap::ValueEnum)]
+    enum Shape {
+        Json,
+        Csv,
     }
 
     #[test]
