@@ -45,6 +45,13 @@ const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 const OLD_FACTS_SQL: &str = include_str!("../../queries/derive/old_facts.sql");
 const OLD_FACTS_ELSEWHERE_SQL: &str = include_str!("../../queries/derive/old_facts_elsewhere.sql");
 const FACT_INPUT_SQL: &str = include_str!("../../queries/derive/fact_input.sql");
+const WORKFLOW_SPAN_SQL: &str = include_str!("../../queries/derive/workflow_span.sql");
+const SLAB_BOUNDS_SQL: &str = include_str!("../../queries/derive/slab_bounds.sql");
+const SLAB_WORKFLOWS_SQL: &str = include_str!("../../queries/derive/slab_workflows.sql");
+const PASS_INPUT_SQL: &str = include_str!("../../queries/derive/pass_input.sql");
+const PRUNED_SQL: &str = include_str!("../../queries/derive/pruned.sql");
+const PRUNE_ATTEMPTS_SQL: &str = include_str!("../../queries/derive/prune_attempts.sql");
+const PRUNE_SPANS_SQL: &str = include_str!("../../queries/derive/prune_spans.sql");
 
 /// The recovery-time histogram's bucket bounds, milliseconds (`rollups.sql`
 /// counts recovered workflows by the first bound at or above their time; a
@@ -487,40 +494,17 @@ pub(super) type Slab = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 /// Builds `temp.workflow_span` (every workflow outside quarantine: its
 /// earliest and latest attempt and how many it has) and cuts it into slabs.
 pub(super) fn rebuild_slabs(conn: &Connection, attempts_per_part: u64) -> Result<Vec<Slab>, StoreError> {
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE workflow_span AS
-         SELECT workflow_id, min(started_at) AS earliest, max(started_at) AS last, count(*) AS n
-         FROM attempts WHERE workflow_id NOT IN (SELECT workflow_id FROM quarantine)
-         GROUP BY workflow_id;",
-    )?;
-    // A workflow with a start this build cannot read as an instant (a row
-    // written past the decode bounds) is set aside rather than failing the
-    // whole rebuild.
-    let (low, high) =
-        (DateTime::<Utc>::MIN_UTC.timestamp_micros(), DateTime::<Utc>::MAX_UTC.timestamp_micros());
-    let unreadable = conn.execute(
-        "INSERT INTO quarantine (workflow_id, error, attempts)
-         SELECT workflow_id, 'an attempt''s started_at is outside the instants attempt-ledger can read \
-                (years -262143 to 262142)', n
-         FROM temp.workflow_span WHERE epoch_us(earliest) < ? OR epoch_us(last) > ?",
-        [low, high],
-    )?;
-    if unreadable > 0 {
-        conn.execute_batch(
-            "DELETE FROM temp.workflow_span WHERE workflow_id IN (SELECT workflow_id FROM quarantine);",
-        )?;
-    }
-    let per_part = attempts_per_part.max(1) as i64;
-    // Each slab starts at the earliest attempt of the first workflow past a
-    // multiple of `per_part` attempts, in order of earliest attempt.
-    let mut stmt = conn.prepare(
-        "SELECT min(earliest) AS bound FROM (
-             SELECT earliest, (sum(n) OVER (ORDER BY earliest ROWS UNBOUNDED PRECEDING) - n) // ? AS part
-             FROM temp.workflow_span)
-         GROUP BY part ORDER BY bound",
-    )?;
+    conn.execute_batch(&format!(
+        "SET VARIABLE readable_from_us = {}::BIGINT; SET VARIABLE readable_until_us = {}::BIGINT;
+         SET VARIABLE slab_attempts = {}::BIGINT;",
+        DateTime::<Utc>::MIN_UTC.timestamp_micros(),
+        DateTime::<Utc>::MAX_UTC.timestamp_micros(),
+        attempts_per_part.clamp(1, i64::MAX as u64),
+    ))?;
+    conn.execute_batch(WORKFLOW_SPAN_SQL)?;
+    let mut stmt = conn.prepare(SLAB_BOUNDS_SQL)?;
     let mut bounds: Vec<Option<DateTime<Utc>>> = vec![None];
-    for row in stmt.query_map([per_part], |r| r.get::<_, Value>(0))?.skip(1) {
+    for row in stmt.query_map([], |r| r.get::<_, Value>(0))?.skip(1) {
         let bound = super::columns::timestamp(row?)?;
         if bounds.last().is_none_or(|last| *last != Some(bound)) {
             bounds.push(Some(bound));
@@ -530,19 +514,22 @@ pub(super) fn rebuild_slabs(conn: &Connection, attempts_per_part: u64) -> Result
     Ok(bounds.windows(2).map(|w| (w[0], w[1])).collect())
 }
 
-/// The workflows of `slab`, by id, with their earliest and latest attempt.
-pub(super) fn slab_workflows(conn: &Connection, slab: Slab) -> Result<Vec<String>, StoreError> {
+/// Builds `temp.pass_workflows`: the workflows of `slab`.
+fn select_slab(conn: &Connection, slab: Slab) -> Result<(), StoreError> {
     set_time_variable(conn, "slab_from", slab.0)?;
     set_time_variable(conn, "slab_until", slab.1)?;
-    Ok(conn
-        .prepare(
-            "SELECT workflow_id FROM temp.workflow_span
-             WHERE (getvariable('slab_from') IS NULL OR earliest >= getvariable('slab_from'))
-               AND (getvariable('slab_until') IS NULL OR earliest < getvariable('slab_until'))
-             ORDER BY earliest, workflow_id",
-        )?
+    Ok(conn.execute_batch(SLAB_WORKFLOWS_SQL)?)
+}
+
+/// The workflows of `slab`, by id, in order of their earliest attempt.
+pub(super) fn slab_workflows(conn: &Connection, slab: Slab) -> Result<Vec<String>, StoreError> {
+    select_slab(conn, slab)?;
+    let ids = conn
+        .prepare("SELECT workflow_id FROM temp.pass_workflows ORDER BY earliest, workflow_id")?
         .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?)
+        .collect::<Result<_, _>>()?;
+    conn.execute_batch("DROP TABLE temp.pass_workflows;")?;
+    Ok(ids)
 }
 
 /// Which workflows one rebuild pass derives.
@@ -559,16 +546,7 @@ pub(super) enum PassOf<'a> {
 /// transaction ran out of it.
 pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, StoreError> {
     match pass {
-        PassOf::Slab(slab) => {
-            set_time_variable(conn, "slab_from", slab.0)?;
-            set_time_variable(conn, "slab_until", slab.1)?;
-            conn.execute_batch(
-                "CREATE OR REPLACE TEMP TABLE pass_workflows AS
-                 SELECT workflow_id, earliest, last FROM temp.workflow_span
-                 WHERE (getvariable('slab_from') IS NULL OR earliest >= getvariable('slab_from'))
-                   AND (getvariable('slab_until') IS NULL OR earliest < getvariable('slab_until'));",
-            )?;
-        }
+        PassOf::Slab(slab) => select_slab(conn, slab)?,
         PassOf::Ids(ids) => {
             conn.execute_batch("CREATE OR REPLACE TEMP TABLE pass_ids (workflow_id VARCHAR);")?;
             let mut appender = conn.appender_to_catalog_and_db("pass_ids", "temp", "main")?;
@@ -586,16 +564,7 @@ pub(super) fn rebuild_pass(conn: &Connection, pass: PassOf) -> Result<u64, Store
         }
     }
     let began = std::time::Instant::now();
-    // Every attempt of these workflows lies between their earliest and
-    // latest start: both bounds prune row groups by zone maps.
-    conn.execute_batch(
-        "SET VARIABLE pass_from = (SELECT min(earliest) FROM temp.pass_workflows);
-         SET VARIABLE pass_until = (SELECT max(last) FROM temp.pass_workflows);
-         CREATE OR REPLACE TEMP VIEW fact_input AS
-         SELECT * FROM temp.attempt_dims
-         WHERE started_at >= getvariable('pass_from') AND started_at <= getvariable('pass_until')
-           AND workflow_id IN (SELECT workflow_id FROM temp.pass_workflows);",
-    )?;
+    conn.execute_batch(PASS_INPUT_SQL)?;
     cost::run_script(conn, FACTS_SQL)?;
     let facts_at = began.elapsed();
     let clamped = clamped(conn)?;
@@ -669,45 +638,14 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
 /// their attempts, and spans received before it that no attempt needs any
 /// more; sums the rollups again. Returns (workflows, attempts) deleted.
 pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
-    conn.execute(
-        "CREATE OR REPLACE TEMP TABLE pruned AS
-         SELECT workflow_id, earliest_at, last_at FROM workflow_facts WHERE first_at < ?",
-        [micros(before)],
-    )?;
+    set_time_variable(conn, "prune_before", Some(before))?;
+    conn.execute_batch(PRUNED_SQL)?;
     let workflows: i64 = conn.query_row("SELECT count(*) FROM temp.pruned", [], |r| r.get(0))?;
-    let (_, last) = time_range(conn, "SELECT min(earliest_at), max(last_at) FROM temp.pruned")?;
-    set_time_variable(conn, "prune_last", last)?;
-    // The traces of pruned workflows go with them, whenever their spans
-    // arrived: a span kept because it came late would derive the pruned
-    // attempts again beside it.
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE pruned_traces AS
-         SELECT DISTINCT source_trace AS trace_id FROM attempts
-         WHERE started_at <= getvariable('prune_last') AND source_trace IS NOT NULL
-           AND workflow_id IN (SELECT workflow_id FROM temp.pruned);",
-    )?;
-    let attempts = conn.execute(
-        "DELETE FROM attempts
-         WHERE started_at <= getvariable('prune_last')
-           AND workflow_id IN (SELECT workflow_id FROM temp.pruned)",
-        [],
-    )?;
+    let attempts = conn.execute(PRUNE_ATTEMPTS_SQL, [])?;
     for t in &PER_WORKFLOW {
         conn.execute(&format!("DELETE FROM {} WHERE first_at < ?", t.table), [micros(before)])?;
     }
-    // Besides those, a span still waiting for the rest of its trace is kept.
-    conn.execute(
-        "DELETE FROM spans
-         WHERE trace_id IN (SELECT trace_id FROM temp.pruned_traces)
-            OR (received_at < ?
-                AND trace_id NOT IN (SELECT source_trace FROM attempts WHERE source_trace IS NOT NULL))",
-        [micros(before)],
-    )?;
-    conn.execute_batch(
-        "DELETE FROM trace_spans WHERE trace_id NOT IN (SELECT trace_id FROM spans);
-         DELETE FROM trace_gaps WHERE trace_id NOT IN (SELECT trace_id FROM spans);",
-    )?;
-    conn.execute_batch("DROP TABLE temp.pruned; DROP TABLE temp.pruned_traces;")?;
+    conn.execute_batch(PRUNE_SPANS_SQL)?;
     readmit_labels(conn)?;
     rebuild_rollups(conn)?;
     Ok((workflows as u64, attempts as u64))
