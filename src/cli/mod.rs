@@ -11,6 +11,7 @@ mod lake;
 mod prune;
 mod quarantine;
 mod rebuild;
+mod reconcile;
 mod remote;
 mod report;
 mod serve;
@@ -133,6 +134,11 @@ enum Command {
     /// Re-apply the provider alias table and derive every fact, rollup and
     /// total again from the stored attempts (quarantined workflows too).
     Rebuild(rebuild::Args),
+    /// Hold the ledger against the provider's bill: `reconcile import
+    /// --source SOURCE FILE...` stores the provider's usage and cost
+    /// exports; `reconcile` compares them with the attempts, cell by cell,
+    /// and says why they differ.
+    Reconcile(reconcile::Args),
     /// Print the recovery, waste and cost report.
     Report(report::Args),
     /// Run the service: HTTP API, OTLP/HTTP and OTLP/gRPC receivers, reports.
@@ -158,6 +164,7 @@ pub fn main() -> ExitCode {
         Command::Prune(args) => prune::run(args),
         Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),
+        Command::Reconcile(args) => reconcile::run(args),
         Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Simulate(args) => simulate::run(args),

@@ -10,15 +10,18 @@ use std::sync::Arc;
 
 use crate::report::Report;
 use crate::report::audit::Audit;
+use crate::report::reconcile::{Options as ReconcileOptions, Reconciliation};
 use crate::report::timeseries::Timeseries;
 use crate::report::tune::{ReplayInput, Suggestion, Tune};
 use crate::report::workflow::WorkflowDetail;
+use crate::store::bill::ReconcileScope;
 use crate::store::queries::MetricRow;
 use crate::store::tune::Names;
 use crate::store::{Query, Snapshot, Store, StoreError, TimeBounds};
 use attempt_core::alert_event::AlertEvent;
 use attempt_core::policy::LoadedPolicy;
 use attempt_core::pricing::PriceTable;
+use attempt_core::reconcile::Question;
 use attempt_core::request::{ReportFilter, SeriesRange, Window};
 
 mod replay;
@@ -148,6 +151,15 @@ impl<S: Borrow<Store>> Reader<S> {
 
     /// The value-of-each-retry curve of the workflows `filter` selects and,
     /// with a candidate policy, its replay against the same workflows' report.
+    /// The ledger held against the imported bill (`report::reconcile`).
+    pub fn reconcile(&self, question: &Question) -> Result<Reconciliation, ReadError> {
+        let scope = ReconcileScope { since: question.since, until: question.until, grain: question.grain };
+        let rows = self.store().reconcile_rows(&scope, &self.prices)?;
+        let options =
+            ReconcileOptions { tolerance: question.tolerance, settled_before: question.settled_before };
+        Ok(crate::report::reconcile::reconcile(rows, &scope, options))
+    }
+
     pub fn tune(&self, filter: &ReportFilter, candidate: Option<&Candidate>) -> Result<Tune, ReadError> {
         let sections: Vec<String> = candidate
             .map(|c| c.limits.workflows.iter().map(|(name, _)| name.clone()).collect())

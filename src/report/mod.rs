@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod fold;
 pub mod quantile;
+pub mod reconcile;
 mod render;
 pub mod timeseries;
 pub mod tune;

@@ -43,6 +43,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/audit", get(get_audit))
         .route("/api/v1/tune", get(get_tune))
+        .route("/api/v1/reconcile", get(get_reconcile))
         .route("/api/v1/workflows/{workflow_id}", get(get_workflow))
         .route("/api/v1/timeseries", get(get_timeseries))
         .route("/metrics", get(get_metrics))
@@ -544,6 +545,24 @@ async fn get_tune(
     match format {
         None => Ok(axum::Json(tune).into_response()),
         Some(format) => Ok(rendered(tune.render(format), format_type(format), Some(&freshness))),
+    }
+}
+
+/// The ledger held against the imported bill (`reconcile`).
+async fn get_reconcile(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ServiceError> {
+    let question = attempt_core::reconcile::Question::from_params(&params, Utc::now())?;
+    let format = request::choice_param::<crate::report::Format>(&params, "format")?;
+    let (answer, freshness) = state.read_fresh(move |reader| reader.reconcile(&question)).await?;
+    match format {
+        None => Ok(axum::Json(answer).into_response()),
+        Some(format) => Ok(rendered(
+            crate::report::reconcile::render(&answer, format),
+            format_type(format),
+            Some(&freshness),
+        )),
     }
 }
 

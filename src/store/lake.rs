@@ -18,9 +18,8 @@ use attempt_core::pricing::PriceTable;
 /// reads as a decimal: its bits are written as a BIGINT. A write's number
 /// goes to the lake `offset` higher (`ExportSlice::offset`).
 fn lake_select(offset: i64) -> String {
-    let columns: Vec<String> = COLUMNS
-        .iter()
-        .map(|c| match *c {
+    let columns: Vec<String> = lake_columns()
+        .map(|c| match c {
             "fingerprint" => "fingerprint_bits(fingerprint) AS fingerprint".to_string(),
             "ingest_seq" => format!("ingest_seq + {offset} AS ingest_seq"),
             other => other.to_string(),
@@ -32,7 +31,7 @@ fn lake_select(offset: i64) -> String {
 /// The stored columns a lake row goes back into, and how each is read
 /// from the lake's (the fingerprint's bits back to UBIGINT).
 fn stored_from_lake() -> (String, String) {
-    let mut targets: Vec<&str> = COLUMNS.iter().copied().filter(|c| *c != "ingest_seq").collect();
+    let mut targets: Vec<&str> = lake_columns().filter(|c| *c != "ingest_seq").collect();
     targets.push("ingested_at");
     let sources: Vec<String> = targets
         .iter()
@@ -42,6 +41,13 @@ fn stored_from_lake() -> (String, String) {
         })
         .collect();
     (format!("{}, ingest_seq", targets.join(", ")), format!("{}, bucket + 1", sources.join(", ")))
+}
+
+/// The stored columns a lake holds. The billing columns (added after
+/// lakes were written) stay out until a lake's manifest can grow columns:
+/// an existing lake's files and every reader then agree on one schema.
+fn lake_columns() -> impl Iterator<Item = &'static str> {
+    COLUMNS.iter().copied().filter(|c| !matches!(*c, "billing_account" | "service_tier"))
 }
 
 const MACROS: &str = "

@@ -76,6 +76,7 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0018_lake_identity.sql"),
     },
     Migration { version: 19, name: "int64_sums", sql: include_str!("../../migrations/0019_int64_sums.sql") },
+    Migration { version: 20, name: "bill", sql: include_str!("../../migrations/0020_bill.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -8,6 +8,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod alerts;
+pub mod bill;
 pub mod columns;
 mod cost;
 mod derived;

@@ -135,7 +135,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-pub(super) const COLUMNS: [&str; 35] = [
+pub(super) const COLUMNS: [&str; 37] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -170,6 +170,8 @@ pub(super) const COLUMNS: [&str; 35] = [
     "cache_write_input_tokens",
     "fingerprint",
     "source_trace",
+    "billing_account",
+    "service_tier",
     "ingest_seq",
 ];
 
@@ -597,7 +599,7 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
         visible_output.append_option(a.visible_output);
         fingerprint.append_value(a.fingerprint);
     }
-    let columns: [ArrayRef; 34] = [
+    let columns: [ArrayRef; 36] = [
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
@@ -632,6 +634,8 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
         ints(&|a| a.tokens.cache_write_input),
         Arc::new(fingerprint.finish()),
         strings(&|a| a.source_trace.as_deref()),
+        strings(&|a| a.billing_account.as_deref()),
+        strings(&|a| a.service_tier.as_deref()),
     ];
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

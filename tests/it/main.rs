@@ -23,6 +23,7 @@ mod licences;
 mod prometheus;
 mod properties;
 mod readme;
+mod reconcile;
 mod rules;
 mod sdk_tracing;
 mod service;

@@ -7,7 +7,7 @@ use crate::FIXTURE;
 /// The pages whose `sh` blocks run, in the order a reader meets them: the
 /// README, then the reference in `docs/`. Later pages may use what earlier
 /// ones made (the README's `ledger.duckdb`).
-const PAGES: [&str; 13] = [
+const PAGES: [&str; 14] = [
     "README.md",
     "docs/testing.md",
     "docs/ingest.md",
@@ -21,6 +21,7 @@ const PAGES: [&str; 13] = [
     "docs/lake.md",
     "docs/scale-out.md",
     "docs/record-format.md",
+    "docs/reconcile.md",
 ];
 
 fn page(name: &str) -> String {
@@ -80,6 +81,16 @@ fn the_readme_commands_work_as_written() {
         include_str!("fixtures/litellm_payloads.jsonl"),
     )
     .unwrap();
+    // The provider's pages the reconcile page imports, as the admin APIs
+    // return them.
+    for source in ["openai-usage", "openai-costs", "anthropic-usage", "anthropic-cost", "openrouter-activity"]
+    {
+        std::fs::copy(
+            format!("{}/tests/it/fixtures/bill/{source}.json", env!("CARGO_MANIFEST_DIR")),
+            dir.path().join(format!("{source}.json")),
+        )
+        .unwrap();
+    }
     std::fs::create_dir(dir.path().join("examples")).unwrap();
     for example in ["alerts.toml", "policy.toml"] {
         std::fs::copy(

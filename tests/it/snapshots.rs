@@ -62,6 +62,8 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
         .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql"])
         .chain(["tune_outcome_counts.sql", "tune_steps.sql"])
+        // reconcile_of_the_bill_fixtures (and reconcile.rs, by hand).
+        .chain(["reconcile_ledger.sql", "reconcile_billed.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
@@ -83,6 +85,14 @@ fn json_report_grouped_by_a_dimension() {
         report_of(&store, &ReportFilter { group_by: Some("served".into()), ..ReportFilter::default() });
     let groups = serde_json::to_string_pretty(&report.groups).unwrap();
     insta::assert_snapshot!("groups.json", groups);
+}
+
+/// The bill fixtures held against their ledger (`queries/reconcile_*.sql`):
+/// one cell per shape a cell can have, its figures and causes.
+#[test]
+fn reconcile_of_the_bill_fixtures() {
+    let answer = crate::reconcile::answer_after(&[0, 1, 2, 3, 4]);
+    insta::assert_snapshot!("reconcile.json", serde_json::to_string_pretty(&answer).unwrap());
 }
 
 /// The recovery audit of the fixture (`queries/audit.sql`).

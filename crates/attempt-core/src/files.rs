@@ -12,16 +12,21 @@ pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// The text of the file at `path`.
 pub fn read_config(path: &Path) -> io::Result<String> {
+    read_bounded(path, MAX_CONFIG_BYTES as usize)
+}
+
+/// The text of the file at `path`, refused past `limit` bytes.
+pub fn read_bounded(path: &Path, limit: usize) -> io::Result<String> {
     let file = std::fs::File::open(path)?;
     if file.metadata()?.is_dir() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is a folder, not a file"));
     }
     let mut text = String::new();
-    file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_CONFIG_BYTES {
+    file.take(limit as u64 + 1).read_to_string(&mut text)?;
+    if text.len() > limit {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("it holds more than {} MiB, more than any file of this kind", MAX_CONFIG_BYTES >> 20),
+            format!("it holds more than {} MiB, more than any file of this kind", limit >> 20),
         ));
     }
     Ok(text)

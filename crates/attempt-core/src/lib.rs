@@ -9,6 +9,7 @@
 
 pub mod alert_event;
 pub mod alert_rules;
+pub mod bill;
 pub mod classify;
 pub mod dimensions;
 pub mod files;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod policy;
 pub mod pricing;
 pub mod providers;
+pub mod reconcile;
 pub mod replay;
 pub mod request;
 pub mod sql_rules;

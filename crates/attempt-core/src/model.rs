@@ -152,6 +152,12 @@ pub struct Attempt {
     pub served_provider: String,
     pub served_model: String,
     pub provider_request_id: Option<String>,
+    /// The provider's project, workspace or API key the attempt was billed
+    /// to: a reconciliation cell's account.
+    pub billing_account: Option<String>,
+    /// The provider's service tier (`default`, `flex`, `priority`, `batch`,
+    /// ...), as the provider spells it.
+    pub service_tier: Option<String>,
     pub duration_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub http_status: Option<i32>,
@@ -218,6 +224,16 @@ impl Attempt {
         put(self.visible_output.map_or("", |v| if v { "true" } else { "false" }).as_bytes());
         put(self.decision.map_or("", name).as_bytes());
         put(self.circuit.map_or("", name).as_bytes());
+        // Fields added later hash only when present, so that every attempt
+        // stored before them keeps its fingerprint.
+        let added: [(&str, &Option<String>); 2] =
+            [("billing_account", &self.billing_account), ("service_tier", &self.service_tier)];
+        for (tag, value) in added {
+            if let Some(value) = value {
+                put(tag.as_bytes());
+                put(value.as_bytes());
+            }
+        }
         let digest = hasher.finalize();
         let mut first = [0u8; 8];
         first.copy_from_slice(&digest[..8]);

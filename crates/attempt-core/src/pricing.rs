@@ -132,6 +132,18 @@ impl PriceTable {
         exact.or_else(|| self.entries.get(&(provider, undated(model)?.to_string()))).copied()
     }
 
+    /// The name a reconciliation cell gives a model, as the table names it
+    /// (a dated name served by its base entry is the base), with its
+    /// price; a name without an entry is its undated self and unpriced.
+    pub fn cell_model(&self, provider: &str, model: &str) -> (String, Option<Price>) {
+        let provider = provider.to_ascii_lowercase();
+        if let Some(price) = self.entries.get(&(provider.clone(), model.to_string())) {
+            return (model.to_string(), Some(*price));
+        }
+        let base = undated(model).unwrap_or(model);
+        (base.to_string(), self.entries.get(&(provider, base.to_string())).copied())
+    }
+
     /// Prices every (provider, model) pair that has an entry; pairs without
     /// one are left out and so have unknown cost.
     pub fn resolve<'a>(&self, served: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<ResolvedPrice> {
@@ -188,6 +200,17 @@ fn strip_date(name: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cells_name_models_as_the_table_does() {
+        let table = PriceTable::load(None).unwrap();
+        let (name, price) = table.cell_model("openai", "gpt-4o-mini-2024-07-18");
+        assert_eq!((name.as_str(), price), ("gpt-4o-mini", table.lookup("openai", "gpt-4o-mini")));
+        assert_eq!(table.cell_model("OpenAI", "gpt-4o-mini").0, "gpt-4o-mini");
+        // Unpriced: compared by its undated name, never priced at 0.
+        assert_eq!(table.cell_model("openai", "my-model-20250101"), ("my-model".to_string(), None));
+        assert_eq!(table.cell_model("openrouter", "openai/gpt-4o-mini").1, None);
+    }
 
     #[test]
     fn shipped_table_loads_and_prices_per_token() {

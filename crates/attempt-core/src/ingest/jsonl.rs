@@ -73,7 +73,7 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
 /// The fields every attempt record may carry, in the order they are checked
 /// (the first that is wrong is the one a rejection names; `http_status` is
 /// read first).
-const KNOWN: [&str; 29] = [
+const KNOWN: [&str; 31] = [
     "http_status",
     "workflow_id",
     "started_at",
@@ -89,6 +89,8 @@ const KNOWN: [&str; 29] = [
     "served_provider",
     "served_model",
     "provider_request_id",
+    "billing_account",
+    "service_tier",
     "duration_ms",
     "ttft_ms",
     "error_class",
@@ -394,6 +396,8 @@ impl<'a> Fields<'a> {
             served_provider: self.string("served_provider")?,
             served_model: self.string("served_model")?,
             provider_request_id: self.string("provider_request_id")?,
+            billing_account: self.string("billing_account")?,
+            service_tier: self.string("service_tier")?,
             duration_ms: self.optional("duration_ms", non_negative_number)?,
             ttft_ms: self.optional("ttft_ms", non_negative_number)?,
             http_status,
@@ -552,6 +556,24 @@ mod tests {
         assert_eq!(a.error_class, None);
         assert_eq!(a.attempt_id.len(), 32);
         assert_eq!(a.extra, None);
+    }
+
+    #[test]
+    fn billing_fields_are_optional_strings_that_keep_old_fingerprints() {
+        let plain = decode_line(MINIMAL).unwrap();
+        assert_eq!((plain.billing_account.as_deref(), plain.service_tier.as_deref()), (None, None));
+        let billed = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            "\"status\":\"ok\",\"billing_account\":\"proj_A\",\"service_tier\":\"flex\"",
+        );
+        let a = decode_line(&billed).unwrap();
+        assert_eq!((a.billing_account.as_deref(), a.service_tier.as_deref()), (Some("proj_A"), Some("flex")));
+        assert_ne!(a.fingerprint, plain.fingerprint, "a billed attempt differs from an unbilled one");
+        // Stored before the fields existed: the same fingerprint as then.
+        assert_eq!(plain.fingerprint, 0x86c1_9682_8747_186f_u64, "{:#x}", plain.fingerprint);
+        let err = decode_line(&MINIMAL.replace("\"status\":\"ok\"", "\"status\":\"ok\",\"service_tier\":5"))
+            .unwrap_err();
+        assert!(err.contains("service_tier"), "{err}");
     }
 
     #[test]

@@ -104,6 +104,13 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
         provider_request_id: error_str("error_provider_request_id")
             .or_else(|| map.get("response").and_then(|r| r.get("id")).and_then(Value::as_str))
             .map(String::from),
+        // The tier the provider answered with (OpenAI echoes it in the response).
+        service_tier: map
+            .get("response")
+            .and_then(|r| r.get("service_tier"))
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(String::from),
         tokens: Tokens {
             input: p.count("prompt_tokens")?,
             output: p.count("completion_tokens")?,

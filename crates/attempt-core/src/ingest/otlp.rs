@@ -102,12 +102,21 @@ const PROVIDER_KEYS: [&str; 5] =
 
 /// Attributes an inner model span takes from the wrapper around it when it
 /// lacks them: what the application or gateway knew about the workflow.
-const INHERITED_KEYS: [&str; 4] =
-    ["attempt.workflow_id", "attempt.workflow", "attempt.route_group", "litellm.model_group"];
+const INHERITED_KEYS: [&str; 5] = [
+    "attempt.workflow_id",
+    "attempt.workflow",
+    "attempt.route_group",
+    "litellm.model_group",
+    "attempt.billing_account",
+];
 
 /// The attributes the mapping reads; everything else (message text above
 /// all) is dropped before a span is stored. `attempt.*` is kept too.
 const KEPT_KEYS: &[&str] = &[
+    "openai.response.service_tier",
+    "gen_ai.openai.response.service_tier",
+    "openai.request.service_tier",
+    "gen_ai.openai.request.service_tier",
     "gen_ai.operation.name",
     "gen_ai.provider.name",
     "gen_ai.system",
@@ -675,6 +684,9 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         )
         .map(String::from),
         retry_after_ms: checked_float(span, &["attempt.retry_after_ms"], &mut warnings),
+        billing_account: view.str(&["attempt.billing_account"]).map(String::from),
+        // The tier that served wins over the tier asked for ("auto" asks).
+        service_tier: str_attr(span, &SERVICE_TIER_KEYS).map(String::from),
         http_status,
         error_code: error_code(span),
         ttft_ms: time_to_first_token_ms(span, &mut warnings),
@@ -685,6 +697,17 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         ..AttemptFields::default()
     })
 }
+
+/// Where emitters put the service tier: ours, then the OpenAI
+/// instrumentations' response and request attributes, each in its current
+/// and its older `gen_ai.openai.*` spelling.
+const SERVICE_TIER_KEYS: [&str; 5] = [
+    "attempt.service_tier",
+    "openai.response.service_tier",
+    "gen_ai.openai.response.service_tier",
+    "openai.request.service_tier",
+    "gen_ai.openai.request.service_tier",
+];
 
 /// Attributes named `attempt.extra.KEY` (on the call or a model span
 /// wrapping it, the call's own first) become the record's extra field `KEY`: what

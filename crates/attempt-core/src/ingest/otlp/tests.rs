@@ -852,3 +852,40 @@ mod changes {
         assert_eq!(changes.retired_attempt_ids, [span_attempt_id(&trace(), &id(11))]);
     }
 }
+
+#[test]
+fn billing_account_and_service_tier_are_read_in_every_spelling() {
+    let tier_of = |attrs: Vec<KeyValue>| {
+        let attempts = attempts_of_request(&request(vec![span(1, None, 0, genai(attrs), false)]));
+        (attempts[0].billing_account.clone(), attempts[0].service_tier.clone())
+    };
+    assert_eq!(tier_of(vec![]), (None, None));
+    assert_eq!(
+        tier_of(vec![
+            kv("attempt.billing_account", s("proj_A")),
+            kv("openai.response.service_tier", s("flex"))
+        ]),
+        (Some("proj_A".into()), Some("flex".into()))
+    );
+    // The tier that served wins over the one asked for, in either spelling.
+    assert_eq!(
+        tier_of(vec![
+            kv("openai.request.service_tier", s("auto")),
+            kv("gen_ai.openai.response.service_tier", s("default"))
+        ])
+        .1,
+        Some("default".into())
+    );
+    assert_eq!(
+        tier_of(vec![kv("gen_ai.openai.request.service_tier", s("priority"))]).1,
+        Some("priority".into())
+    );
+    assert_eq!(
+        tier_of(vec![
+            kv("attempt.service_tier", s("batch")),
+            kv("openai.response.service_tier", s("default"))
+        ])
+        .1,
+        Some("batch".into())
+    );
+}

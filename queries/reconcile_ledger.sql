@@ -1,0 +1,69 @@
+-- reconcile_ledger.sql: the ledger's side of the bill (docs/reconcile.md),
+-- per cell at its finest: billing provider, cell start, account, model and
+-- tier. Read from the stored attempts: a cell is by attempt start and
+-- billing account, which no rollup keeps.
+-- Parameters: the variables reconcile_since, reconcile_until (TIMESTAMP)
+--   and reconcile_grain ('day' | 'hour'); temp.reconcile_models (provider,
+--   model, cell_model, input_pusd, cached_input_pusd, cache_write_pusd,
+--   output_pusd; the prices NULL when the model has none); cost.sql's macros.
+-- Columns: provider (who bills: `openrouter` for its routes, else the
+--   served provider), cell_start, billing_account, model (as the price
+--   table names it), service_tier, attempts, billable_attempts,
+--   unbilled_failures (failed, no output tokens), the billable attempts'
+--   input_tokens, cached_input_tokens, cache_write_input_tokens,
+--   output_tokens, cost_pusd (known cost, as the report charges it),
+--   unknown_cost_attempts, unbilled_cost_pusd, repriced_pusd (billable
+--   tokens priced by the table), unrepriced_attempts.
+WITH scoped AS (
+    SELECT CASE WHEN a.provider = 'openrouter' THEN a.provider ELSE a.served_provider END AS billing_provider,
+           date_trunc(getvariable('reconcile_grain'), a.started_at) AS cell_start,
+           a.billing_account, a.service_tier, a.served_provider, a.served_model, a.status, a.cost_pusd,
+           coalesce(a.input_tokens, 0) AS input_tokens,
+           coalesce(a.cached_input_tokens, 0) AS cached_input_tokens,
+           coalesce(a.cache_write_input_tokens, 0) AS cache_write_input_tokens,
+           coalesce(a.output_tokens, 0) AS output_tokens,
+           a.input_tokens IS NULL AND a.output_tokens IS NULL AND a.cached_input_tokens IS NULL
+               AND a.cache_write_input_tokens IS NULL AS no_usage,
+           a.status = 'error' AND coalesce(a.output_tokens, 0) = 0 AS unbilled
+    FROM attempts a
+    WHERE a.started_at >= getvariable('reconcile_since') AND a.started_at < getvariable('reconcile_until')
+      AND a.workflow_id NOT IN (SELECT workflow_id FROM quarantine)
+),
+kinded AS (
+    SELECT s.*, coalesce(named.cell_model, s.served_model) AS cell_model,
+           priced.input_pusd, priced.cached_input_pusd, priced.cache_write_pusd, priced.output_pusd,
+           -- The report's rule (facts.sql): what each attempt is charged.
+           CASE WHEN s.cost_pusd IS NOT NULL THEN 'emitter'
+                WHEN s.status = 'error' AND s.input_tokens = 0 AND s.output_tokens = 0
+                     AND s.cached_input_tokens = 0 AND s.cache_write_input_tokens = 0 THEN 'free'
+                WHEN s.status = 'ok' AND s.no_usage THEN 'unknown'
+                ELSE 'priced' END AS cost_kind
+    FROM scoped s
+    LEFT JOIN temp.reconcile_models named ON named.provider = s.billing_provider AND named.model = s.served_model
+    LEFT JOIN temp.reconcile_models priced ON priced.provider = s.served_provider AND priced.model = s.served_model
+),
+costed AS (
+    SELECT *,
+           known_cost_pusd(cost_kind, cost_pusd, input_tokens, cached_input_tokens, cache_write_input_tokens,
+                           output_tokens, input_pusd, cached_input_pusd, cache_write_pusd, output_pusd) AS known_pusd,
+           cost_is_unknown(cost_kind, input_pusd) AS cost_unknown,
+           NOT unbilled AND (no_usage OR input_pusd IS NULL) AS unrepriced,
+           known_cost_pusd('priced', NULL, input_tokens, cached_input_tokens, cache_write_input_tokens,
+                           output_tokens, input_pusd, cached_input_pusd, cache_write_pusd, output_pusd) AS repriced
+    FROM kinded
+)
+SELECT billing_provider AS provider, cell_start, billing_account, cell_model AS model, service_tier,
+       count(*)::BIGINT AS attempts,
+       count(*) FILTER (WHERE NOT unbilled)::BIGINT AS billable_attempts,
+       count(*) FILTER (WHERE unbilled)::BIGINT AS unbilled_failures,
+       coalesce(sum(input_tokens) FILTER (WHERE NOT unbilled), 0)::HUGEINT AS input_tokens,
+       coalesce(sum(cached_input_tokens) FILTER (WHERE NOT unbilled), 0)::HUGEINT AS cached_input_tokens,
+       coalesce(sum(cache_write_input_tokens) FILTER (WHERE NOT unbilled), 0)::HUGEINT AS cache_write_input_tokens,
+       coalesce(sum(output_tokens) FILTER (WHERE NOT unbilled), 0)::HUGEINT AS output_tokens,
+       coalesce(sum(known_pusd), 0)::HUGEINT AS cost_pusd,
+       count(*) FILTER (WHERE cost_unknown)::BIGINT AS unknown_cost_attempts,
+       coalesce(sum(known_pusd) FILTER (WHERE unbilled), 0)::HUGEINT AS unbilled_cost_pusd,
+       coalesce(sum(repriced) FILTER (WHERE NOT unbilled AND NOT unrepriced), 0)::HUGEINT AS repriced_pusd,
+       count(*) FILTER (WHERE unrepriced)::BIGINT AS unrepriced_attempts
+FROM costed
+GROUP BY ALL;

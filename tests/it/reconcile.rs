@@ -1,0 +1,352 @@
+//! `reconcile`: the provider's exports imported as the admin APIs page
+//! them, held against the ledger cell by cell (docs/reconcile.md).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use attempt_core::bill::{BillSource, read_pages};
+use attempt_core::pricing::PriceTable;
+use attempt_core::reconcile::{Grain, Tolerance};
+use attempt_ledger::report::reconcile::{Options, reconcile};
+use attempt_ledger::store::Store;
+use attempt_ledger::store::bill::ReconcileScope;
+
+const SOURCES: [&str; 5] =
+    ["openai-usage", "openai-costs", "anthropic-usage", "anthropic-cost", "openrouter-activity"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/bill").join(name)
+}
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .env_remove("ATTEMPT_LEDGER_DB")
+        .env_remove("ATTEMPT_LEDGER_PRICES")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str], dir: &Path) -> String {
+    let out = run(args, dir);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn import(dir: &Path, source: &str, file: &Path) -> String {
+    ok(&["reconcile", "import", "--db", "r.duckdb", "--source", source, file.to_str().unwrap()], dir)
+}
+
+fn compared(dir: &Path) -> Value {
+    let text = ok(
+        &[
+            "reconcile",
+            "--db",
+            "r.duckdb",
+            "--since",
+            "2025-07-31T10:37:00Z",
+            "--until",
+            "2025-08-03",
+            "--tolerance-usd",
+            "0",
+            "--tolerance-pct",
+            "0",
+            "--format",
+            "json",
+        ],
+        dir,
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ledger_db() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&["ingest", "--db", "r.duckdb", fixture("ledger.jsonl").to_str().unwrap()], dir.path());
+    dir
+}
+
+fn cell<'a>(answer: &'a Value, provider: &str, account: Option<&str>, tier: Option<&str>) -> &'a Value {
+    answer["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["provider"] == provider
+                && c["billing_account"].as_str() == account
+                && c["service_tier"].as_str() == tier
+                && c["start"] == "2025-08-01T00:00:00Z"
+        })
+        .unwrap_or_else(|| panic!("no cell {provider} {account:?} {tier:?} in {answer:#}"))
+}
+
+fn money(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not money"))
+}
+
+#[test]
+fn each_cells_drift_is_split_into_causes_that_add_up_to_it() {
+    let dir = ledger_db();
+    for source in SOURCES {
+        import(dir.path(), source, &fixture(&format!("{source}.json")));
+    }
+    let answer = compared(dir.path());
+    for key in ["cells", "totals", "other_costs", "dimensions"] {
+        assert!(answer.get(key).is_some(), "no `{key}`");
+    }
+    // OpenAI, project A: a 429 charged by its emitter, an emitter's own
+    // figure above the price table, a billed timed-out stream, a request the
+    // telemetry never saw, and a discount on output.
+    let a = cell(&answer, "openai", Some("proj_A"), None);
+    assert_eq!(a["model"], "gpt-4o-mini", "the dated name maps to the table's entry");
+    assert_eq!(a["status"], "ledger_high");
+    assert_eq!(a["ledger"]["attempts"], 5);
+    assert_eq!(a["ledger"]["billable_attempts"], 3, "the timed-out stream that produced output is billable");
+    assert_eq!(a["ledger"]["unbilled_failures"], 2);
+    assert_eq!(a["ledger"]["tokens"]["input"], 4000);
+    assert_eq!(money(&a["ledger"]["cost_usd"]), 0.002415);
+    assert_eq!(money(&a["ledger"]["repriced_usd"]), 0.001125);
+    assert_eq!(a["billed"]["requests"], 4);
+    assert_eq!(a["billed"]["tokens"]["input"], 9000);
+    assert_eq!(money(&a["billed"]["cost_usd"]), 0.002037);
+    assert_eq!(money(&a["billed"]["tokens_priced_usd"]), 0.002115);
+    assert_eq!(money(&a["drift_usd"]), 0.000378);
+    let causes = &a["causes"];
+    assert_eq!(money(&causes["unbilled_failures"]), 0.001);
+    assert_eq!(money(&causes["emitter_cost"]), 0.00029);
+    assert_eq!(money(&causes["tokens"]), -0.00099);
+    assert_eq!(money(&causes["price"]), 0.000078);
+    assert_eq!(money(&causes["unexplained"]), 0.0);
+    assert_eq!(a["hidden_requests"], 1);
+    // A project the ledger never saw.
+    let z = cell(&answer, "openai", Some("proj_Z"), None);
+    assert_eq!((z["status"].as_str(), z["hidden_requests"].as_i64()), (Some("provider_only"), Some(2)));
+    // Anthropic's cost report has no priority tier: the priority cell's
+    // whole cost is the price cause; the standard cell matches with its
+    // unbilled 529.
+    let priority = cell(&answer, "anthropic", Some("wrkspc_1"), Some("priority"));
+    assert_eq!(priority["status"], "ledger_high");
+    assert_eq!(money(&priority["causes"]["price"]), 0.0075);
+    assert_eq!(priority["billed"]["requests"], Value::Null, "Anthropic counts no requests");
+    let standard = cell(&answer, "anthropic", Some("wrkspc_1"), Some("standard"));
+    assert_eq!(
+        (standard["status"].as_str(), standard["ledger"]["unbilled_failures"].as_i64()),
+        (Some("matched"), Some(1))
+    );
+    // OpenRouter's routes are on OpenRouter's bill; without prices for its
+    // slugs, what is not unbilled failures stays unexplained.
+    let router = cell(&answer, "openrouter", None, None);
+    assert_eq!(money(&router["drift_usd"]), -0.0002);
+    assert_eq!(router["causes"]["tokens"], Value::Null);
+    assert_eq!(money(&router["causes"]["unexplained"]), -0.0002);
+    assert_eq!(answer["dimensions"]["openai"]["service_tier"], false, "OpenAI's costs carry no tier");
+    assert_eq!(answer["dimensions"]["anthropic"]["service_tier"], true);
+    // The first bucket started at the asked instant: partial, out of the totals.
+    let partial =
+        answer["cells"].as_array().unwrap().iter().find(|c| c["start"] == "2025-07-31T00:00:00Z").unwrap();
+    assert_eq!(partial["status"], "partial");
+    let totals = &answer["totals"];
+    assert_eq!(totals["cells"], 5);
+    assert_eq!(totals["cells_by_status"]["partial"], 1);
+    let sum: f64 = ["unbilled_failures", "emitter_cost", "tokens", "price", "unexplained"]
+        .iter()
+        .map(|k| money(&totals["causes"][*k]))
+        .sum();
+    assert!((sum - money(&totals["drift_usd"])).abs() < 1e-12);
+    assert_eq!(money(&totals["drift_usd"]), 0.006628);
+    // Costs that are not tokens are kept, apart.
+    let other: Vec<(String, f64)> = answer["other_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["provider"].as_str().unwrap().to_string(), money(&o["amount"])))
+        .collect();
+    assert_eq!(other, [("anthropic".to_string(), 0.01), ("openai".to_string(), 0.025)]);
+}
+
+#[test]
+fn money_is_written_as_exact_decimals() {
+    let dir = ledger_db();
+    for source in SOURCES {
+        import(dir.path(), source, &fixture(&format!("{source}.json")));
+    }
+    let text = ok(
+        &[
+            "reconcile",
+            "--db",
+            "r.duckdb",
+            "--since",
+            "2025-08-01",
+            "--until",
+            "2025-08-02",
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert!(text.contains("\"drift_usd\": 0.000378,"), "{text}");
+    assert!(text.contains("\"tokens\": -0.00099,"), "{text}");
+    let csv = ok(
+        &[
+            "reconcile",
+            "--db",
+            "r.duckdb",
+            "--since",
+            "2025-08-01",
+            "--until",
+            "2025-08-02",
+            "--format",
+            "csv",
+        ],
+        dir.path(),
+    );
+    assert!(csv.lines().next().unwrap().starts_with("start,end,provider,billing_account,model"));
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+    let table =
+        ok(&["reconcile", "--db", "r.duckdb", "--since", "2025-08-01", "--until", "2025-08-02"], dir.path());
+    assert!(table.contains("openai: cells by account, model"), "{table}");
+}
+
+#[test]
+fn re_importing_a_window_replaces_it() {
+    let dir = ledger_db();
+    for source in SOURCES {
+        import(dir.path(), source, &fixture(&format!("{source}.json")));
+    }
+    let first = compared(dir.path());
+    let again = import(dir.path(), "openai-usage", &fixture("openai-usage.json"));
+    assert!(again.contains("(3 buckets and 3 facts of earlier imports replaced)"), "{again}");
+    assert_eq!(compared(dir.path()), first, "the same pages again change nothing");
+    // The provider revised its numbers: one more request on the 1st.
+    let revised = dir.path().join("revised.json");
+    let text = std::fs::read_to_string(fixture("openai-usage.json")).unwrap();
+    std::fs::write(
+        &revised,
+        text.lines().nth(1).unwrap().replace("\"num_model_requests\": 4", "\"num_model_requests\": 5"),
+    )
+    .unwrap();
+    import(dir.path(), "openai-usage", &revised);
+    let after = compared(dir.path());
+    assert_eq!(cell(&after, "openai", Some("proj_A"), None)["hidden_requests"], 2);
+}
+
+#[test]
+fn a_bad_page_is_refused_by_path_and_reason_and_nothing_is_stored() {
+    let dir = ledger_db();
+    let costs = fixture("openai-costs.json");
+    let usage_as_costs = fixture("openai-usage.json");
+    let out = run(
+        &[
+            "reconcile",
+            "import",
+            "--db",
+            "r.duckdb",
+            "--source",
+            "openai-costs",
+            costs.to_str().unwrap(),
+            usage_as_costs.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}: not openai-costs pages: page 1: data[0]: results[0] is `organization.usage.completions.result`", usage_as_costs.display())), "{err}");
+    // The good file was not stored either: an import is all or nothing.
+    let answer = compared(dir.path());
+    assert_eq!(answer["cells"].as_array().unwrap().len(), 0, "{answer:#}");
+    assert_eq!(answer["not_imported"].as_array().unwrap().len(), 3);
+    let out = run(
+        &["reconcile", "import", "--db", "r.duckdb", "--source", "aws-bill", costs.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "use one of openai-usage, openai-costs, anthropic-usage, anthropic-cost, openrouter-activity"
+    ));
+    let out = run(&["reconcile", "--db", "r.duckdb", "--tolerance-pct", "101"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tolerance_pct: `101` is not between 0 and 100"));
+}
+
+/// The answer of a store that imported `order` (indices into SOURCES,
+/// repeats allowed), as JSON.
+pub fn answer_after(order: &[usize]) -> Value {
+    let store = Store::open_in_memory().unwrap();
+    let records = std::fs::read_to_string(fixture("ledger.jsonl")).unwrap();
+    let attempts: Vec<_> =
+        records.lines().map(|l| attempt_core::ingest::jsonl::decode_line(l).unwrap()).collect();
+    store.write_batch(&attempts).unwrap();
+    for &i in order {
+        let source: BillSource = SOURCES[i].parse().unwrap();
+        let text = std::fs::read_to_string(fixture(&format!("{}.json", SOURCES[i]))).unwrap();
+        store.import_bill(&read_pages(source, &text).unwrap()).unwrap();
+    }
+    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
+    let scope = ReconcileScope {
+        since: at("2025-07-31T10:37:00Z"),
+        until: at("2025-08-03T00:00:00Z"),
+        grain: Grain::Day,
+    };
+    let rows = store.reconcile_rows(&scope, &PriceTable::load(None).unwrap()).unwrap();
+    let options = Options { tolerance: Tolerance::default(), settled_before: at("2026-01-01T00:00:00Z") };
+    serde_json::to_value(reconcile(rows, &scope, options)).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #[test]
+    fn import_order_and_re_imports_never_change_a_cell(
+        order in Just((0..SOURCES.len()).collect::<Vec<_>>()).prop_shuffle(),
+        repeats in proptest::collection::vec(0..SOURCES.len(), 0..4),
+    ) {
+        let mut imports = order.clone();
+        imports.extend(repeats);
+        prop_assert_eq!(answer_after(&imports), answer_after(&[0, 1, 2, 3, 4]));
+    }
+}
+
+#[test]
+fn the_route_answers_what_the_command_does() {
+    let dir = ledger_db();
+    for source in SOURCES {
+        import(dir.path(), source, &fixture(&format!("{source}.json")));
+    }
+    let asked = "since=2025-07-31T10:37:00Z&until=2025-08-03&tolerance_usd=0&tolerance_pct=0";
+    let from_command = compared(dir.path());
+    let service = crate::service::Service::start(&dir.path().join("r.duckdb"), &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let get = |path: &str| {
+        let mut response = agent.get(&format!("{}{path}", service.http)).call().unwrap();
+        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
+    };
+    let (status, body) = get(&format!("/api/v1/reconcile?{asked}"));
+    assert_eq!(status, 200, "{body}");
+    let from_route: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(from_route["cells"], from_command["cells"]);
+    assert_eq!(from_route["totals"], from_command["totals"]);
+    let (status, body) = get("/api/v1/reconcile?grain=week");
+    assert_eq!(status, 400);
+    assert!(body.contains("grain: `week` is not day or hour"), "{body}");
+    // While the service holds the file, the command asks it.
+    let asked_service = ok(
+        &[
+            "reconcile",
+            "--db",
+            "r.duckdb",
+            "--since",
+            "2025-07-31T10:37:00Z",
+            "--until",
+            "2025-08-03",
+            "--tolerance-usd",
+            "0",
+            "--tolerance-pct",
+            "0",
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    let asked_service: Value = serde_json::from_str(&asked_service).unwrap();
+    assert_eq!(asked_service["cells"], from_command["cells"]);
+}
