@@ -1,6 +1,7 @@
 //! attempt-ledger: an observability and cost ledger for LLM API call
 //! attempts. See ARCHITECTURE.md for the map of this crate.
 
+pub mod admin_api;
 pub mod alerts;
 pub mod cli;
 pub mod dashboard;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{DbArg, remote};
+use crate::admin_api::{Key, Plan, Provider, fetch};
 use crate::report::Format;
 use crate::report::reconcile::render;
 use crate::store::Store;
@@ -29,6 +30,28 @@ enum Action {
     /// returns them: one page, pages one after another, or one per line).
     /// Re-importing a window replaces it.
     Import(ImportArgs),
+    /// Read the provider's usage and cost pages from its admin API (the key
+    /// from OPENAI_ADMIN_KEY, ANTHROPIC_ADMIN_KEY or OPENROUTER_API_KEY),
+    /// paging and waiting as it asks, and import them.
+    Fetch(FetchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FetchArgs {
+    #[command(flatten)]
+    db: DbArg,
+    /// openai, anthropic or openrouter.
+    #[arg(long, value_enum)]
+    source: Provider,
+    /// From this time (RFC 3339, a date, or an age such as 2d).
+    #[arg(long)]
+    since: String,
+    /// Before this time; default now.
+    #[arg(long)]
+    until: Option<String>,
+    /// Another address for the API (a proxy), instead of the provider's.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +124,7 @@ fn source(text: &str) -> Result<BillSource, String> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.action {
         Some(Action::Import(import)) => run_import(import),
+        Some(Action::Fetch(fetch)) => run_fetch(fetch),
         None => run_compare(args.compare),
     }
 }
@@ -122,6 +146,40 @@ fn run_import(args: ImportArgs) -> anyhow::Result<ExitCode> {
             "{}: {} pages, {} buckets, {} facts stored ({} buckets and {} facts of earlier imports replaced)",
             path.display(),
             pages.pages,
+            done.buckets,
+            done.facts,
+            done.replaced_buckets,
+            done.replaced_facts
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
+    let now = chrono::Utc::now();
+    let since =
+        attempt_core::time_arg::parse_time(&args.since, now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let until = match &args.until {
+        Some(t) => attempt_core::time_arg::parse_time(t, now).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+        None => now,
+    };
+    let base_url = match &args.base_url {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => url.clone(),
+        Some(url) => anyhow::bail!("--base-url: `{url}` is not an http:// or https:// address"),
+        None => args.source.default_base_url().to_string(),
+    };
+    let key = Key::from_env(args.source)?;
+    let plan = Plan { provider: args.source, since, until, base_url };
+    let fetched = fetch(&plan, &key)?;
+    let store = Store::open(&args.db.db)?;
+    for f in &fetched {
+        let done = store.import_bill(&f.pages)?;
+        println!(
+            "{}: {} pages in {} requests ({} answered 429), {} buckets, {} facts stored ({} buckets and {} facts of earlier imports replaced)",
+            f.pages.source.name(),
+            f.pages.pages,
+            f.requests,
+            f.throttled,
             done.buckets,
             done.facts,
             done.replaced_buckets,

@@ -980,7 +980,9 @@ mod tests {
                      DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
                      DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;
-                     DROP TABLE database_identity;
+                     DROP TABLE database_identity; DROP TABLE bill_buckets; DROP TABLE bill_facts;
+                     ALTER TABLE attempts DROP COLUMN billing_account;
+                     ALTER TABLE attempts DROP COLUMN service_tier;
                      ALTER TABLE workflow_facts DROP COLUMN outcome_ms;
                      ALTER TABLE workflow_facts DROP COLUMN shape_key;",
                 )

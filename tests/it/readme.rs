@@ -100,6 +100,8 @@ fn the_readme_commands_work_as_written() {
         .unwrap();
     }
 
+    // The reconcile page's fetch reads a loopback stand-in of the admin API.
+    let admin_api = crate::reconcile::FakeAdminApis::start();
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_attempt-ledger")).parent().unwrap().to_owned();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     for command in &commands {
@@ -107,6 +109,8 @@ fn the_readme_commands_work_as_written() {
             .args(["-c", command])
             .current_dir(dir.path())
             .env("PATH", &path)
+            .env("OPENAI_BASE_URL", &admin_api.url)
+            .env("OPENAI_ADMIN_KEY", crate::reconcile::KEY)
             .env_remove("ATTEMPT_LEDGER_DB")
             .output()
             .unwrap();

@@ -350,3 +350,187 @@ fn the_route_answers_what_the_command_does() {
     let asked_service: Value = serde_json::from_str(&asked_service).unwrap();
     assert_eq!(asked_service["cells"], from_command["cells"]);
 }
+
+/// A loopback stand-in for the three admin APIs, serving the fixtures as
+/// documented pages: OpenAI's usage in two pages behind one 429, Anthropic's
+/// usage in two pages, OpenRouter's activity one day at a time. It records
+/// each request's path, query and credentials.
+pub struct FakeAdminApis {
+    pub url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+pub const KEY: &str = "sk-admin-test-9f8e7d6c5b4a";
+
+impl FakeAdminApis {
+    pub fn start() -> FakeAdminApis {
+        use axum::extract::{Query, State};
+        use axum::http::{HeaderMap, StatusCode};
+        use axum::response::IntoResponse;
+        type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+        let seen: Seen = Default::default();
+        let page = |name: &str, line: Option<usize>| {
+            let text = std::fs::read_to_string(fixture(name)).unwrap();
+            match line {
+                Some(n) => text.lines().nth(n).unwrap().to_string(),
+                None => text,
+            }
+        };
+        let openai_usage = (page("openai-usage.json", Some(0)), page("openai-usage.json", Some(1)));
+        let openai_costs = page("openai-costs.json", None);
+        let anthropic_usage = page("anthropic-usage.json", None)
+            .replace("\"has_more\": false", "\"has_more\": true")
+            .replace("\"next_page\": null", "\"next_page\": \"page_2\"");
+        let anthropic_usage_2 = r#"{"data": [{"starting_at": "2025-08-02T00:00:00Z", "ending_at": "2025-08-03T00:00:00Z", "results": []}], "has_more": false, "next_page": null}"#.to_string();
+        let anthropic_cost = page("anthropic-cost.json", None);
+        let activity = page("openrouter-activity.json", None);
+        let handler = move |State(seen): State<Seen>,
+                            uri: axum::http::Uri,
+                            headers: HeaderMap,
+                            Query(q): Query<Vec<(String, String)>>| {
+            let (openai_usage, openai_costs, anthropic_usage, anthropic_usage_2, anthropic_cost, activity) = (
+                openai_usage.clone(),
+                openai_costs.clone(),
+                anthropic_usage.clone(),
+                anthropic_usage_2.clone(),
+                anthropic_cost.clone(),
+                activity.clone(),
+            );
+            async move {
+                let header =
+                    |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+                let param = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                let mut log = seen.lock().unwrap();
+                log.push(format!(
+                    "{} auth={} key={} version={}",
+                    uri,
+                    header("authorization"),
+                    header("x-api-key"),
+                    header("anthropic-version")
+                ));
+                let first_usage_call =
+                    log.iter().filter(|l| l.starts_with("/v1/organization/usage")).count() == 1;
+                drop(log);
+                let bearer = header("authorization") == format!("Bearer {KEY}");
+                let anthropic = header("x-api-key") == KEY && header("anthropic-version") == "2023-06-01";
+                match uri.path() {
+                    "/v1/organization/usage/completions" if bearer && first_usage_call => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1")],
+                        "{\"error\": {\"type\": \"rate_limit\"}}".to_string(),
+                    )
+                        .into_response(),
+                    "/v1/organization/usage/completions" if bearer => match param("page").as_deref() {
+                        None => openai_usage.0.into_response(),
+                        Some("page_AAAAAGdGxdEiJdKOAAAAAGcqsYA=") => openai_usage.1.into_response(),
+                        Some(_) => StatusCode::BAD_REQUEST.into_response(),
+                    },
+                    "/v1/organization/costs" if bearer => openai_costs.into_response(),
+                    "/v1/organizations/usage_report/messages" if anthropic => {
+                        match param("page").as_deref() {
+                            None => anthropic_usage.into_response(),
+                            Some("page_2") => anthropic_usage_2.into_response(),
+                            Some(_) => StatusCode::BAD_REQUEST.into_response(),
+                        }
+                    }
+                    "/v1/organizations/cost_report" if anthropic => anthropic_cost.into_response(),
+                    "/api/v1/activity" if bearer => match param("date").as_deref() {
+                        Some("2025-08-01") => activity.into_response(),
+                        Some(_) => "{\"data\": []}".to_string().into_response(),
+                        None => StatusCode::BAD_REQUEST.into_response(),
+                    },
+                    _ => (
+                        StatusCode::UNAUTHORIZED,
+                        format!("{{\"error\": \"bad key {}\"}}", header("x-api-key")),
+                    )
+                        .into_response(),
+                }
+            }
+        };
+        let app = axum::Router::new().fallback(handler).with_state(seen.clone());
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        FakeAdminApis { url, seen, _runtime: runtime }
+    }
+}
+
+fn fetch_cmd(dir: &Path, provider: &str, url: &str, key: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"));
+    cmd.env_remove("ATTEMPT_LEDGER_DB").env("ATTEMPT_LEDGER_LOG", "debug");
+    for variable in ["OPENAI_ADMIN_KEY", "ANTHROPIC_ADMIN_KEY", "OPENROUTER_API_KEY"] {
+        cmd.env_remove(variable);
+        if let Some(key) = key {
+            cmd.env(variable, key);
+        }
+    }
+    cmd.args([
+        "reconcile",
+        "fetch",
+        "--db",
+        "r.duckdb",
+        "--source",
+        provider,
+        "--since",
+        "2025-07-31T10:37:00Z",
+    ])
+    .args(["--until", "2025-08-03", "--base-url", url])
+    .current_dir(dir)
+    .output()
+    .unwrap()
+}
+
+#[test]
+fn fetch_pages_through_each_admin_api_and_imports_what_import_would() {
+    let api = FakeAdminApis::start();
+    let dir = ledger_db();
+    let mut logs = String::new();
+    for provider in ["openai", "anthropic", "openrouter"] {
+        let out = fetch_cmd(dir.path(), provider, &api.url, Some(KEY));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{provider}: {stderr}");
+        logs += &stderr;
+        logs += &String::from_utf8_lossy(&out.stdout);
+    }
+    assert!(logs.contains("openai-usage: 2 pages in 3 requests (1 answered 429)"), "{logs}");
+    assert!(logs.contains("anthropic-usage: 2 pages in 2 requests"), "{logs}");
+    assert!(logs.contains("openrouter-activity: 3 pages in 3 requests"), "{logs}");
+    let fetched = compared(dir.path());
+    // The same cells as importing the same pages by hand (OpenRouter's and
+    // Anthropic's fetched days beyond the fixtures are covered and empty).
+    let by_hand = ledger_db();
+    for source in SOURCES {
+        import(by_hand.path(), source, &fixture(&format!("{source}.json")));
+    }
+    assert_eq!(fetched["cells"], compared(by_hand.path())["cells"]);
+    let seen = api.seen.lock().unwrap().join("\n");
+    assert!(seen.contains("group_by=line_item"), "{seen}");
+    assert!(
+        seen.contains("group_by%5B%5D=workspace_id") || seen.contains("group_by[]=workspace_id"),
+        "{seen}"
+    );
+    assert!(seen.contains("date=2025-07-31") && seen.contains("date=2025-08-02"), "{seen}");
+    // The key went only into the requests' headers.
+    assert!(!logs.contains(KEY), "a log shows the key");
+    let db = std::fs::read(dir.path().join("r.duckdb")).unwrap();
+    assert!(!db.windows(KEY.len()).any(|w| w == KEY.as_bytes()), "the database holds the key");
+}
+
+#[test]
+fn fetch_without_a_key_or_with_a_refused_one_says_so_without_the_key() {
+    let api = FakeAdminApis::start();
+    let dir = ledger_db();
+    let out = fetch_cmd(dir.path(), "anthropic", &api.url, None);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no key: set ANTHROPIC_ADMIN_KEY"));
+    let wrong = "sk-admin-wrong-1234567890";
+    let out = fetch_cmd(dir.path(), "anthropic", &api.url, Some(wrong));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("HTTP 401") && err.contains("bad key [key]"), "{err}");
+    assert!(!err.contains(wrong), "{err}");
+    let out = fetch_cmd(dir.path(), "openai", "ftp://example", Some(KEY));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an http:// or https:// address"));
+}
