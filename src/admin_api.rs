@@ -22,7 +22,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// OpenRouter keeps this many days of activity.
 pub const OPENROUTER_DAYS: u64 = 31;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Provider {
     Openai,
     Anthropic,

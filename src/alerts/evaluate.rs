@@ -12,9 +12,11 @@ use serde_json::json;
 use crate::read::{ReadError, Reader};
 use crate::report::Report;
 use crate::report::audit::Audit;
+use crate::report::reconcile::Reconciliation;
 use crate::store::Store;
 use attempt_core::alert_rules::{Rule, RuleKind};
 use attempt_core::model::{ErrorClass, name};
+use attempt_core::reconcile::{MAX_DAYS, Question};
 use attempt_core::request::{ReportFilter, Window};
 
 /// One alert instance's reading: a rule, and for `primary_success` a route.
@@ -47,10 +49,20 @@ pub fn evaluate<S: std::borrow::Borrow<Store>>(
 ) -> Vec<RuleResult> {
     let mut reports: BTreeMap<(Duration, Option<String>), Result<Report, String>> = BTreeMap::new();
     let mut audits: BTreeMap<(Duration, Option<String>), Result<Audit, String>> = BTreeMap::new();
+    let mut bills: BTreeMap<Duration, Result<Reconciliation, String>> = BTreeMap::new();
     rules
         .iter()
         .enumerate()
         .map(|(index, rule)| {
+            if rule.kind == RuleKind::CostDrift {
+                let bill = bills
+                    .entry(rule.window)
+                    .or_insert_with(|| window_bill(reader, rule, now).map_err(|e| e.to_string()));
+                return RuleResult {
+                    rule: index,
+                    outcome: bill.as_ref().map(|b| observe_bill(index, rule, b)).map_err(Clone::clone),
+                };
+            }
             if rule.kind == RuleKind::PolicyViolation {
                 let audit = audits
                     .entry((rule.window, rule.workflow.clone()))
@@ -104,6 +116,57 @@ pub fn window_audit<S: std::borrow::Borrow<Store>>(
     now: DateTime<Utc>,
 ) -> Result<Audit, ReadError> {
     reader.audit(Window { since: window_start(rule, now), until: Some(now), workflow: rule.workflow.clone() })
+}
+
+/// The reconciliation a `cost_drift` rule reads at `now`: the day cells of
+/// its window, with the command's tolerances and settle time.
+pub fn window_bill<S: std::borrow::Borrow<Store>>(
+    reader: &Reader<S>,
+    rule: &Rule,
+    now: DateTime<Utc>,
+) -> Result<Reconciliation, ReadError> {
+    let no_params: [(&'static str, String); 0] = [];
+    let mut question =
+        Question::from_params(no_params.as_slice(), now).map_err(|e| ReadError::Asked(e.to_string()))?;
+    question.since =
+        window_start(rule, now).unwrap_or(question.since).max(now - chrono::Duration::days(MAX_DAYS));
+    reader.reconcile(&question)
+}
+
+/// One observation per billing provider (or the rule's one) with settled,
+/// compared cells: |drift| in percent of the billed cost, labelled
+/// `provider`.
+pub fn observe_bill(index: usize, rule: &Rule, bill: &Reconciliation) -> Vec<Observation> {
+    let window = humantime::format_duration(rule.window).to_string();
+    bill.totals
+        .by_provider
+        .iter()
+        .filter(|p| rule.provider.as_deref().is_none_or(|wanted| Some(wanted) == p.key.as_deref()))
+        .map(|p| {
+            let value = p.drift_pct.map(f64::abs);
+            let provider = p.key.clone().unwrap_or_default();
+            Observation {
+                rule: index,
+                labels: BTreeMap::from([("provider".to_string(), provider.clone())]),
+                breaching: breaches(rule, value),
+                value,
+                summary: format!(
+                    "{provider}: ledger ${} against a bill of ${} over {} settled cells in the last {window}: drift ${} ({}) = unbilled failures ${} + emitter cost ${} + tokens ${} + price ${} + unexplained ${}",
+                    p.ledger_cost_usd,
+                    p.billed_cost_usd,
+                    p.cells,
+                    p.drift_usd,
+                    value.map_or("no bill".into(), |v| format!("{v:.2} %")),
+                    p.causes.unbilled_failures,
+                    p.causes.emitter_cost,
+                    p.causes.tokens,
+                    p.causes.price,
+                    p.causes.unexplained,
+                ),
+                details: json!(p),
+            }
+        })
+        .collect()
 }
 
 /// One observation per finding (or the rule's one): the workflows that
@@ -305,6 +368,6 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
             )
         }
         // Read from the audit, not the report (`observe_audit`).
-        RuleKind::PolicyViolation => Vec::new(),
+        RuleKind::PolicyViolation | RuleKind::CostDrift => Vec::new(),
     }
 }

@@ -41,7 +41,8 @@ pub struct Args {
     #[arg(long)]
     since: Option<String>,
     /// --check: last evaluation instant (default: the last stored attempt
-    /// plus the longest window, so every alert can resolve).
+    /// plus the longest window but a cost_drift rule's, so every alert can
+    /// resolve).
     #[arg(long)]
     until: Option<String>,
     /// --check: time between evaluations ("1m", "30s").
@@ -123,7 +124,16 @@ fn check(args: &Args, reader: &Reader, rules: RuleSet) -> anyhow::Result<ExitCod
             .map(|t| parse_time(t, now).map_err(|e| anyhow::anyhow!("--{flag} `{t}`: {e}")))
             .transpose()
     };
-    let longest = rules.rules.iter().map(|r| r.window).max().unwrap_or_default();
+    // Replayed past the last attempt by the longest window, so that every
+    // alert can resolve; a bill's drift moves with imports, not with time,
+    // and its windows are days: it does not lengthen the replay.
+    let longest = rules
+        .rules
+        .iter()
+        .filter(|r| r.kind != attempt_core::alert_rules::RuleKind::CostDrift)
+        .map(|r| r.window)
+        .max()
+        .unwrap_or_default();
     let step = chrono::Duration::from_std(args.step).context("--step is too long")?;
     if step <= chrono::Duration::zero() {
         bail!("--step must be more than 0");

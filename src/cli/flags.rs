@@ -41,6 +41,17 @@ pub fn horizon(text: &str) -> Result<Duration, String> {
     duration_within(text, Duration::ZERO, Duration::from_secs(366 * 86_400))
 }
 
+/// `serve --reconcile-every`: from a minute to a week (the admin APIs
+/// are rate-limited; their data moves by the hour).
+pub fn reconcile_every(text: &str) -> Result<Duration, String> {
+    duration_within(text, Duration::from_secs(60), Duration::from_secs(7 * 86_400))
+}
+
+/// `serve --reconcile-look-back`: from an hour to 31 days.
+pub fn look_back(text: &str) -> Result<Duration, String> {
+    duration_within(text, Duration::from_secs(3_600), Duration::from_secs(31 * 86_400))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

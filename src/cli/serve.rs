@@ -87,6 +87,18 @@ pub struct Args {
     lake_max_mib: u64,
     #[command(flatten)]
     node: super::export::LakeArgs,
+    /// Fetch the providers' bills this often ("1h") and import them, for
+    /// each provider whose key is set (OPENAI_ADMIN_KEY, ANTHROPIC_ADMIN_KEY,
+    /// OPENROUTER_API_KEY; docs/reconcile.md).
+    #[arg(long, value_parser = super::flags::reconcile_every)]
+    reconcile_every: Option<std::time::Duration>,
+    /// How far back each run re-reads ("1d"), so usage the provider
+    /// reports late replaces what an earlier run read.
+    #[arg(long, default_value = "1d", value_parser = super::flags::look_back, requires = "reconcile_every")]
+    reconcile_look_back: std::time::Duration,
+    /// PROVIDER=URL: another address for a provider's admin API (a proxy).
+    #[arg(long, value_name = "PROVIDER=URL", requires = "reconcile_every")]
+    reconcile_base_url: Vec<String>,
 }
 
 /// The flags of `serve` alone, as [`InProcess::start`] reads them.
@@ -112,6 +124,45 @@ fn load_tokens(file: Option<&std::path::Path>) -> anyhow::Result<Tokens> {
 const TOKENS_ENV: &str = "ATTEMPT_LEDGER_TOKENS";
 
 use crate::service::tls::TlsFiles;
+
+/// `--reconcile-every` with the providers whose keys are set; refused when
+/// none is, or when a base URL names no provider.
+fn reconcile_config(
+    every: Option<std::time::Duration>,
+    look_back: std::time::Duration,
+    base_urls: &[String],
+) -> anyhow::Result<Option<crate::service::reconciler::ReconcileConfig>> {
+    use crate::admin_api::{Key, Provider};
+    let Some(every) = every else { return Ok(None) };
+    let mut urls = std::collections::HashMap::new();
+    for pair in base_urls {
+        let (name, url) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--reconcile-base-url: `{pair}` is not PROVIDER=URL"))?;
+        let provider = <Provider as clap::ValueEnum>::from_str(name, true).map_err(|_| {
+            anyhow::anyhow!("--reconcile-base-url: `{name}` is not openai, anthropic or openrouter")
+        })?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!("--reconcile-base-url: `{url}` is not an http:// or https:// address");
+        }
+        urls.insert(provider, url.to_string());
+    }
+    let sources: Vec<_> = [Provider::Openai, Provider::Anthropic, Provider::Openrouter]
+        .into_iter()
+        .filter_map(|provider| {
+            let key = Key::from_env(provider).ok()?;
+            let base_url =
+                urls.get(&provider).cloned().unwrap_or_else(|| provider.default_base_url().to_string());
+            Some(crate::service::reconciler::Source { provider, key, base_url })
+        })
+        .collect();
+    if sources.is_empty() {
+        anyhow::bail!(
+            "--reconcile-every: no provider's key is set (OPENAI_ADMIN_KEY, ANTHROPIC_ADMIN_KEY or OPENROUTER_API_KEY)"
+        );
+    }
+    Ok(Some(crate::service::reconciler::ReconcileConfig { every, look_back, sources }))
+}
 
 /// File descriptors `serve` needs besides its connections: the database
 /// and its log, the listeners, the runtime's own, DuckDB's spill files.
@@ -210,6 +261,11 @@ fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
             max_connections: max_connections as usize,
             header_timeout: args.header_timeout,
         },
+        reconcile: reconcile_config(
+            args.reconcile_every,
+            args.reconcile_look_back,
+            &args.reconcile_base_url,
+        )?,
         lake: args.lake.map(|root| crate::service::LakeConfig {
             root,
             node_id: args.node.node_id,

@@ -720,3 +720,29 @@ fn csv(answer: &Reconciliation) -> String {
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
+
+/// One provider's sums over one day's compared cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DaySums {
+    pub start: DateTime<Utc>,
+    pub ledger: i128,
+    pub billed: i128,
+}
+
+/// Per provider, the last day with settled, compared cells that have a
+/// drift, and its sums: what /metrics shows.
+pub fn last_settled_days(answer: &Reconciliation) -> BTreeMap<String, DaySums> {
+    let mut days: BTreeMap<(String, DateTime<Utc>), DaySums> = BTreeMap::new();
+    for cell in answer.cells.iter().filter(|c| compared(c) && c.drift_usd.is_some()) {
+        let day = cell.start.date_naive().and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+        let sums =
+            days.entry((cell.provider.clone(), day)).or_insert(DaySums { start: day, ledger: 0, billed: 0 });
+        sums.ledger += cell.ledger.cost_usd.map_or(0, |u| u.0);
+        sums.billed += cell.billed.cost_usd.map_or(0, |u| u.0);
+    }
+    let mut last: BTreeMap<String, DaySums> = BTreeMap::new();
+    for ((provider, _), sums) in days {
+        last.insert(provider, sums);
+    }
+    last
+}

@@ -32,6 +32,7 @@ pub mod observer;
 pub mod otlp_receiver;
 pub mod pages;
 pub mod readers;
+pub mod reconciler;
 pub mod session;
 pub mod state;
 pub mod tls;
@@ -87,6 +88,8 @@ pub struct ServeConfig {
     pub tls: Option<tls::TlsFiles>,
     /// The attempt lake to export to; none: no export.
     pub lake: Option<LakeConfig>,
+    /// The providers' bills to fetch on a schedule; none: no fetching.
+    pub reconcile: Option<reconciler::ReconcileConfig>,
 }
 
 /// `--lake` and the flags that go with it.
@@ -271,6 +274,14 @@ impl Loops {
         }
         if let Some(lake) = &config.lake {
             threads.push(start_lake_exporter(reader.try_clone()?, lake, prices)?.spawn(stop.clone())?);
+        }
+        if let Some(reconcile) = &config.reconcile {
+            let reconciler = reconciler::Reconciler {
+                store: reader.try_clone()?,
+                reader: crate::read::Reader::new(reader.try_clone()?, prices.clone(), policy.clone()),
+                config: reconcile.clone(),
+            };
+            threads.push(reconciler.spawn(stop.clone())?);
         }
         Ok(Loops { stop, threads })
     }

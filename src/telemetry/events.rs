@@ -326,3 +326,65 @@ impl NotificationRetried<'_> {
         families().notification_retries.get_or_create(&labels(&[("receiver", receiver)])).inc();
     }
 }
+
+/// A provider's export fetched and imported.
+pub struct BillFetched<'a> {
+    pub source: &'a str,
+    pub pages: usize,
+    pub requests: u32,
+    pub throttled: u32,
+    pub buckets: u64,
+    pub facts: u64,
+}
+
+impl BillFetched<'_> {
+    pub fn emit(self) {
+        tracing::info!(
+            source = self.source,
+            pages = self.pages,
+            requests = self.requests,
+            throttled = self.throttled,
+            buckets = self.buckets,
+            facts = self.facts,
+            "bill fetched and imported"
+        );
+        families().bill_fetches.inc();
+    }
+}
+
+/// A fetch or import of a provider's bill failed; the next run tries again.
+pub struct BillFetchFailed<'a> {
+    pub provider: &'a str,
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl BillFetchFailed<'_> {
+    pub fn emit(self) {
+        tracing::error!(provider = self.provider, error = %self.error, "bill fetch failed; retrying at the next run");
+        families().bill_fetch_failures.inc();
+    }
+}
+
+/// A provider's last settled, compared day, held against its bill.
+pub struct BillDrift<'a> {
+    pub provider: &'a str,
+    pub day: chrono::DateTime<chrono::Utc>,
+    /// Pico-dollars.
+    pub ledger_usd: i128,
+    pub billed_usd: i128,
+}
+
+impl BillDrift<'_> {
+    pub fn emit(self) {
+        let f = families();
+        let label = labels(&[("provider", self.provider)]);
+        let drift = self.ledger_usd - self.billed_usd;
+        f.bill_drift_usd.get_or_create(&label).set(drift as f64 / 1e12);
+        if self.billed_usd != 0 {
+            f.bill_drift_ratio.get_or_create(&label).set(drift as f64 / self.billed_usd as f64);
+        } else {
+            f.bill_drift_ratio.remove(&label);
+        }
+        f.bill_drift_day_timestamp_seconds.get_or_create(&label).set(self.day.timestamp());
+    }
+}

@@ -68,6 +68,13 @@ families! {
     lake_export_failures: Counter = "Exports to the attempt lake that failed (retried at the next check).",
     lake_exported_attempts: Counter = "Attempts written to the attempt lake.",
     lake_exported_bytes: Counter = "Bytes of Parquet written to the attempt lake.",
+    bill_fetches: Counter = "Exports of a provider's bill fetched and imported (serve --reconcile-every).",
+    bill_fetch_failures: Counter = "Fetches or imports of a provider's bill that failed (retried at the next run).",
+    bill_drift_usd: Family<Labels, Gauge<f64, AtomicU64>> =
+        "Ledger cost minus billed cost of each provider's last settled, compared day (USD; serve --reconcile-every).",
+    bill_drift_ratio: Family<Labels, Gauge<f64, AtomicU64>> =
+        "That drift over the billed cost (absent while the provider billed 0).",
+    bill_drift_day_timestamp_seconds: Family<Labels, Gauge> = "The start of that day, Unix seconds.",
     notifications: Family<Labels, Counter> = "Alert notifications, by receiver and result.",
     notification_retries: Family<Labels, Counter> = "Failed deliveries that were retried.",
 }

@@ -272,6 +272,23 @@ fn a_bad_page_is_refused_by_path_and_reason_and_nothing_is_stored() {
 /// The answer of a store that imported `order` (indices into SOURCES,
 /// repeats allowed), as JSON.
 pub fn answer_after(order: &[usize]) -> Value {
+    let store = store_after(order);
+    let scope = ReconcileScope {
+        since: at("2025-07-31T10:37:00Z"),
+        until: at("2025-08-03T00:00:00Z"),
+        grain: Grain::Day,
+    };
+    let rows = store.reconcile_rows(&scope, &PriceTable::load(None).unwrap()).unwrap();
+    let options = Options { tolerance: Tolerance::default(), settled_before: at("2026-01-01T00:00:00Z") };
+    serde_json::to_value(reconcile(rows, &scope, options)).unwrap()
+}
+
+fn at(t: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc)
+}
+
+/// The ledger fixture and the imports `order` names, in a store.
+fn store_after(order: &[usize]) -> Store {
     let store = Store::open_in_memory().unwrap();
     let records = std::fs::read_to_string(fixture("ledger.jsonl")).unwrap();
     let attempts: Vec<_> =
@@ -282,15 +299,58 @@ pub fn answer_after(order: &[usize]) -> Value {
         let text = std::fs::read_to_string(fixture(&format!("{}.json", SOURCES[i]))).unwrap();
         store.import_bill(&read_pages(source, &text).unwrap()).unwrap();
     }
-    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&chrono::Utc);
-    let scope = ReconcileScope {
-        since: at("2025-07-31T10:37:00Z"),
-        until: at("2025-08-03T00:00:00Z"),
-        grain: Grain::Day,
+    store
+}
+
+#[test]
+fn cost_drift_alerts_per_billing_provider_on_settled_cells() {
+    use attempt_ledger::alerts::evaluate::evaluate;
+    let store = store_after(&[0, 1, 2, 3, 4]);
+    let reader = attempt_ledger::read::Reader::new(
+        store,
+        PriceTable::load(None).unwrap().into(),
+        attempt_core::policy::LoadedPolicy::default().into(),
+    );
+    let rules = attempt_core::alert_rules::RuleSet::parse(
+        "[[rule]]\nname = \"drift\"\nkind = \"cost_drift\"\nthreshold = 20\nwindow = \"7d\"\n\n\
+         [[rule]]\nname = \"openai\"\nkind = \"cost_drift\"\nprovider = \"openai\"\nthreshold = 5\nwindow = \"7d\"\n",
+        "test",
+    )
+    .unwrap();
+    let results = evaluate(&reader, &rules.rules, at("2025-08-05T00:00:00Z"));
+    let observed = |rule: usize| {
+        let mut seen: Vec<(String, String, bool)> = results[rule]
+            .outcome
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|o| (o.labels["provider"].clone(), format!("{:.2}", o.value.unwrap()), o.breaching))
+            .collect();
+        seen.sort();
+        seen
     };
-    let rows = store.reconcile_rows(&scope, &PriceTable::load(None).unwrap()).unwrap();
-    let options = Options { tolerance: Tolerance::default(), settled_before: at("2026-01-01T00:00:00Z") };
-    serde_json::to_value(reconcile(rows, &scope, options)).unwrap()
+    // anthropic: $0.0174 against $0.0099; openai: $0.002415 against
+    // $0.003087 (its unseen project); openrouter: $0.001 against $0.0012.
+    let s = |p: &str, v: &str, b: bool| (p.to_string(), v.to_string(), b);
+    assert_eq!(
+        observed(0),
+        [s("anthropic", "75.76", true), s("openai", "21.77", true), s("openrouter", "16.67", false)]
+    );
+    assert_eq!(observed(1), [s("openai", "21.77", true)]);
+    let summary = &results[1].outcome.as_ref().unwrap()[0].summary;
+    assert!(
+        summary.contains("openai: ledger $0.002415 against a bill of $0.003087 over 2 settled cells"),
+        "{summary}"
+    );
+    // While the day is not settled, nothing is compared: no data, no alert.
+    let early = evaluate(&reader, &rules.rules, at("2025-08-02T12:00:00Z"));
+    assert!(early[0].outcome.as_ref().unwrap().is_empty());
+    let bad = attempt_core::alert_rules::RuleSet::parse(
+        "[[rule]]\nname = \"d\"\nkind = \"cost_drift\"\nthreshold = 5\nworkflow = \"x\"\n",
+        "test",
+    )
+    .unwrap_err();
+    assert!(bad.to_string().contains("`workflow` does not apply to kind cost_drift"), "{bad}");
 }
 
 proptest! {
@@ -365,13 +425,18 @@ pub const KEY: &str = "sk-admin-test-9f8e7d6c5b4a";
 
 impl FakeAdminApis {
     pub fn start() -> FakeAdminApis {
+        Self::start_shifted(0)
+    }
+
+    /// The fixtures' days moved `days` later.
+    pub fn start_shifted(days: i64) -> FakeAdminApis {
         use axum::extract::{Query, State};
         use axum::http::{HeaderMap, StatusCode};
         use axum::response::IntoResponse;
         type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
         let seen: Seen = Default::default();
         let page = |name: &str, line: Option<usize>| {
-            let text = std::fs::read_to_string(fixture(name)).unwrap();
+            let text = shifted(&std::fs::read_to_string(fixture(name)).unwrap(), days);
             match line {
                 Some(n) => text.lines().nth(n).unwrap().to_string(),
                 None => text,
@@ -382,7 +447,10 @@ impl FakeAdminApis {
         let anthropic_usage = page("anthropic-usage.json", None)
             .replace("\"has_more\": false", "\"has_more\": true")
             .replace("\"next_page\": null", "\"next_page\": \"page_2\"");
-        let anthropic_usage_2 = r#"{"data": [{"starting_at": "2025-08-02T00:00:00Z", "ending_at": "2025-08-03T00:00:00Z", "results": []}], "has_more": false, "next_page": null}"#.to_string();
+        let anthropic_usage_2 = shifted(
+            r#"{"data": [{"starting_at": "2025-08-02T00:00:00Z", "ending_at": "2025-08-03T00:00:00Z", "results": []}], "has_more": false, "next_page": null}"#,
+            days,
+        );
         let anthropic_cost = page("anthropic-cost.json", None);
         let activity = page("openrouter-activity.json", None);
         let handler = move |State(seen): State<Seen>,
@@ -435,8 +503,8 @@ impl FakeAdminApis {
                         }
                     }
                     "/v1/organizations/cost_report" if anthropic => anthropic_cost.into_response(),
-                    "/api/v1/activity" if bearer => match param("date").as_deref() {
-                        Some("2025-08-01") => activity.into_response(),
+                    "/api/v1/activity" if bearer => match param("date") {
+                        Some(day) if day == shifted("2025-08-01", days) => activity.into_response(),
                         Some(_) => "{\"data\": []}".to_string().into_response(),
                         None => StatusCode::BAD_REQUEST.into_response(),
                     },
@@ -533,4 +601,67 @@ fn fetch_without_a_key_or_with_a_refused_one_says_so_without_the_key() {
     assert!(!err.contains(wrong), "{err}");
     let out = fetch_cmd(dir.path(), "openai", "ftp://example", Some(KEY));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an http:// or https:// address"));
+}
+
+/// `text` with the fixtures' days (as dates and as Unix seconds) moved
+/// `days` later.
+fn shifted(text: &str, days: i64) -> String {
+    let mut out = text.to_string();
+    for (day, seconds) in [
+        ("2025-07-31", 1_753_920_000i64),
+        ("2025-08-01", 1_754_006_400),
+        ("2025-08-02", 1_754_092_800),
+        ("2025-08-03", 1_754_179_200),
+    ] {
+        let moved =
+            chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap() + chrono::Duration::days(days);
+        out = out.replace(day, &format!("@{moved}@"));
+        out = out.replace(&seconds.to_string(), &format!("@{}@", seconds + days * 86_400));
+    }
+    // The partial bucket's start, 10:37 on the first day.
+    out = out.replace("1753958220", &format!("@{}@", 1_753_958_220 + days * 86_400));
+    out.replace('@', "")
+}
+
+#[test]
+fn serve_fetches_on_a_schedule_and_shows_each_providers_last_settled_day() {
+    // The fixtures' day moved to three days ago: settled.
+    let fixture_day = chrono::NaiveDate::from_ymd_opt(2025, 8, 1).unwrap();
+    let days = (chrono::Utc::now().date_naive() - fixture_day).num_days() - 3;
+    let api = FakeAdminApis::start_shifted(days);
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = shifted(&std::fs::read_to_string(fixture("ledger.jsonl")).unwrap(), days);
+    std::fs::write(dir.path().join("ledger.jsonl"), ledger).unwrap();
+    ok(&["ingest", "--db", "r.duckdb", "ledger.jsonl"], dir.path());
+    let urls: Vec<String> =
+        ["openai", "anthropic", "openrouter"].iter().map(|p| format!("{p}={}", api.url)).collect();
+    let mut flags = vec!["--reconcile-every", "1m", "--reconcile-look-back", "7d"];
+    for url in &urls {
+        flags.extend(["--reconcile-base-url", url.as_str()]);
+    }
+    let keys = [("OPENAI_ADMIN_KEY", KEY), ("ANTHROPIC_ADMIN_KEY", KEY), ("OPENROUTER_API_KEY", KEY)];
+    let service = crate::service::ServiceProcess::start_with_env(&dir.path().join("r.duckdb"), &flags, &keys);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let get = |path: &str| {
+        agent.get(&format!("{}{path}", service.http)).call().unwrap().body_mut().read_to_string().unwrap()
+    };
+    let mut metrics = String::new();
+    crate::wait_for("the first run's drift in /metrics", std::time::Duration::from_secs(60), || {
+        metrics = get("/metrics");
+        metrics.contains("attempt_ledger_bill_drift_usd{provider=\"openrouter\"}")
+    });
+    // OpenAI's day: $0.002415 recorded against $0.003087 billed.
+    assert!(metrics.contains("attempt_ledger_bill_drift_usd{provider=\"openai\"} -0.000672"), "{metrics}");
+    assert!(metrics.contains("attempt_ledger_bill_drift_usd{provider=\"anthropic\"} 0.0075"), "{metrics}");
+    assert!(metrics.contains("attempt_ledger_bill_fetches_total 5"), "{metrics}");
+    let answer: Value =
+        serde_json::from_str(&get("/api/v1/reconcile?since=10d&tolerance_usd=0&tolerance_pct=0")).unwrap();
+    let proj_a = answer["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["billing_account"] == "proj_A" && c["status"] != "partial")
+        .unwrap();
+    assert_eq!(money(&proj_a["drift_usd"]), 0.000378, "{proj_a:#}");
+    drop(service);
 }

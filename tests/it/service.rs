@@ -73,6 +73,13 @@ impl ServiceProcess {
         Self::spawn(Command::new(env!("CARGO_BIN_EXE_attempt-ledger")), db, extra)
     }
 
+    /// `start` with `envs` set in the service's environment.
+    pub fn start_with_env(db: &Path, extra: &[&str], envs: &[(&str, &str)]) -> ServiceProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"));
+        command.envs(envs.iter().copied());
+        Self::spawn(command, db, extra)
+    }
+
     /// `start`, in a process that may open at most `open_files` files
     /// (`ulimit -n`, then exec: the child is `serve` itself).
     pub fn start_with_open_files(db: &Path, extra: &[&str], open_files: u32) -> ServiceProcess {

@@ -53,6 +53,11 @@ pub enum RuleKind {
     /// Per recovery-audit finding (`finding` names one; default: each):
     /// workflows with it; fires above `threshold` (default 0: any).
     PolicyViolation,
+    /// Per billing provider (`provider` names one; default: each): the
+    /// ledger's drift from the imported bill over the window's settled,
+    /// compared day cells (`reconcile`), |drift| in percent of the billed
+    /// cost; fires above `threshold` (percent).
+    CostDrift,
 }
 
 impl RuleKind {
@@ -227,10 +232,19 @@ impl RuleSet {
                 let range = if r.kind.is_rate() { "a share between 0 and 1" } else { "0 or more" };
                 return Err(invalid(context, format!("`threshold` = {threshold} must be {range}")));
             }
-            if r.kind != RuleKind::PrimarySuccess && (r.provider.is_some() || r.model.is_some()) {
+            if r.kind != RuleKind::PrimarySuccess && r.model.is_some() {
+                return Err(invalid(context, "`model` applies to kind primary_success only".into()));
+            }
+            if !matches!(r.kind, RuleKind::PrimarySuccess | RuleKind::CostDrift) && r.provider.is_some() {
                 return Err(invalid(
                     context,
-                    "`provider` and `model` apply to kind primary_success only".into(),
+                    "`provider` applies to kinds primary_success and cost_drift only".into(),
+                ));
+            }
+            if r.kind == RuleKind::CostDrift && r.workflow.is_some() {
+                return Err(invalid(
+                    context,
+                    "`workflow` does not apply to kind cost_drift: the bill has no workflows".into(),
                 ));
             }
             if r.finding.is_some() && r.kind != RuleKind::PolicyViolation {
