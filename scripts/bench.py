@@ -1,6 +1,7 @@
 """The benchmark harness: attempt-ledger against DuckDB itself, on one file.
 
     scripts/bench.sh [ATTEMPTS]          (default 1,000,000)
+    scripts/bench.sh ATTEMPTS --only reconcile
 
 Generates ATTEMPTS attempts with `attempt-ledger simulate` (the overnight 529
 storm), then times, each as its own process:
@@ -26,6 +27,9 @@ storm), then times, each as its own process:
   one /metrics refresh on each, as the service reports it; the 1-hour-window
   report over HTTP (median of 5; no process start); and the dashboard's
   pages on each, against the JSON report of the same day;
+- `reconcile` over 30 days: a month of nightly storms of ATTEMPTS in all,
+  with the providers' usage and cost pages of each day imported, beside the
+  full report of the same database (`--only reconcile` runs this alone);
 - the write path under load, on the empty and on the loaded database
   (benches/load.rs, ATTEMPT_LEDGER_LOAD_BIN): 20 and 100 clients posting one
   record per request, 8 clients posting 1,000-record batches with the
@@ -302,12 +306,102 @@ def print_targets(results):
     results["targets"] = [{"target": n, "figure": f, "wanted": t, "held": h} for n, f, t, h in checks]
 
 
+def print_reconcile(results):
+    figures = results["reconcile"]
+    print(
+        f"reconcile, 30 days of {figures['attempts']} attempts against their bills: {figures['seconds']:.2f} s, "
+        f"{figures['vs_report']:.2f}x the full report of the same database"
+    )
+
+
 def percentile(values, share):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+MONTH_START = "2026-10-01"
+
+
+def month_of_bills(work: Path, binary: Path, attempts: int, results: dict, record) -> None:
+    """`reconcile` over 30 days: a month of nightly storms (ATTEMPTS in all,
+    one simulate run per night), the providers' usage and cost pages of each
+    day written from what the provider served (failures without output
+    unbilled, output 10 % cheaper than the price table), imported, then
+    `reconcile --since --until` over the 30 days beside the peer, the full
+    report of the same database."""
+    import calendar
+    import duckdb
+    from datetime import date, timedelta
+
+    month = work / "month.jsonl"
+    first = date.fromisoformat(MONTH_START)
+    with open(month, "wb") as out:
+        for night in range(30):
+            day = first + timedelta(days=night)
+            run([binary, "simulate", "--scenario", "overnight-529-storm", "--seed", str(100 + night),
+                 "--workflows", str(max(1, attempts * 10 // 16 // 30)), "--start", f"{day}T02:00:00Z"], stdout=out)
+    db = work / "month.duckdb"
+    seconds, rss = run([binary, "ingest", "--no-progress", "--db", db, month])
+    lines = sum(1 for _ in open(month, "rb"))
+    record("month: ingest", seconds, rss, records_per_s=round(lines / seconds))
+    with duckdb.connect(str(db), read_only=True) as conn:
+        served = conn.execute(
+            """SELECT served_provider, served_model, date_trunc('day', started_at)::DATE AS day,
+                      count(*), sum(coalesce(input_tokens, 0)), sum(coalesce(cached_input_tokens, 0)),
+                      sum(coalesce(cache_write_input_tokens, 0)), sum(coalesce(output_tokens, 0))
+               FROM attempts WHERE NOT (status = 'error' AND coalesce(output_tokens, 0) = 0)
+               GROUP BY ALL ORDER BY ALL"""
+        ).fetchall()
+    pages = {"openai-usage": [], "openai-costs": [], "anthropic-usage": [], "anthropic-cost": []}
+    for provider, model, day, requests, inp, cached, written, output in served:
+        start = calendar.timegm(day.timetuple())
+        if provider == "openai":
+            bucket = {"object": "bucket", "start_time": start, "end_time": start + 86400}
+            pages["openai-usage"].append({**bucket, "results": [{
+                "object": "organization.usage.completions.result", "input_tokens": int(inp),
+                "input_cached_tokens": int(cached), "output_tokens": int(output),
+                "num_model_requests": int(requests), "model": model, "project_id": None, "service_tier": None}]})
+            pages["openai-costs"].append({**bucket, "results": [{
+                "object": "organization.costs.result", "line_item": f"{model}, output", "project_id": None,
+                "amount": {"value": round(int(output) * 0.54e-6, 9), "currency": "usd"}}]})
+        elif provider == "anthropic":
+            bucket = {"starting_at": f"{day}T00:00:00Z", "ending_at": f"{day + timedelta(days=1)}T00:00:00Z"}
+            pages["anthropic-usage"].append({**bucket, "results": [{
+                "uncached_input_tokens": int(inp - cached - written), "cache_read_input_tokens": int(cached),
+                "cache_creation": {"ephemeral_5m_input_tokens": int(written), "ephemeral_1h_input_tokens": 0},
+                "output_tokens": int(output), "model": model, "workspace_id": None, "service_tier": None}]})
+            pages["anthropic-cost"].append({**bucket, "results": [{
+                "currency": "USD", "amount": str(round(int(output) * 0.36e-4, 7)), "cost_type": "tokens",
+                "model": model, "token_type": "output_tokens", "workspace_id": None, "service_tier": None}]})
+    for source, buckets in pages.items():
+        if not buckets:
+            continue
+        path = work / f"{source}.jsonl"
+        with open(path, "w") as out:
+            for bucket in buckets:
+                page = {"data": [bucket], "has_more": False, "next_page": None}
+                if source.startswith("openai"):
+                    page["object"] = "page"
+                out.write(json.dumps(page) + "\n")
+        run([binary, "reconcile", "import", "--db", db, "--source", source, path])
+    until = (first + timedelta(days=30)).isoformat()
+    seconds, rss = run([binary, "reconcile", "--db", db, "--since", MONTH_START, "--until", until, "--format", "json"])
+    record("reconcile (30 days)", seconds, rss)
+    report_s, report_rss = run([binary, "report", "--no-audit", "--db", db, "--format", "json"])
+    record("month: report (all), the peer", report_s, report_rss)
+    results["reconcile"] = {
+        "attempts": lines,
+        "seconds": round(seconds, 3),
+        "vs_report": round(seconds / report_s, 2),
+    }
+
+
 def main():
+    only = None
+    if "--only" in sys.argv:
+        at = sys.argv.index("--only")
+        only = sys.argv[at + 1]
+        del sys.argv[at : at + 2]
     attempts = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     binary = Path(os.environ.get("ATTEMPT_LEDGER_BIN", ROOT / "target/release/attempt-ledger"))
     import duckdb
@@ -317,6 +411,14 @@ def main():
 
     def record(name, seconds, rss_mib, **extra):
         results["rows"].append({"step": name, "seconds": round(seconds, 3), "peak_rss_mib": round(rss_mib), **extra})
+
+    if only == "reconcile":
+        month_of_bills(work, binary, attempts, results, record)
+        for row in results["rows"]:
+            print(f"{row['step']:<42} {row['seconds']:>9.3f} {row['peak_rss_mib']:>13}")
+        print_reconcile(results)
+        shutil.rmtree(work)
+        return
 
     # The storm averages a little over 1.5 attempts per workflow.
     file = work / "attempts.jsonl"
@@ -407,6 +509,8 @@ def main():
         record(f"lake-report.py --engine {engine} (all)", seconds, rss)
         results["lake"][f"{engine}_vs_report"] = round(seconds / report_all_s, 2)
 
+    month_of_bills(work, binary, attempts, results, record)
+
     # HTTP ingest: the same new records (another scenario, other ids) into an
     # empty database and into the loaded one.
     fresh = subprocess.run(
@@ -475,6 +579,7 @@ def main():
         peer = pages["/api/v1/report (peer)"]
         listed = ", ".join(f"{page} {ms} ms ({ms / peer:.2f}x)" for page, ms in pages.items() if "peer" not in page)
         print(f"dashboard pages on the {label} database, median of 5 (x the JSON report's {peer} ms): {listed}")
+    print_reconcile(results)
     print(f"bulk ingest's {results['ingest_memory_limit']}")
     costs = results["derivation_us_per_attempt"]
     print(f"derivation by family of derived tables, us an attempt (all: {sum(costs.values()):.2f}):")

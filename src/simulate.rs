@@ -59,6 +59,7 @@ pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
     run(options, out, false).map(|(written, _)| written)
 }
 
+pub mod bill;
 mod truth;
 
 pub use truth::{Shorter, SimAttempt, SimWorkflow, Truth};

@@ -88,11 +88,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         db.display(),
         began.elapsed().as_secs_f64()
     );
+    let imported = import_bills(&store, &dir, &db.display().to_string())?;
     let reader = Reader::new(store, Arc::new(PriceTable::load(None)?), Arc::default());
     let report = reader.report(&ReportFilter::default(), true)?;
     print!("{}", render(&report, Format::Table));
     let db_text = db.display();
     println!("\n{}", tune_teaser(&reader, &db_text.to_string())?);
+    println!("\n{}", reconcile_section(&reader, &imported)?);
     let storm_file = dir.join("overnight-529-storm.jsonl");
     println!(
         "\nNext:\n  \
@@ -103,11 +105,50 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
          attempt-ledger ingest --db my.duckdb {}                                # your own copy\n  \
          attempt-ledger simulate --scenario quota-exhausted | attempt-ledger ingest --db my.duckdb -\n  \
          attempt-ledger tune --db {db_text}                                      # the value of each retry\n  \
+         attempt-ledger reconcile --db {db_text} --since 2026-11-28 --until 2026-11-29 --format json   # the night against its bill\n  \
          attempt-ledger alerts --check --db {db_text} --rules examples/alerts.toml --step 5m   # which alerts would have fired\n  \
          attempt-ledger serve --db {db_text} --rules examples/alerts.toml       # live: the dashboard at http://127.0.0.1:4318/, /metrics",
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The simulated providers' usage and cost pages of the night, written
+/// beside the records and imported; returns the commands that import them.
+fn import_bills(store: &Store, dir: &std::path::Path, db: &str) -> anyhow::Result<Vec<String>> {
+    let prices = PriceTable::load(None)?;
+    let exports = crate::simulate::bill::write_exports(&store.served_by_day()?, &prices, dir)?;
+    let mut commands = Vec::new();
+    for (source, path) in &exports {
+        let text = std::fs::read_to_string(path)?;
+        let pages = attempt_core::bill::read_pages(*source, &text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        store.import_bill(&pages)?;
+        commands.push(format!(
+            "  attempt-ledger reconcile import --db {db} --source {} {}",
+            source.name(),
+            path.display()
+        ));
+    }
+    Ok(commands)
+}
+
+/// The night held against the bills `import_bills` imported, day by day.
+fn reconcile_section(reader: &Reader, imported: &[String]) -> anyhow::Result<String> {
+    let Some(bounds) = reader.attempt_bounds()? else { anyhow::bail!("the demo stored no attempts") };
+    let grain = attempt_core::reconcile::Grain::Day;
+    let (since, until) = (grain.floor(bounds.0), grain.ceil(bounds.1 + chrono::Duration::seconds(1)));
+    let window = [("since", since.to_rfc3339()), ("until", until.to_rfc3339())];
+    let question = attempt_core::reconcile::Question::from_params(window.as_slice(), chrono::Utc::now())?;
+    let answer = reader.reconcile(&question)?;
+    Ok(format!(
+        "Against the bill: the simulated providers' usage and cost pages of the night (OpenAI's and \
+         Anthropic's admin exports; a project the ledger never saw, {} output billed 10 % below the price \
+         table, no 429 or 529 billed), imported as\n{}\n{}",
+        crate::simulate::bill::CHEAPER_OUTPUT,
+        imported.join("\n"),
+        crate::report::reconcile::render(&answer, Format::Table)
+    ))
 }
 
 /// One line on what the night's SDK retries past the second bought, from

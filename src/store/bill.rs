@@ -277,3 +277,38 @@ fn query<T: super::columns::FromRow>(conn: &Connection, sql: &str) -> Result<Vec
     tracing::debug!(rows = rows.len(), elapsed_ms = began.elapsed().as_millis() as u64, "reconcile query");
     Ok(rows)
 }
+
+row_struct! {
+    /// What a provider served one day: the billable attempts of one served
+    /// model (`Store::served_by_day`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ServedRow {
+        pub served_provider: String,
+        pub served_model: String,
+        pub day: DateTime<Utc> => timestamp_column,
+        pub requests: i64,
+        pub input_tokens: i128,
+        pub cached_input_tokens: i128,
+        pub cache_write_input_tokens: i128,
+        pub output_tokens: i128,
+    }
+}
+
+impl Store {
+    /// The billable attempts (all but failures without output) by served
+    /// provider, model and UTC day: what a simulated provider bills.
+    pub fn served_by_day(&self) -> Result<Vec<ServedRow>, StoreError> {
+        query(
+            &self.conn,
+            "SELECT served_provider, served_model, date_trunc('day', started_at) AS day,
+                    count(*)::BIGINT AS requests,
+                    coalesce(sum(input_tokens), 0)::HUGEINT AS input_tokens,
+                    coalesce(sum(cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
+                    coalesce(sum(cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
+                    coalesce(sum(output_tokens), 0)::HUGEINT AS output_tokens
+             FROM attempts
+             WHERE NOT (status = 'error' AND coalesce(output_tokens, 0) = 0)
+             GROUP BY ALL ORDER BY ALL",
+        )
+    }
+}

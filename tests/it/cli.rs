@@ -225,6 +225,55 @@ fn demo_runs_an_incident_end_to_end() {
     assert_eq!(report["workflows"]["total"], 20_000);
     assert!(report["cost_usd"]["wasted"].as_f64().unwrap() > 0.0);
     assert!(report["retry_budget"]["minutes_over_budget"].as_i64().unwrap() > 0);
+    // The night against its simulated bill: the pages it wrote are what
+    // `reconcile import` reads, and each planted difference shows as its
+    // cause: the unseen project, the cheaper output, the unbilled failures.
+    let bill = run(
+        &[
+            "reconcile",
+            "--db",
+            db.to_str().unwrap(),
+            "--since",
+            "2026-11-28",
+            "--until",
+            "2026-11-29",
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    let bill: Value = serde_json::from_slice(&bill.stdout).unwrap();
+    let cell = |provider: &str, model: &str| {
+        bill["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["provider"] == provider && c["model"] == model)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(cell("openai", "gpt-4o-mini")["status"], "provider_only");
+    assert_eq!(cell("openai", "gpt-4o-mini")["hidden_requests"], 2000);
+    let haiku = cell("anthropic", "claude-haiku-4-5");
+    assert!(haiku["causes"]["price"].as_f64().unwrap() > 0.0, "{haiku:#}");
+    assert!(haiku["causes"]["unbilled_failures"].as_f64().unwrap() > 0.0, "{haiku:#}");
+    assert_eq!(haiku["causes"]["unexplained"].as_f64(), Some(0.0));
+    assert!(stdout.contains("Against the bill") && stdout.contains("provider_only"), "{stdout}");
+    for source in ["openai-usage", "openai-costs", "anthropic-usage", "anthropic-cost"] {
+        let again = run(
+            &[
+                "reconcile",
+                "import",
+                "--db",
+                db.to_str().unwrap(),
+                "--source",
+                source,
+                &format!("{source}.jsonl"),
+            ],
+            dir.path(),
+        );
+        assert!(again.status.success(), "{}", text(&again.stderr));
+    }
 }
 
 /// Without `--dir`, each demo run writes into a new directory of its own
