@@ -253,6 +253,57 @@ pub fn timeline(spans: &[Span]) -> Result<String, String> {
     Ok(out)
 }
 
+/// The colour of a reconciliation cause, on its bar and in its legend.
+pub fn cause_color(cause: &str) -> &'static str {
+    match cause {
+        "unbilled_failures" => "#d62728",
+        "emitter_cost" => "#ff7f0e",
+        "tokens" => "#1f77b4",
+        "price" => "#2ca02c",
+        _ => "#7f7f7f",
+    }
+}
+
+/// The causes of a drift as one bar around zero: positive causes (the
+/// ledger above the bill) stack right of the axis, negative ones left, so
+/// the bar's two ends differ by the drift.
+pub fn causes_bar(causes: &[(&str, f64)]) -> String {
+    const WIDTH: f64 = 640.0;
+    const HEIGHT: f64 = 28.0;
+    let right: f64 = causes.iter().map(|(_, v)| v.max(0.0)).sum();
+    let left: f64 = causes.iter().map(|(_, v)| (-v).max(0.0)).sum();
+    let scale = if right + left > 0.0 { (WIDTH - 2.0) / (right + left) } else { 0.0 };
+    let zero = 1.0 + left * scale;
+    let mut svg = format!(
+        "<svg class=\"causes\" width=\"{WIDTH}\" height=\"{}\" viewBox=\"0 0 {WIDTH} {}\" role=\"img\" aria-label=\"causes of the drift\">",
+        HEIGHT + 4.0,
+        HEIGHT + 4.0
+    );
+    let (mut up, mut down) = (zero, zero);
+    for (name, value) in causes {
+        let width = value.abs() * scale;
+        if width <= 0.0 {
+            continue;
+        }
+        let x = if *value >= 0.0 {
+            up += width;
+            up - width
+        } else {
+            down -= width;
+            down
+        };
+        svg += &format!(
+            "<rect data-cause=\"{name}\" x=\"{x:.2}\" y=\"2\" width=\"{width:.2}\" height=\"{HEIGHT}\" fill=\"{}\"><title>{name}: {value:.6} USD</title></rect>",
+            cause_color(name)
+        );
+    }
+    svg += &format!(
+        "<line x1=\"{zero:.2}\" x2=\"{zero:.2}\" y1=\"0\" y2=\"{}\" stroke=\"#000\"/></svg>",
+        HEIGHT + 4.0
+    );
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("workflow.html", include_str!("templates/workflow.html")),
         ("audit.html", include_str!("templates/audit.html")),
         ("tune.html", include_str!("templates/tune.html")),
+        ("reconcile.html", include_str!("templates/reconcile.html")),
         ("error.html", include_str!("templates/error.html")),
     ] {
         // The templates are compiled in; a broken one fails every test.
@@ -78,11 +79,12 @@ pub enum PageError {
 }
 
 /// The dashboard's pages, for the navigation bar.
-const PAGES: [(&str, &str); 7] = [
+const PAGES: [(&str, &str); 8] = [
     ("overview", "/"),
     ("cost", "/cost"),
     ("attempts", "/attempts"),
     ("audit", "/audit"),
+    ("reconcile", "/reconcile"),
     ("tune", "/tune"),
     ("alerts", "/alerts"),
     ("workflow", "/workflow"),
@@ -556,6 +558,35 @@ pub fn attempts(view: &View, series: &Timeseries, report: &Report) -> Result<Str
 
 pub fn audit(view: &View, audit: &crate::report::audit::Audit) -> Result<String, PageError> {
     render("audit.html", "audit", view, context! { audit => audit })
+}
+
+/// Cells listed on the reconcile page, largest |drift| first.
+const RECONCILE_ROWS: usize = 200;
+
+/// The ledger against the bill: the window's causes as one stacked bar,
+/// the cells by |drift| (each linking to its attempts), what was not compared.
+pub fn reconcile(
+    view: &View,
+    answer: &crate::report::reconcile::Reconciliation,
+) -> Result<String, PageError> {
+    // Money as numbers the templates format (the JSON answer keeps every digit).
+    let answer = serde_json::to_value(answer).unwrap_or(serde_json::Value::Null);
+    let mut cells: Vec<serde_json::Value> = answer["cells"].as_array().cloned().unwrap_or_default();
+    let drift = |c: &serde_json::Value| c["drift_usd"].as_f64().map_or(0.0, f64::abs);
+    cells.sort_by(|a, b| drift(b).total_cmp(&drift(a)));
+    cells.truncate(RECONCILE_ROWS);
+    let totals = &answer["totals"];
+    let causes: Vec<(&str, f64)> = ["unbilled_failures", "emitter_cost", "tokens", "price", "unexplained"]
+        .into_iter()
+        .map(|k| (k, totals["causes"][k].as_f64().unwrap_or(0.0)))
+        .collect();
+    render(
+        "reconcile.html",
+        "reconcile",
+        view,
+        context! { answer => answer, cells => cells, shown => RECONCILE_ROWS,
+        bar => charts::causes_bar(&causes), causes => causes.iter().map(|(k, v)| context! { name => k, usd => v, color => charts::cause_color(k) }).collect::<Vec<_>>() },
+    )
 }
 
 /// The curve's overall and by-layer lines, and the replay of `limits` (the

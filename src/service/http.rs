@@ -52,6 +52,7 @@ pub fn app(state: AppState) -> Router {
         .route("/attempts", get(super::pages::attempts))
         .route("/alerts", get(super::pages::alerts))
         .route("/audit", get(super::pages::audit))
+        .route("/reconcile", get(super::pages::reconcile))
         .route("/tune", get(super::pages::tune))
         .route("/workflow", get(super::pages::workflow))
         .route(crate::dashboard::STYLESHEET_PATH, get(super::pages::stylesheet))

@@ -102,6 +102,33 @@ pub async fn audit(State(state): State<AppState>, Query(params): Params) -> Page
     }
 }
 
+/// The ledger against the imported bill over the view's range, widened to
+/// whole days (or hours, `grain=hour`): cells by drift.
+pub async fn reconcile(State(state): State<AppState>, Query(params): Params) -> Page {
+    let view = match view_of(&state, &params).await {
+        Ok(view) => view,
+        Err(page) => return page,
+    };
+    let mut asked: Vec<(&'static str, String)> = ["grain", "tolerance_usd", "tolerance_pct", "settle_hours"]
+        .into_iter()
+        .filter_map(|key| params.get(key).map(|v| (key, v.clone())))
+        .collect();
+    let grain = match params.get("grain").map(|g| g.parse::<attempt_core::reconcile::Grain>()) {
+        Some(Ok(grain)) => grain,
+        _ => attempt_core::reconcile::Grain::Day,
+    };
+    asked.push(("since", grain.floor(view.range.from).to_rfc3339()));
+    asked.push(("until", grain.ceil(view.range.until).to_rfc3339()));
+    let question = match attempt_core::reconcile::Question::from_params(asked.as_slice(), Utc::now()) {
+        Ok(question) => question,
+        Err(e) => return failed(e.into(), Some(view)),
+    };
+    match state.read(move |reader| reader.reconcile(&question)).await {
+        Ok(answer) => drawn(dashboard::reconcile(&view, &answer), &view),
+        Err(e) => failed(e, Some(view)),
+    }
+}
+
 /// Assignments the tune page's `limits` field may hold.
 const MAX_PAGE_LIMITS: usize = 64;
 

@@ -125,7 +125,7 @@ fn a_hostile_url_is_escaped_or_named_in_an_html_error() {
     let service = Service::start(&dir.path().join("d.duckdb"), &[]);
     let script = "<script>alert(1)</script>";
     let query = serde_urlencoded::to_string([("workflow", script), ("route", "\"><img src=x>")]).unwrap();
-    for page in ["/", "/cost", "/attempts", "/audit", "/tune", "/alerts", "/workflow"] {
+    for page in ["/", "/cost", "/attempts", "/audit", "/reconcile", "/tune", "/alerts", "/workflow"] {
         let (status, headers, body) = get(&format!("{}{page}?{query}", service.http), None);
         assert_eq!(status, 200, "{page}");
         assert!(headers["content-type"].starts_with("text/html"));

@@ -389,25 +389,7 @@ fn the_route_answers_what_the_command_does() {
     assert_eq!(status, 400);
     assert!(body.contains("grain: `week` is not day or hour"), "{body}");
     // While the service holds the file, the command asks it.
-    let asked_service = ok(
-        &[
-            "reconcile",
-            "--db",
-            "r.duckdb",
-            "--since",
-            "2025-07-31T10:37:00Z",
-            "--until",
-            "2025-08-03",
-            "--tolerance-usd",
-            "0",
-            "--tolerance-pct",
-            "0",
-            "--format",
-            "json",
-        ],
-        dir.path(),
-    );
-    let asked_service: Value = serde_json::from_str(&asked_service).unwrap();
+    let asked_service = compared(dir.path());
     assert_eq!(asked_service["cells"], from_command["cells"]);
 }
 
@@ -664,4 +646,40 @@ fn serve_fetches_on_a_schedule_and_shows_each_providers_last_settled_day() {
         .unwrap();
     assert_eq!(money(&proj_a["drift_usd"]), 0.000378, "{proj_a:#}");
     drop(service);
+}
+
+#[test]
+fn the_dashboard_page_shows_the_cells_by_drift_and_their_causes() {
+    let dir = ledger_db();
+    for source in SOURCES {
+        import(dir.path(), source, &fixture(&format!("{source}.json")));
+    }
+    let service = crate::service::Service::start(&dir.path().join("r.duckdb"), &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response = agent
+        .get(&format!("{}/reconcile?since=2025-08-01T06:00:00Z&until=2025-08-01T18:00:00Z", service.http))
+        .call()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let page = response.body_mut().read_to_string().unwrap();
+    // The range widened to the whole day: the day's five cells, largest
+    // drift first (Anthropic's priority tier, billed nothing).
+    assert_eq!(page.matches("<tr data-cell=").count(), 5, "{page}");
+    let first = page.find("<tr data-cell=").unwrap();
+    assert!(
+        page[first..].starts_with(
+            "<tr data-cell=\"anthropic|2025-08-01T00:00:00Z|wrkspc_1|claude-sonnet-4|priority\""
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/attempts?since=2025-08-01T00%3A00%3A00Z&amp;until=2025-08-02T00%3A00%3A00Z\""),
+        "{page}"
+    );
+    for cause in ["unbilled_failures", "emitter_cost", "price"] {
+        assert!(page.contains(&format!("<rect data-cause=\"{cause}\"")), "{cause}: {page}");
+    }
+    assert!(page.contains("data-legend=\"tokens\""));
+    assert!(page.contains("web search tool calls"), "other costs are shown apart");
+    assert!(page.contains("aria-current=\"page\">reconcile</a>"));
 }

@@ -379,6 +379,19 @@ mod tests {
         let receiver = err("[[rule]]\nname = \"p\"\nkind = \"retry_ratio\"\nreceivers = [\"pager\"]\n");
         assert!(receiver.contains("pager"), "{receiver}");
         let route = err("[[rule]]\nname = \"p\"\nkind = \"retry_ratio\"\nprovider = \"openai\"\n");
-        assert!(route.contains("primary_success only"), "{route}");
+        assert!(route.contains("`provider` applies to kinds primary_success and cost_drift only"), "{route}");
+        let model = err("[[rule]]\nname = \"p\"\nkind = \"cost_drift\"\nthreshold = 5\nmodel = \"gpt-4o\"\n");
+        assert!(model.contains("`model` applies to kind primary_success only"), "{model}");
+        let drift = RuleSet::parse(
+            "[[rule]]\nname = \"d\"\nkind = \"cost_drift\"\nprovider = \"OpenAI\"\nthreshold = 5\nwindow = \"7d\"\n",
+            "rules.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (drift.rules[0].kind, drift.rules[0].provider.as_deref()),
+            (RuleKind::CostDrift, Some("openai"))
+        );
+        let bare = err("[[rule]]\nname = \"d\"\nkind = \"cost_drift\"\n");
+        assert!(bare.contains("kind cost_drift needs a `threshold`"), "{bare}");
     }
 }
