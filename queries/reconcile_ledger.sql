@@ -8,7 +8,7 @@
 --   output_pusd; the prices NULL when the model has none); cost.sql's macros.
 -- Columns: provider (who bills: `openrouter` for its routes, else the
 --   served provider), cell_start, billing_account, model (as the price
---   table names it), service_tier, attempts, billable_attempts,
+--   table names it; for OpenRouter the slug asked for), service_tier, attempts, billable_attempts,
 --   unbilled_failures (failed, no output tokens), the billable attempts'
 --   input_tokens, cached_input_tokens, cache_write_input_tokens,
 --   output_tokens, cost_pusd (known cost, as the report charges it),
@@ -16,6 +16,8 @@
 --   tokens priced by the table), unrepriced_attempts.
 WITH scoped AS (
     SELECT CASE WHEN a.provider = 'openrouter' THEN a.provider ELSE a.served_provider END AS billing_provider,
+           -- OpenRouter bills the slug it was asked for, whoever served it.
+           CASE WHEN a.provider = 'openrouter' THEN a.model ELSE a.served_model END AS billed_model,
            date_trunc(getvariable('reconcile_grain'), a.started_at) AS cell_start,
            a.billing_account, a.service_tier, a.served_provider, a.served_model, a.status, a.cost_pusd,
            coalesce(a.input_tokens, 0) AS input_tokens,
@@ -30,7 +32,7 @@ WITH scoped AS (
       AND a.workflow_id NOT IN (SELECT workflow_id FROM quarantine)
 ),
 kinded AS (
-    SELECT s.*, coalesce(named.cell_model, s.served_model) AS cell_model,
+    SELECT s.*, coalesce(named.cell_model, s.billed_model) AS cell_model,
            priced.input_pusd, priced.cached_input_pusd, priced.cache_write_pusd, priced.output_pusd,
            -- The report's rule (facts.sql): what each attempt is charged.
            CASE WHEN s.cost_pusd IS NOT NULL THEN 'emitter'
@@ -39,7 +41,7 @@ kinded AS (
                 WHEN s.status = 'ok' AND s.no_usage THEN 'unknown'
                 ELSE 'priced' END AS cost_kind
     FROM scoped s
-    LEFT JOIN temp.reconcile_models named ON named.provider = s.billing_provider AND named.model = s.served_model
+    LEFT JOIN temp.reconcile_models named ON named.provider = s.billing_provider AND named.model = s.billed_model
     LEFT JOIN temp.reconcile_models priced ON priced.provider = s.served_provider AND priced.model = s.served_model
 ),
 costed AS (

@@ -141,6 +141,8 @@ def survey(lake, manifest):
     nodes = known_nodes(lake)
     listed = listed_files(lake, nodes)
     expected = [(c["name"], c["type"]) for c in manifest["schema"]]
+    # A file written before the lake's trailing added columns lacks them.
+    required = max((i + 1 for i, c in enumerate(manifest["schema"]) if not c.get("added")), default=0)
     good, bad, seen = [], [], set()
 
     def attempts_of(rel):
@@ -167,7 +169,8 @@ def survey(lake, manifest):
                     reason = f"foreign: written for lake {lake_id}, not this lake ({manifest['lake_id']})"
                 elif node not in nodes:
                     reason = f"unknown node: `{node}` has no claim in this lake (_nodes/{node}/)"
-                elif [c[0] for c in columns] != [c[0] for c in expected] or any(
+                elif not required <= len(columns) <= len(expected) or [c[0] for c in columns] != [
+                        c[0] for c in expected[:len(columns)]] or any(
                         got[1] != want[1] for got, want in zip(columns, expected)
                         if got[1] in DUCKDB_TYPES.values()):
                     reason = "wrong schema: its columns are not the manifest's"

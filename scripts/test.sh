@@ -30,6 +30,7 @@ fi
 FAST_SKIPS=(
   lake::three_nodes_make_one_lake           # Spark and chdb
   lake_damage::each_bad_file_is_named_once  # Spark and chdb
+  lake_damage::a_lake_of_an_earlier_version # Spark and chdb
   dashboard::every_page_renders_in_chromium # Chromium
   ai_sdk::                                  # Node and the Vercel AI SDK
   prometheus::                              # Prometheus and promtool

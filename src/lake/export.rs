@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::nodes::{Begun, Binding, ExportRecord, FileEntry};
 use super::{Lake, LakeError, ROWS_PER_FILE, file_name, io_error};
-use crate::store::{ExportSlice, Store};
+use crate::store::{ADDED_LAKE_COLUMNS, ExportSlice, Store};
 use attempt_core::pricing::PriceTable;
 
 /// What an export wrote.
@@ -61,8 +61,14 @@ impl Exported {
 /// The lake at `root` for `store`, created when missing, with the columns
 /// `store` writes.
 pub fn open_lake(store: &Store, root: &Path, buckets: Option<u32>) -> Result<Lake, LakeError> {
-    let schema =
-        store.lake_schema()?.into_iter().map(|(name, data_type)| super::Column { name, data_type }).collect();
+    let schema = store
+        .lake_schema()?
+        .into_iter()
+        .map(|(name, data_type)| {
+            let added = ADDED_LAKE_COLUMNS.contains(&name.as_str());
+            super::Column { name, data_type, added }
+        })
+        .collect();
     Lake::open_or_create(root, buckets, schema)
 }
 

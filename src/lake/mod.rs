@@ -60,6 +60,11 @@ pub enum LakeError {
     Version { path: String, found: u32 },
     #[error("the lake {path} has {found} buckets; --lake-buckets {asked} applies only to a new lake")]
     Buckets { path: String, found: u32, asked: u32 },
+    #[error(
+        "the lake's columns ({path}) are not what this attempt-ledger writes, nor a schema it grows by \
+         added columns: {detail}. Export to a new lake"
+    )]
+    Schema { path: String, detail: String },
     #[error("no attempt lake at {0}: its _lake.json is missing (export to it first)")]
     Missing(String),
     #[error("the attempt lake {0} holds no attempts yet: export to it first")]
@@ -156,6 +161,18 @@ pub struct Column {
     pub name: String,
     #[serde(rename = "type")]
     pub data_type: String,
+    /// Added to the lake after its first files: a file written before it
+    /// lacks it (and every column after it), and reads as NULL there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub added: bool,
+}
+
+impl Manifest {
+    /// How many leading columns every attempts file must have: the schema
+    /// without its trailing added columns.
+    pub fn required_columns(&self) -> usize {
+        self.schema.iter().rposition(|c| !c.added).map_or(0, |last| last + 1)
+    }
 }
 
 /// A lake directory whose manifest has been read (or written).
@@ -187,7 +204,7 @@ impl Lake {
                         .into(),
                     sort: ["workflow_id", "started_at", "attempt_id"].map(String::from).to_vec(),
                 },
-                schema,
+                schema: schema.clone(),
             };
             let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
             // Of several nodes creating the lake at once, one manifest wins
@@ -197,7 +214,10 @@ impl Lake {
                 Err(other) => return Err(other),
             }
         }
-        let lake = Self::open(root)?;
+        let mut lake = Self::open(root)?;
+        if lake.manifest.schema != schema {
+            lake = lake.evolve(schema)?;
+        }
         if let Some(asked) = buckets.filter(|b| *b != lake.manifest.buckets) {
             return Err(LakeError::Buckets {
                 path: root.display().to_string(),
@@ -206,6 +226,41 @@ impl Lake {
             });
         }
         Ok(lake)
+    }
+
+    /// This lake, its manifest grown to `ours` where `ours` is its schema
+    /// with added columns after it (a lake an older version made); as it
+    /// is where its schema is `ours` with added columns after (a newer
+    /// version's: this one writes files without them, which the lake
+    /// allows). Any other difference is refused before a file is written.
+    /// Nodes growing one manifest at once all write the same one.
+    fn evolve(self, ours: Vec<Column>) -> Result<Self, LakeError> {
+        let theirs = &self.manifest.schema;
+        let (shorter, longer) = if theirs.len() <= ours.len() { (theirs, &ours) } else { (&ours, theirs) };
+        let extends = longer.starts_with(shorter) && longer[shorter.len()..].iter().all(|c| c.added);
+        if !extends {
+            let found: Vec<(String, String)> =
+                theirs.iter().map(|c| (c.name.clone(), c.data_type.clone())).collect();
+            let written: Vec<(String, String)> =
+                ours.iter().map(|c| (c.name.clone(), c.data_type.clone())).collect();
+            return Err(LakeError::Schema {
+                path: self.root.join(MANIFEST).display().to_string(),
+                detail: survey::schema_difference(&written, &found),
+            });
+        }
+        if theirs.len() >= ours.len() {
+            return Ok(self);
+        }
+        let path = self.root.join(MANIFEST);
+        let manifest = Manifest { schema: ours, ..self.manifest };
+        let staged =
+            path.with_file_name(format!(".{MANIFEST}.{}.{}.tmp", std::process::id(), random_id("s")));
+        let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
+        write_synced(&staged, text.as_bytes())?;
+        std::fs::rename(&staged, &path).map_err(io_error(&path))?;
+        sync_dir(Some(&self.root));
+        tracing::info!(lake = %self.root.display(), columns = manifest.schema.len(), "lake schema grown");
+        Self::open(&self.root)
     }
 
     /// The existing lake at `root`.

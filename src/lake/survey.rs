@@ -169,6 +169,7 @@ pub fn survey(lake: &Lake, store: &Store) -> Result<Survey, LakeError> {
     let footers = store.parquet_footers(&candidates);
     let expected: Vec<(String, String)> =
         manifest.schema.iter().map(|c| (c.name.clone(), c.data_type.clone())).collect();
+    let required = manifest.required_columns();
     let mut good = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut node_files: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -176,9 +177,9 @@ pub fn survey(lake: &Lake, store: &Store) -> Result<Survey, LakeError> {
         let rel = relative(root, &path);
         seen.insert(rel.clone());
         let record = listed.get(&rel);
-        let verdict = footer
-            .map_err(|e| format!("unreadable: {e}"))
-            .and_then(|footer| judge(&footer, &manifest.lake_id, &known, &expected, record).map(|()| footer));
+        let verdict = footer.map_err(|e| format!("unreadable: {e}")).and_then(|footer| {
+            judge(&footer, &manifest.lake_id, &known, (&expected, required), record).map(|()| footer)
+        });
         match verdict {
             Ok(footer) => {
                 let node = footer.metadata.get("node").cloned().unwrap_or_default();
@@ -241,7 +242,7 @@ fn judge(
     footer: &ParquetFooter,
     lake_id: &str,
     known: &BTreeSet<String>,
-    expected: &[(String, String)],
+    (expected, required): (&[(String, String)], usize),
     record: Option<&(String, String, u64)>,
 ) -> Result<(), String> {
     match footer.metadata.get("lake_id") {
@@ -255,7 +256,10 @@ fn judge(
     if !known.contains(node) {
         return Err(unknown_node(node));
     }
-    if footer.columns != expected {
+    // A file written before the lake's added columns lacks them.
+    let written_before =
+        (required..expected.len()).contains(&footer.columns.len()) && expected.starts_with(&footer.columns);
+    if footer.columns != expected && !written_before {
         return Err(format!("wrong schema: {}", schema_difference(&footer.columns, expected)));
     }
     if let Some((_, export_id, _)) = record {
@@ -278,7 +282,7 @@ fn unknown_node(node: &str) -> String {
 }
 
 /// The first difference between two column lists, in words.
-fn schema_difference(found: &[(String, String)], expected: &[(String, String)]) -> String {
+pub(crate) fn schema_difference(found: &[(String, String)], expected: &[(String, String)]) -> String {
     for (at, want) in expected.iter().enumerate() {
         match found.get(at) {
             None => return format!("column {} ({} {}) is missing", at + 1, want.0, want.1),

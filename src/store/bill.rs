@@ -238,7 +238,7 @@ fn load_models(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError>
             "SELECT DISTINCT served_provider, served_model FROM attempts
              WHERE started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
              UNION
-             SELECT DISTINCT provider, served_model FROM attempts
+             SELECT DISTINCT provider, model FROM attempts
              WHERE provider = 'openrouter'
                AND started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
              UNION

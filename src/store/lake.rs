@@ -13,26 +13,35 @@ use super::writer::COLUMNS;
 use super::{Store, deriver, temp};
 use attempt_core::pricing::PriceTable;
 
+/// Columns added to the lake after its first files were written, in the
+/// order they were added. Each goes after `ingested_at`, at the end of a
+/// file's columns, so a file written before it is the same file with
+/// fewer columns: a lake's manifest marks them `added`, a reader reads
+/// them as NULL from the files that lack them.
+pub const ADDED_LAKE_COLUMNS: [&str; 2] = ["billing_account", "service_tier"];
+
 /// The lake's columns as written from the attempts table: the node, then
-/// every stored column. The fingerprint is DuckDB's UBIGINT, which Spark
-/// reads as a decimal: its bits are written as a BIGINT. A write's number
-/// goes to the lake `offset` higher (`ExportSlice::offset`).
+/// every stored column, `ingested_at`, and the added columns. The
+/// fingerprint is DuckDB's UBIGINT, which Spark reads as a decimal: its
+/// bits are written as a BIGINT. A write's number goes to the lake
+/// `offset` higher (`ExportSlice::offset`).
 fn lake_select(offset: i64) -> String {
-    let columns: Vec<String> = lake_columns()
+    let columns: Vec<String> = first_lake_columns()
         .map(|c| match c {
             "fingerprint" => "fingerprint_bits(fingerprint) AS fingerprint".to_string(),
             "ingest_seq" => format!("ingest_seq + {offset} AS ingest_seq"),
             other => other.to_string(),
         })
         .collect();
-    format!("{}, ingested_at", columns.join(", "))
+    format!("{}, ingested_at, {}", columns.join(", "), ADDED_LAKE_COLUMNS.join(", "))
 }
 
 /// The stored columns a lake row goes back into, and how each is read
 /// from the lake's (the fingerprint's bits back to UBIGINT).
 fn stored_from_lake() -> (String, String) {
-    let mut targets: Vec<&str> = lake_columns().filter(|c| *c != "ingest_seq").collect();
+    let mut targets: Vec<&str> = first_lake_columns().filter(|c| *c != "ingest_seq").collect();
     targets.push("ingested_at");
+    targets.extend(ADDED_LAKE_COLUMNS);
     let sources: Vec<String> = targets
         .iter()
         .map(|c| match *c {
@@ -43,11 +52,9 @@ fn stored_from_lake() -> (String, String) {
     (format!("{}, ingest_seq", targets.join(", ")), format!("{}, bucket + 1", sources.join(", ")))
 }
 
-/// The stored columns a lake holds. The billing columns (added after
-/// lakes were written) stay out until a lake's manifest can grow columns:
-/// an existing lake's files and every reader then agree on one schema.
-fn lake_columns() -> impl Iterator<Item = &'static str> {
-    COLUMNS.iter().copied().filter(|c| !matches!(*c, "billing_account" | "service_tier"))
+/// The stored columns of the lake's first files, in the order they hold them.
+fn first_lake_columns() -> impl Iterator<Item = &'static str> {
+    COLUMNS.iter().copied().filter(|c| !ADDED_LAKE_COLUMNS.contains(c))
 }
 
 const MACROS: &str = "
@@ -163,8 +170,10 @@ impl LakeFiles<'_> {
                 paths.iter().map(|p| quoted(&p.display().to_string())).collect::<Vec<_>>().join(", ")
             ),
         };
+        // By name: a file written before a column was added lacks it.
         format!(
-            "read_parquet({files}, hive_partitioning = true, hive_types = {{'day': DATE, 'bucket': INTEGER}})"
+            "read_parquet({files}, hive_partitioning = true, hive_types = {{'day': DATE, 'bucket': INTEGER}}, \
+             union_by_name = true)"
         )
     }
 }

@@ -37,7 +37,7 @@ pub use deriver::{Pending, QuarantineRow, ROUND_ROWS, Round};
 pub use env::{DEFAULT_LABEL_LIMIT, LABEL_LIMIT_ENV, MEMORY_LIMIT_ENV};
 use error::open_error;
 pub use error::{EXIT_DAMAGED_WAL, StoreError};
-pub use lake::{ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
+pub use lake::{ADDED_LAKE_COLUMNS, ExportSlice, Horizon, LakeFiles, LakeLoad, ParquetFooter, Partition};
 pub use memory::{Job, MemoryLimit};
 pub use migrate::{MIGRATIONS, schema_version};
 pub use queries::{Query, ReportRows};

@@ -291,3 +291,127 @@ fn a_read_only_or_full_lake_folder_fails_an_export_and_loses_nothing() {
     assert_eq!(report["lake"]["copies_read"], stored["attempts"]["total"]);
     assert!(section("check again").trim_end().ends_with("rc=0"), "{stdout}");
 }
+
+/// A lake an earlier version wrote, before the billing account and service
+/// tier were lake columns: the next export grows its manifest by them
+/// (marked `added`), the earlier files stay good and read them as NULL,
+/// and `report --lake`, `lake check`, ClickHouse and Spark count every
+/// attempt. A lake whose columns differ otherwise is refused before a file
+/// is written.
+#[test]
+fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let db = database(dir.path(), "a", "rate-limit-fallback", 80, 41);
+    assert!(export(&db, &lake, "n1", &[]).status.success());
+    let manifest_path = lake.join("_lake.json");
+    let read_manifest =
+        || -> Value { serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap() };
+    let column_names = |manifest: &Value| -> Vec<String> {
+        manifest["schema"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let grown = read_manifest();
+    let names = column_names(&grown);
+    assert_eq!(names[names.len() - 3..], ["ingested_at", "billing_account", "service_tier"]);
+
+    // The earlier version's lake: its manifest and files without the added columns.
+    let mut earlier = grown.clone();
+    earlier["schema"].as_array_mut().unwrap().retain(|c| c["added"] != true);
+    assert_eq!(earlier["schema"].as_array().unwrap().len(), names.len() - 2);
+    std::fs::write(&manifest_path, serde_json::to_string_pretty(&earlier).unwrap()).unwrap();
+    let conn = duckdb::Connection::open_in_memory().unwrap();
+    for file in parquet_files(&lake) {
+        let source = file.display().to_string();
+        let metadata: Vec<String> = conn
+            .prepare(&format!("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata('{source}')"))
+            .unwrap()
+            .query_map([], |r| Ok(format!("{}: '{}'", r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let staged = format!("{source}.old");
+        conn.execute_batch(&format!(
+            "COPY (SELECT * EXCLUDE (billing_account, service_tier) FROM read_parquet('{source}', \
+             hive_partitioning = false)) TO '{staged}' (FORMAT parquet, KV_METADATA {{{}}});",
+            metadata.join(", ")
+        ))
+        .unwrap();
+        std::fs::rename(&staged, &file).unwrap();
+    }
+    let checked = run(&["lake", "check", lake.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "the earlier lake is whole: {}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+
+    // Attempts with a billing account and a tier, exported by this version.
+    let records = dir.path().join("billed.jsonl");
+    let record = |id: &str| {
+        json!({"workflow_id": format!("billed-{id}"), "attempt_id": id, "started_at": "2026-11-20T10:00:00Z",
+               "provider": "openai", "model": "gpt-4o-mini", "status": "ok", "input_tokens": 10,
+               "output_tokens": 2, "billing_account": "proj_billed", "service_tier": "flex"})
+        .to_string()
+    };
+    std::fs::write(&records, format!("{}\n{}\n", record("b1"), record("b2"))).unwrap();
+    ok(&["ingest", "--db", db.to_str().unwrap(), records.to_str().unwrap()]);
+    let out = export(&db, &lake, "n1", &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let after = read_manifest();
+    assert_eq!(column_names(&after), names, "the manifest grew the added columns");
+    assert_eq!(after["lake_id"], grown["lake_id"]);
+
+    let checked = run(&["lake", "check", lake.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(checked.status.code(), Some(0), "{}", String::from_utf8_lossy(&checked.stdout));
+    let total = attempts_of(&db);
+    let from_lake: Value = serde_json::from_str(&ok(&[
+        "report",
+        "--lake",
+        lake.to_str().unwrap(),
+        "--no-audit",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(from_lake["attempts"]["total"].as_u64(), Some(total));
+    let glob = lake.join("attempts/*/*/*.parquet").display().to_string();
+    let (rows, billed): (i64, i64) = conn
+        .query_row(
+            &format!(
+                "SELECT count(*), count(*) FILTER (WHERE billing_account = 'proj_billed' AND service_tier = 'flex')
+                 FROM read_parquet('{glob}', union_by_name = true)"
+            ),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((rows as u64, billed), (total, 2));
+    let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
+    for engine in ["clickhouse", "spark"] {
+        let out = python_lake().args([&script, "--engine", engine, lake.to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_same(&sections(&report), &sections(&from_lake), engine);
+    }
+
+    // Columns that are not an earlier or later version's: refused, nothing written.
+    let mut other = after.clone();
+    other["schema"][3]["type"] = json!("DOUBLE");
+    std::fs::write(&manifest_path, serde_json::to_string_pretty(&other).unwrap()).unwrap();
+    let files_before = parquet_files(&lake);
+    ingest(&db, dir.path(), "naive-retries", 10, 42);
+    let refused = export(&db, &lake, "n1", &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("are not what this attempt-ledger writes") && stderr.contains("column 4"),
+        "{stderr}"
+    );
+    assert_eq!(parquet_files(&lake), files_before);
+}

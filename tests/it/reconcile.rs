@@ -167,47 +167,119 @@ fn each_cells_drift_is_split_into_causes_that_add_up_to_it() {
     assert_eq!(other, [("anthropic".to_string(), 0.01), ("openai".to_string(), 0.025)]);
 }
 
+/// `reconcile` of the fixtures' one whole day (2025-08-01), with `more`.
+fn one_day(dir: &Path, more: &[&str]) -> String {
+    let mut args = vec!["reconcile", "--db", "r.duckdb", "--since", "2025-08-01", "--until", "2025-08-02"];
+    args.extend_from_slice(more);
+    ok(&args, dir)
+}
+
 #[test]
 fn money_is_written_as_exact_decimals() {
     let dir = ledger_db();
     for source in SOURCES {
         import(dir.path(), source, &fixture(&format!("{source}.json")));
     }
-    let text = ok(
-        &[
-            "reconcile",
-            "--db",
-            "r.duckdb",
-            "--since",
-            "2025-08-01",
-            "--until",
-            "2025-08-02",
-            "--format",
-            "json",
-        ],
-        dir.path(),
-    );
+    let text = one_day(dir.path(), &["--format", "json"]);
     assert!(text.contains("\"drift_usd\": 0.000378,"), "{text}");
     assert!(text.contains("\"tokens\": -0.00099,"), "{text}");
-    let csv = ok(
-        &[
-            "reconcile",
-            "--db",
-            "r.duckdb",
-            "--since",
-            "2025-08-01",
-            "--until",
-            "2025-08-02",
-            "--format",
-            "csv",
-        ],
-        dir.path(),
-    );
+    let csv = one_day(dir.path(), &["--format", "csv"]);
     assert!(csv.lines().next().unwrap().starts_with("start,end,provider,billing_account,model"));
     assert_eq!(csv.lines().count(), 6, "{csv}");
-    let table =
-        ok(&["reconcile", "--db", "r.duckdb", "--since", "2025-08-01", "--until", "2025-08-02"], dir.path());
+    let table = one_day(dir.path(), &[]);
     assert!(table.contains("openai: cells by account, model"), "{table}");
+}
+
+/// OpenRouter's generation records are OpenRouter's own per-request bill:
+/// each try is an attempt asked of `openrouter` for the slug, the served
+/// try carries the generation's cost, and the cell holds that cost against
+/// the upstream's list price (`emitter_cost`) and against the activity
+/// export; requests the export counts beyond the ledger's are hidden.
+#[test]
+fn openrouter_generations_land_in_openrouters_cells_with_their_own_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let generations = dir.path().join("generations.jsonl");
+    let generation = |id: &str,
+                      at: &str,
+                      slug: &str,
+                      tries: &[(&str, u16)],
+                      tokens: (u32, u32),
+                      cost: &str| {
+        let responses: Vec<String> = tries
+            .iter()
+            .map(|(who, status)| {
+                format!(r#"{{"provider_name": "{who}", "model_permaslug": "{slug}", "status": {status}, "latency": 200}}"#)
+            })
+            .collect();
+        format!(
+            r#"{{"data": {{"id": "{id}", "created_at": "{at}", "model": "openai/gpt-4o-mini", "provider_name": "OpenAI", "native_tokens_prompt": {}, "native_tokens_completion": {}, "total_cost": {cost}, "provider_responses": [{}]}}}}"#,
+            tokens.0,
+            tokens.1,
+            responses.join(", ")
+        )
+    };
+    let lines = [
+        // $0.00033 is OpenAI's list price of these tokens; Azure's 429 is unbilled.
+        generation(
+            "gen-a",
+            "2025-08-01T09:00:00Z",
+            "openai/gpt-4o-mini",
+            &[("Azure", 429), ("OpenAI", 200)],
+            (1000, 300),
+            "0.00033",
+        ),
+        // Charged $0.0004 for tokens listed at $0.00027: $0.00013 above the table.
+        generation(
+            "gen-b",
+            "2025-08-01T11:00:00Z",
+            "openai/gpt-4o-mini-2024-07-18",
+            &[("OpenAI", 200)],
+            (1000, 200),
+            "0.0004",
+        ),
+    ];
+    std::fs::write(&generations, lines.join("\n") + "\n").unwrap();
+    ok(&["ingest", "--db", "r.duckdb", generations.to_str().unwrap()], dir.path());
+    import(dir.path(), "openrouter-activity", &fixture("openrouter-activity.json"));
+    let answer: Value = serde_json::from_str(&one_day(
+        dir.path(),
+        &["--tolerance-usd", "0", "--tolerance-pct", "0", "--format", "json"],
+    ))
+    .unwrap();
+    let cells = answer["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "every try is on OpenRouter's bill, none on Azure's or OpenAI's: {cells:?}");
+    let router = &cells[0];
+    assert_eq!(
+        (router["provider"].as_str(), router["model"].as_str()),
+        (Some("openrouter"), Some("openai/gpt-4o-mini"))
+    );
+    assert_eq!(router["ledger"]["attempts"], 3);
+    assert_eq!(router["ledger"]["billable_attempts"], 2);
+    assert_eq!(router["ledger"]["unbilled_failures"], 1);
+    assert_eq!(
+        (router["ledger"]["tokens"]["input"].as_i64(), router["ledger"]["tokens"]["output"].as_i64()),
+        (Some(2000), Some(500))
+    );
+    assert_eq!(money(&router["ledger"]["cost_usd"]), 0.00073);
+    assert_eq!(
+        money(&router["ledger"]["repriced_usd"]),
+        0.0006,
+        "priced as the upstream that served lists it"
+    );
+    assert_eq!(money(&router["causes"]["emitter_cost"]), 0.00013);
+    assert_eq!(money(&router["billed"]["cost_usd"]), 0.0012);
+    assert_eq!(money(&router["drift_usd"]), -0.00047);
+    assert_eq!(router["hidden_requests"], 1, "the export counts 3 requests, the ledger served 2");
+    // Cost by who served still names the upstream.
+    let report: Value =
+        serde_json::from_str(&ok(&["report", "--db", "r.duckdb", "--format", "json"], dir.path())).unwrap();
+    let served: Vec<&str> = report["by_served_provider"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["served_provider"].as_str().unwrap())
+        .collect();
+    assert!(served.contains(&"openai") && served.contains(&"azure.ai.openai"), "{served:?}");
 }
 
 #[test]

@@ -5,6 +5,11 @@
 //! A generation is one workflow. Each entry of `provider_responses` is one
 //! upstream attempt (provider, HTTP status, latency); the generation's tokens
 //! and cost belong to the attempt that served (the last one with a 2xx).
+//! Every attempt was asked of OpenRouter for the slug (`provider`
+//! `openrouter`, `model` the slug) and answered by the upstream
+//! (`served_provider`, `served_model`): OpenRouter bills the request, so its
+//! cost lands in OpenRouter's reconciliation cells, while cost by who served
+//! still names the upstream.
 //! OpenRouter gives no start time per attempt: the first starts at
 //! `created_at`, each next one when the previous one's latency ended.
 
@@ -107,17 +112,19 @@ pub(super) fn decode_value(value: Value) -> Result<Vec<Built>, String> {
             }
             None => None,
         };
-        let model = permaslug.unwrap_or_else(|| slug.to_string());
+        let sent_as = permaslug.unwrap_or_else(|| slug.to_string());
         let fields = AttemptFields {
             workflow_id: id.to_string(),
             attempt_id: Some(format!("{id}:{i}")),
             attempt: Some(i as i64),
             started_at: started,
             duration_ms: latency_ms,
-            provider,
-            // The slug names the model without the provider: `openai/gpt-4o`.
-            model: model.rsplit('/').next().unwrap_or(&model).to_string(),
-            route_group: Some(model.clone()),
+            provider: OPENROUTER.to_string(),
+            model: sent_as.clone(),
+            served_provider: Some(provider),
+            // The slug names the model after its maker: `openai/gpt-4o`.
+            served_model: Some(sent_as.rsplit('/').next().unwrap_or(&sent_as).to_string()),
+            route_group: Some(sent_as.clone()),
             status: Some(if ok { Status::Ok } else { Status::Error }),
             layer: Some(Layer::Gateway),
             http_status,
@@ -134,6 +141,9 @@ pub(super) fn decode_value(value: Value) -> Result<Vec<Built>, String> {
     }
     Ok(built)
 }
+
+/// Who every attempt of a generation was asked of.
+const OPENROUTER: &str = "openrouter";
 
 /// One upstream attempt of a generation, as OpenRouter lists it.
 struct Upstream {
@@ -186,8 +196,11 @@ mod tests {
         assert!(a[..2].iter().all(|a| a.tokens.input.is_none() && a.cost.is_none()));
         assert_eq!((a[2].tokens.input, a[2].tokens.cached_input), (Some(1000), Some(200)));
         assert_eq!(a[2].cost, PicoUsd::from_usd(0.0031));
-        assert_eq!(a[2].provider, "Azure");
-        assert!(a.iter().all(|a| a.route_group.as_deref() == Some("openai/gpt-4o") && a.model == "gpt-4o"));
+        assert_eq!((a[0].served_provider.as_str(), a[2].served_provider.as_str()), ("OpenAI", "Azure"));
+        assert!(a.iter().all(|a| a.provider == "openrouter" && a.model == "openai/gpt-4o"));
+        assert!(
+            a.iter().all(|a| a.route_group.as_deref() == Some("openai/gpt-4o") && a.served_model == "gpt-4o")
+        );
         assert_eq!((a[2].started_at - a[0].started_at).num_milliseconds(), 420, "starts follow latencies");
     }
 
