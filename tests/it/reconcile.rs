@@ -169,7 +169,14 @@ fn each_cells_drift_is_split_into_causes_that_add_up_to_it() {
 
 /// `reconcile` of the fixtures' one whole day (2025-08-01), with `more`.
 fn one_day(dir: &Path, more: &[&str]) -> String {
-    let mut args = vec!["reconcile", "--db", "r.duckdb", "--since", "2025-08-01", "--until", "2025-08-02"];
+    one_day_of(dir, "2025-08-01", more)
+}
+
+/// `reconcile` of the whole UTC day `day`, with `more`.
+fn one_day_of(dir: &Path, day: &str, more: &[&str]) -> String {
+    let until =
+        (chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap() + chrono::Days::new(1)).to_string();
+    let mut args = vec!["reconcile", "--db", "r.duckdb", "--since", day, "--until", &until];
     args.extend_from_slice(more);
     ok(&args, dir)
 }
@@ -280,6 +287,148 @@ fn openrouter_generations_land_in_openrouters_cells_with_their_own_cost() {
         .map(|p| p["served_provider"].as_str().unwrap())
         .collect();
     assert!(served.contains(&"openai") && served.contains(&"azure.ai.openai"), "{served:?}");
+}
+
+/// Hour cells compare usage, never money: OpenAI's costs are daily, so an
+/// hour cell is `usage_only` with tokens and requests compared and the
+/// hidden request counted; a token cost in another currency is listed
+/// apart, never added to dollars.
+#[test]
+fn hour_cells_compare_usage_and_a_cost_in_another_currency_stays_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("hours.jsonl");
+    let attempt = |id: &str, at: &str, status: &str, tokens: Option<(u32, u32)>| {
+        let mut record = serde_json::json!({"workflow_id": format!("w-{id}"), "attempt_id": id, "started_at": at,
+            "provider": "openai", "model": "gpt-4o-mini", "status": status, "billing_account": "proj_H"});
+        if let Some((input, output)) = tokens {
+            record["input_tokens"] = input.into();
+            record["output_tokens"] = output.into();
+        }
+        record.to_string()
+    };
+    let lines = [
+        attempt("h1", "2025-08-02T14:10:00Z", "ok", Some((1000, 100))),
+        attempt("h2", "2025-08-02T14:20:00Z", "error", None),
+        attempt("h3", "2025-08-02T15:05:00Z", "ok", Some((2000, 200))),
+    ];
+    std::fs::write(&ledger, lines.join("\n") + "\n").unwrap();
+    ok(&["ingest", "--db", "r.duckdb", ledger.to_str().unwrap()], dir.path());
+    let usage = |start: i64, requests: u32, input: u32, output: u32| {
+        format!(
+            r#"{{"object": "bucket", "start_time": {start}, "end_time": {}, "results": [{{"object": "organization.usage.completions.result", "input_tokens": {input}, "output_tokens": {output}, "input_cached_tokens": 0, "num_model_requests": {requests}, "project_id": "proj_H", "model": "gpt-4o-mini-2024-07-18", "batch": null, "service_tier": null}}]}}"#,
+            start + 3600
+        )
+    };
+    let hour = |h: i64| 1_754_092_800 + h * 3600;
+    let usage_page = format!(
+        r#"{{"object": "page", "data": [{}, {}], "has_more": false, "next_page": null}}"#,
+        usage(hour(14), 1, 1000, 100),
+        usage(hour(15), 2, 3000, 300)
+    );
+    let costs_page = format!(
+        r#"{{"object": "page", "data": [{{"object": "bucket", "start_time": {}, "end_time": {}, "results": [{{"object": "organization.costs.result", "amount": {{"value": 0.5, "currency": "eur"}}, "line_item": "gpt-4o-mini-2024-07-18, input", "project_id": "proj_H"}}, {{"object": "organization.costs.result", "amount": {{"value": 0.00054, "currency": "usd"}}, "line_item": "gpt-4o-mini-2024-07-18, output", "project_id": "proj_H"}}]}}], "has_more": false, "next_page": null}}"#,
+        hour(0),
+        hour(24)
+    );
+    for (source, page) in [("openai-usage", usage_page), ("openai-costs", costs_page)] {
+        let file = dir.path().join(format!("{source}.json"));
+        std::fs::write(&file, page).unwrap();
+        import(dir.path(), source, &file);
+    }
+    let asked = ["reconcile", "--db", "r.duckdb", "--since", "2025-08-02", "--until", "2025-08-03"];
+    let answer: Value = serde_json::from_str(&ok(
+        &[&asked[..], &["--grain", "hour", "--format", "json"]].concat(),
+        dir.path(),
+    ))
+    .unwrap();
+    let at = |start: &str| {
+        answer["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["start"] == start)
+            .unwrap_or_else(|| panic!("{start}: {answer:#}"))
+    };
+    let two = at("2025-08-02T14:00:00Z");
+    assert_eq!(
+        (two["end"].as_str(), two["status"].as_str()),
+        (Some("2025-08-02T15:00:00Z"), Some("usage_only"))
+    );
+    assert_eq!(
+        (two["ledger"]["billable_attempts"].as_i64(), two["ledger"]["unbilled_failures"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (two["billed"]["requests"].as_i64(), two["billed"]["tokens"]["input"].as_i64()),
+        (Some(1), Some(1000))
+    );
+    assert_eq!(
+        (two["billed"]["cost_usd"].clone(), two["drift_usd"].clone()),
+        (Value::Null, Value::Null),
+        "no hourly cost"
+    );
+    assert_eq!(two["hidden_requests"], 0);
+    let three = at("2025-08-02T15:00:00Z");
+    assert_eq!(three["status"], "usage_only");
+    assert_eq!(
+        (three["billed"]["tokens"]["input"].as_i64(), three["hidden_requests"].as_i64()),
+        (Some(3000), Some(1))
+    );
+    assert_eq!(answer["grain"], "hour");
+    let other: Vec<(&str, &str, f64)> = answer["other_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap(), o["currency"].as_str().unwrap(), money(&o["amount"])))
+        .collect();
+    assert_eq!(other, [("token_cost", "EUR", 0.5)], "{answer:#}");
+
+    // The day: the usage covers two of its hours, so it is partial, and the
+    // euros are still not dollars.
+    let day: Value =
+        serde_json::from_str(&ok(&[&asked[..], &["--format", "json"]].concat(), dir.path())).unwrap();
+    let cells = day["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1);
+    assert_eq!(cells[0]["status"], "partial");
+    assert_eq!(money(&day["other_costs"][0]["amount"]), 0.5);
+}
+
+/// An answer lists at most `MAX_LISTED_CELLS` cells and says so; its
+/// totals still count every cell.
+#[test]
+fn an_answer_lists_at_most_the_bound_and_counts_every_cell() {
+    use attempt_ledger::report::reconcile::MAX_LISTED_CELLS;
+    let dir = tempfile::tempdir().unwrap();
+    let cells = MAX_LISTED_CELLS + 25;
+    let ledger = dir.path().join("models.jsonl");
+    let lines: String = (0..cells)
+        .map(|i| {
+            serde_json::json!({"workflow_id": format!("w{i}"), "attempt_id": format!("a{i}"),
+                "started_at": "2025-08-02T10:00:00Z", "provider": "openai", "model": format!("model-{i:05}"),
+                "status": "ok", "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.000001})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&ledger, lines).unwrap();
+    ok(&["ingest", "--db", "r.duckdb", ledger.to_str().unwrap()], dir.path());
+    let empty_day = r#"{"object": "page", "data": [{"object": "bucket", "start_time": 1754092800, "end_time": 1754179200, "results": []}], "has_more": false, "next_page": null}"#;
+    let costs = dir.path().join("costs.json");
+    std::fs::write(&costs, empty_day).unwrap();
+    import(dir.path(), "openai-costs", &costs);
+    let answer: Value =
+        serde_json::from_str(&one_day_of(dir.path(), "2025-08-02", &["--format", "json"])).unwrap();
+    assert_eq!(answer["cells_total"].as_u64(), Some(cells as u64));
+    assert_eq!(answer["cells_listed"].as_u64(), Some(MAX_LISTED_CELLS as u64));
+    assert_eq!(answer["cells"].as_array().unwrap().len(), MAX_LISTED_CELLS);
+    assert_eq!(
+        answer["totals"]["cells_by_status"]["ledger_only"].as_u64(),
+        Some(cells as u64),
+        "{:#}",
+        answer["totals"]
+    );
+    assert_eq!(cells, 10_025, "the figure below");
+    assert_eq!(answer["totals"]["ledger_cost_usd"].as_f64(), Some(0.010025));
 }
 
 #[test]
