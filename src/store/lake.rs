@@ -18,7 +18,22 @@ use attempt_core::pricing::PriceTable;
 /// file's columns, so a file written before it is the same file with
 /// fewer columns: a lake's manifest marks them `added`, a reader reads
 /// them as NULL from the files that lack them.
-pub const ADDED_LAKE_COLUMNS: [&str; 2] = ["billing_account", "service_tier"];
+pub const ADDED_LAKE_COLUMNS: [&str; 14] = [
+    "billing_account",
+    "service_tier",
+    "ratelimit_remaining_requests",
+    "ratelimit_limit_requests",
+    "ratelimit_reset_requests_ms",
+    "ratelimit_remaining_tokens",
+    "ratelimit_limit_tokens",
+    "ratelimit_reset_tokens_ms",
+    "ratelimit_remaining_input_tokens",
+    "ratelimit_limit_input_tokens",
+    "ratelimit_reset_input_tokens_ms",
+    "ratelimit_remaining_output_tokens",
+    "ratelimit_limit_output_tokens",
+    "ratelimit_reset_output_tokens_ms",
+];
 
 /// The lake's columns as written from the attempts table: the node, then
 /// every stored column, `ingested_at`, and the added columns. The

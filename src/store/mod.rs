@@ -885,6 +885,34 @@ mod tests {
         assert_eq!(parse_size("nonsense"), 0);
     }
 
+    /// Every headroom field is stored in its own column, absent as NULL.
+    #[test]
+    fn headroom_is_stored_field_by_field() {
+        let line = r#"{"workflow_id":"w","started_at":"2026-11-28T02:00:00Z","provider":"openai","model":"gpt-4o",
+            "status":"error","http_status":429,"ratelimit_remaining_tokens":0,"ratelimit_limit_tokens":30000,
+            "ratelimit_reset_tokens_ms":1500}"#;
+        let attempt = attempt_core::ingest::jsonl::decode_line(&line.replace('\n', " ")).unwrap();
+        let store = Store::open_in_memory().unwrap();
+        store.write_batch(&[attempt]).unwrap();
+        let names: Vec<&str> = attempt_core::ratelimit::FIELDS.iter().map(|(name, _, _)| *name).collect();
+        let row: Vec<Option<i64>> = store
+            .conn
+            .query_row(&format!("SELECT {} FROM attempts", names.join(", ")), [], |r| {
+                (0..names.len()).map(|i| r.get(i)).collect()
+            })
+            .unwrap();
+        let expected: Vec<Option<i64>> = names
+            .iter()
+            .map(|n| match *n {
+                "ratelimit_remaining_tokens" => Some(0),
+                "ratelimit_limit_tokens" => Some(30000),
+                "ratelimit_reset_tokens_ms" => Some(1500),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(row, expected);
+    }
+
     /// A database written before canonical provider names gets them when
     /// it is opened, and keeps the spelling it had.
     #[test]
@@ -983,6 +1011,18 @@ mod tests {
                      DROP TABLE database_identity; DROP TABLE bill_buckets; DROP TABLE bill_facts;
                      ALTER TABLE attempts DROP COLUMN billing_account;
                      ALTER TABLE attempts DROP COLUMN service_tier;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_remaining_requests;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_limit_requests;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_reset_requests_ms;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_remaining_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_limit_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_reset_tokens_ms;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_remaining_input_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_limit_input_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_reset_input_tokens_ms;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_remaining_output_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_limit_output_tokens;
+                     ALTER TABLE attempts DROP COLUMN ratelimit_reset_output_tokens_ms;
                      ALTER TABLE workflow_facts DROP COLUMN outcome_ms;
                      ALTER TABLE workflow_facts DROP COLUMN shape_key;",
                 )

@@ -40,6 +40,7 @@ use super::known::IdFilter;
 use super::temp;
 use attempt_core::model::{Attempt, SpanKind, SpanRecord, name};
 use attempt_core::providers::ProviderAliases;
+use attempt_core::ratelimit;
 
 /// At most this many conflicting ids are listed per answer; the count is
 /// exact.
@@ -135,7 +136,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-pub(super) const COLUMNS: [&str; 37] = [
+pub(super) const COLUMNS: [&str; 49] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -172,6 +173,18 @@ pub(super) const COLUMNS: [&str; 37] = [
     "source_trace",
     "billing_account",
     "service_tier",
+    "ratelimit_remaining_requests",
+    "ratelimit_limit_requests",
+    "ratelimit_reset_requests_ms",
+    "ratelimit_remaining_tokens",
+    "ratelimit_limit_tokens",
+    "ratelimit_reset_tokens_ms",
+    "ratelimit_remaining_input_tokens",
+    "ratelimit_limit_input_tokens",
+    "ratelimit_reset_input_tokens_ms",
+    "ratelimit_remaining_output_tokens",
+    "ratelimit_limit_output_tokens",
+    "ratelimit_reset_output_tokens_ms",
     "ingest_seq",
 ];
 
@@ -599,7 +612,7 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
         visible_output.append_option(a.visible_output);
         fingerprint.append_value(a.fingerprint);
     }
-    let columns: [ArrayRef; 36] = [
+    let mut columns: Vec<ArrayRef> = vec![
         strings(&|a| Some(&a.attempt_id)),
         strings(&|a| Some(&a.workflow_id)),
         Arc::new(started_at.finish()),
@@ -637,5 +650,8 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
         strings(&|a| a.billing_account.as_deref()),
         strings(&|a| a.service_tier.as_deref()),
     ];
+    for (_, kind, part) in ratelimit::FIELDS {
+        columns.push(ints(&|a| a.headroom.get(kind, part)));
+    }
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

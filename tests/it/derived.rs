@@ -574,13 +574,19 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
                 .unwrap();
             }
         }
-        // Schema 18 had neither the 64-bit sums (19) nor the bill (20).
-        conn.execute_batch(
+        // Schema 18 had neither the 64-bit sums (19), the bill (20) nor
+        // the rate-limit headroom (21).
+        let headroom: String = attempt_core::ratelimit::FIELDS
+            .iter()
+            .map(|(name, _, _)| format!("ALTER TABLE attempts DROP COLUMN {name};"))
+            .collect();
+        conn.execute_batch(&format!(
             "DELETE FROM schema_migrations WHERE version >= 19;
              DROP TABLE bill_buckets; DROP TABLE bill_facts;
              ALTER TABLE attempts DROP COLUMN billing_account;
-             ALTER TABLE attempts DROP COLUMN service_tier;",
-        )
+             ALTER TABLE attempts DROP COLUMN service_tier;
+             {headroom}"
+        ))
         .unwrap();
     }
     assert!(column_types(&path).iter().all(|t| t == "HUGEINT"), "set up as schema 18 left it");

@@ -292,8 +292,9 @@ fn a_read_only_or_full_lake_folder_fails_an_export_and_loses_nothing() {
     assert!(section("check again").trim_end().ends_with("rc=0"), "{stdout}");
 }
 
-/// A lake an earlier version wrote, before the billing account and service
-/// tier were lake columns: the next export grows its manifest by them
+/// A lake an earlier version wrote, before the billing account, service
+/// tier and rate-limit headroom were lake columns: the next export grows
+/// its manifest by them
 /// (marked `added`), the earlier files stay good and read them as NULL,
 /// and `report --lake`, `lake check`, ClickHouse and Spark count every
 /// attempt. A lake whose columns differ otherwise is refused before a file
@@ -317,12 +318,14 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
     };
     let grown = read_manifest();
     let names = column_names(&grown);
-    assert_eq!(names[names.len() - 3..], ["ingested_at", "billing_account", "service_tier"]);
+    let added = attempt_ledger::store::ADDED_LAKE_COLUMNS;
+    assert_eq!(names[names.len() - added.len() - 1], "ingested_at");
+    assert_eq!(names[names.len() - added.len()..], added);
 
     // The earlier version's lake: its manifest and files without the added columns.
     let mut earlier = grown.clone();
     earlier["schema"].as_array_mut().unwrap().retain(|c| c["added"] != true);
-    assert_eq!(earlier["schema"].as_array().unwrap().len(), names.len() - 2);
+    assert_eq!(earlier["schema"].as_array().unwrap().len(), names.len() - added.len());
     std::fs::write(&manifest_path, serde_json::to_string_pretty(&earlier).unwrap()).unwrap();
     let conn = duckdb::Connection::open_in_memory().unwrap();
     for file in parquet_files(&lake) {
@@ -336,8 +339,9 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
             .collect();
         let staged = format!("{source}.old");
         conn.execute_batch(&format!(
-            "COPY (SELECT * EXCLUDE (billing_account, service_tier) FROM read_parquet('{source}', \
-             hive_partitioning = false)) TO '{staged}' (FORMAT parquet, KV_METADATA {{{}}});",
+            "COPY (SELECT * EXCLUDE ({}) FROM read_parquet('{source}', hive_partitioning = false)) \
+             TO '{staged}' (FORMAT parquet, KV_METADATA {{{}}});",
+            added.join(", "),
             metadata.join(", ")
         ))
         .unwrap();

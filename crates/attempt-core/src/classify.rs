@@ -133,6 +133,8 @@ fn class_of_status(status: i32) -> Option<ErrorClass> {
     match status {
         500 | 502 | 503 | 504 | 529 => Some(Transient),
         429 => Some(RateLimit),
+        // Payment Required: the balance is spent; no backoff recovers it.
+        402 => Some(Quota),
         400 | 404 | 413 | 422 => Some(Request),
         401 | 403 => Some(Auth),
         408 => Some(Timeout),
@@ -144,6 +146,14 @@ fn class_of_status(status: i32) -> Option<ErrorClass> {
 mod tests {
     use super::*;
     use ErrorClass::*;
+
+    #[test]
+    fn a_402_and_balance_codes_are_quota_never_rate_limit() {
+        assert_eq!(derive_error_class(None, Some(402)), Quota);
+        for code in ["insufficient_balance", "billing_hard_limit_reached", "credit_balance_too_low"] {
+            assert_eq!(derive_error_class(Some(code), Some(429)), Quota, "{code}");
+        }
+    }
 
     #[test]
     fn quota_code_beats_the_429_status() {

@@ -21,6 +21,7 @@ pub mod model;
 pub mod policy;
 pub mod pricing;
 pub mod providers;
+pub mod ratelimit;
 pub mod reconcile;
 pub mod replay;
 pub mod request;

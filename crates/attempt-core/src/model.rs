@@ -158,6 +158,8 @@ pub struct Attempt {
     /// The provider's service tier (`default`, `flex`, `priority`, `batch`,
     /// ...), as the provider spells it.
     pub service_tier: Option<String>,
+    /// The rate-limit windows the provider stated on this attempt's response.
+    pub headroom: crate::ratelimit::Headroom,
     pub duration_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub http_status: Option<i32>,
@@ -232,6 +234,12 @@ impl Attempt {
             if let Some(value) = value {
                 put(tag.as_bytes());
                 put(value.as_bytes());
+            }
+        }
+        for (tag, value) in self.headroom.fields() {
+            if let Some(value) = value {
+                put(tag.as_bytes());
+                put(&value.to_le_bytes());
             }
         }
         let digest = hasher.finalize();

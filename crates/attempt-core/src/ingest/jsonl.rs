@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{PicoUsd, Status, Tokens};
+use crate::ratelimit;
 
 /// Decodes JSONL attempt records. Blank lines are skipped; `first_line`
 /// numbers the lines of a chunk that started mid-file.
@@ -73,7 +74,7 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
 /// The fields every attempt record may carry, in the order they are checked
 /// (the first that is wrong is the one a rejection names; `http_status` is
 /// read first).
-const KNOWN: [&str; 31] = [
+const KNOWN: [&str; 43] = [
     "http_status",
     "workflow_id",
     "started_at",
@@ -105,6 +106,18 @@ const KNOWN: [&str; 31] = [
     "visible_output",
     "decision",
     "circuit",
+    "ratelimit_remaining_requests",
+    "ratelimit_limit_requests",
+    "ratelimit_reset_requests_ms",
+    "ratelimit_remaining_tokens",
+    "ratelimit_limit_tokens",
+    "ratelimit_reset_tokens_ms",
+    "ratelimit_remaining_input_tokens",
+    "ratelimit_limit_input_tokens",
+    "ratelimit_reset_input_tokens_ms",
+    "ratelimit_remaining_output_tokens",
+    "ratelimit_limit_output_tokens",
+    "ratelimit_reset_output_tokens_ms",
 ];
 
 /// The position of `key` in `KNOWN`: only keys of its length are compared
@@ -417,6 +430,10 @@ impl<'a> Fields<'a> {
             circuit: self.optional("circuit", parse_enum)?,
             ..AttemptFields::default()
         };
+        for (name, kind, part) in ratelimit::FIELDS {
+            let parse = if part == ratelimit::Part::ResetMs { reset_ms } else { non_negative_integer };
+            fields.headroom.set(kind, part, self.optional(name, parse)?);
+        }
         fields.extra = self.rest();
         fields.warnings = std::mem::take(&mut self.warnings);
         build_attempt(fields)
@@ -500,6 +517,15 @@ fn non_negative_integer(value: &Scalar) -> Result<i64, String> {
     }
 }
 
+/// Milliseconds until a rate-limit window resets: at most a day.
+fn reset_ms(value: &Scalar) -> Result<i64, String> {
+    let ms = non_negative_integer(value)?;
+    if ms > ratelimit::MAX_RESET_MS {
+        return Err(format!("{ms} ms is more than a day ({} ms)", ratelimit::MAX_RESET_MS));
+    }
+    Ok(ms)
+}
+
 fn non_negative_number(value: &Scalar) -> Result<f64, String> {
     match value.as_f64() {
         Some(n) if n >= 0.0 && n.is_finite() => Ok(n),
@@ -556,6 +582,34 @@ mod tests {
         assert_eq!(a.error_class, None);
         assert_eq!(a.attempt_id.len(), 32);
         assert_eq!(a.extra, None);
+    }
+
+    #[test]
+    fn headroom_fields_are_counts_kept_apart_from_absent() {
+        use crate::ratelimit::{LimitKind, Window};
+        let with =
+            |fields: &str| MINIMAL.replace("\"status\":\"ok\"", &format!("\"status\":\"ok\",{fields}"));
+        let a = decode_line(&with(
+            r#""ratelimit_remaining_requests":0,"ratelimit_limit_requests":500,"ratelimit_reset_requests_ms":20,"ratelimit_limit_output_tokens":0"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            *a.headroom.window(LimitKind::Requests),
+            Window { remaining: Some(0), limit: Some(500), reset_ms: Some(20) }
+        );
+        assert_eq!(a.headroom.window(LimitKind::OutputTokens).ratio(), None, "a limit of 0 has no headroom");
+        assert_eq!(a.headroom.window(LimitKind::Tokens).remaining, None);
+        let plain = decode_line(MINIMAL).unwrap();
+        assert_eq!(plain.fingerprint, 0x86c1_9682_8747_186f_u64, "no headroom hashes nothing");
+        assert_ne!(a.fingerprint, plain.fingerprint);
+        for (bad, field) in [
+            (r#""ratelimit_remaining_tokens":-1"#, "ratelimit_remaining_tokens"),
+            (r#""ratelimit_limit_input_tokens":"lots""#, "ratelimit_limit_input_tokens"),
+            (r#""ratelimit_reset_tokens_ms":86400001"#, "ratelimit_reset_tokens_ms"),
+        ] {
+            let err = decode_line(&with(bad)).unwrap_err();
+            assert!(err.contains(field), "{err}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::numbers;
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Layer, PicoUsd, Status, Tokens};
+use crate::ratelimit::{self, Headroom};
 
 /// Payload fields kept in `extra`: small identifiers that help find the call
 /// in LiteLLM's own logs. Everything else (messages, response, metadata) is
@@ -60,6 +61,7 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
         None => (None, None),
     };
     let hidden = map.get("hidden_params").and_then(Value::as_object);
+    let headroom = headroom_of(hidden, ended.unwrap_or(started), &mut warnings);
     let usage = hidden
         .and_then(|h| h.get("usage_object"))
         .or_else(|| map.get("metadata").and_then(|m| m.get("usage_object")))
@@ -111,6 +113,7 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
             .map(String::from),
+        headroom,
         tokens: Tokens {
             input: p.count("prompt_tokens")?,
             output: p.count("completion_tokens")?,
@@ -168,6 +171,29 @@ impl Payload<'_> {
             },
         }
     }
+}
+
+/// The provider's rate-limit headers LiteLLM passes on in
+/// `hidden_params.additional_headers`, under their own names and as
+/// `llm_provider-<name>` (strings or numbers).
+fn headroom_of(
+    hidden: Option<&Map<String, Value>>,
+    ended: DateTime<Utc>,
+    warnings: &mut Vec<String>,
+) -> Headroom {
+    let Some(headers) = hidden.and_then(|h| h.get("additional_headers")).and_then(Value::as_object) else {
+        return Headroom::default();
+    };
+    let texts: Vec<(&str, String)> = headers
+        .iter()
+        .filter(|(name, _)| name.contains("ratelimit"))
+        .filter_map(|(name, value)| match value {
+            Value::String(s) => Some((name.as_str(), s.clone())),
+            Value::Number(n) => Some((name.as_str(), n.to_string())),
+            _ => None,
+        })
+        .collect();
+    ratelimit::from_headers(texts.iter().map(|(name, value)| (*name, value.as_str())), ended, warnings)
 }
 
 fn millis_between(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<f64> {
@@ -247,6 +273,32 @@ mod tests {
         assert_eq!(
             (extra["litellm.attempted_retries"].as_u64(), extra["litellm.attempted_fallbacks"].as_u64()),
             (Some(2), Some(1))
+        );
+    }
+
+    #[test]
+    fn the_providers_rate_limit_headers_are_headroom_in_either_spelling() {
+        use crate::ratelimit::{LimitKind, Window};
+        let headers = r#","hidden_params":{"additional_headers":{
+            "x-ratelimit-remaining-requests":"9","x-ratelimit-limit-requests":10,
+            "llm_provider-x-ratelimit-remaining-requests":"8","llm_provider-x-ratelimit-reset-requests":"6m0s",
+            "llm_provider-anthropic-ratelimit-output-tokens-remaining":"0",
+            "llm_provider-anthropic-ratelimit-output-tokens-reset":"2026-11-28T02:00:31Z",
+            "llm_provider-x-ratelimit-limit-tokens":"n/a"}}"#;
+        let decoded = decode_lines(&payload("success", &headers.replace('\n', " ")), 1);
+        let a = &decoded.attempts[0];
+        assert_eq!(
+            *a.headroom.window(LimitKind::Requests),
+            Window { remaining: Some(8), limit: Some(10), reset_ms: Some(360_000) },
+            "the provider's own copy wins"
+        );
+        let output = a.headroom.window(LimitKind::OutputTokens);
+        assert_eq!((output.remaining, output.reset_ms), (Some(0), Some(30_000)), "reset read from endTime");
+        assert_eq!(a.headroom.window(LimitKind::Tokens).limit, None);
+        assert!(
+            decoded.warnings.iter().any(|w| w.reason.contains("x-ratelimit-limit-tokens")),
+            "{:?}",
+            decoded.warnings
         );
     }
 

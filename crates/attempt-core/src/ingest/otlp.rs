@@ -34,6 +34,7 @@ use prost::Message;
 
 use super::{AttemptFields, Built, Decoded, build_attempt};
 use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
+use crate::ratelimit::{self, Headroom};
 pub use calls::{
     CallChanges, CallSpans, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls,
 };
@@ -501,7 +502,11 @@ fn kept(span: &Span) -> Span {
     let attributes = span
         .attributes
         .iter()
-        .filter(|kv| KEPT_KEYS.contains(&kv.key.as_str()) || kv.key.starts_with("attempt."))
+        .filter(|kv| {
+            KEPT_KEYS.contains(&kv.key.as_str())
+                || kv.key.starts_with("attempt.")
+                || is_ratelimit_header(&kv.key)
+        })
         .map(|kv| {
             let mut kv = kv.clone();
             if let Some(AnyValue { value: Some(any_value::Value::StringValue(s)) }) = kv.value.as_mut()
@@ -592,6 +597,7 @@ fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<At
         (fields.ttft_ms, fields.provider_request_id, fields.decision) = (None, None, None);
         (fields.visible_output, fields.commit_state, fields.served_model) = (None, None, None);
         fields.cost = None;
+        fields.headroom = Headroom::default();
         attempts.push(build_attempt(fields)?.attempt);
     }
     let mut last = call_fields(call, around)?;
@@ -616,6 +622,9 @@ fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<V
         fields.attempt = base_index.map(|b| b + i as i64);
         fields.warnings.clear();
         fields.http_status = status_code(child, &mut fields.warnings);
+        let own = span_headroom(child, &mut fields.warnings);
+        // The call's own headroom describes the response it returned: the last try's.
+        fields.headroom = if i + 1 == http.len() { own.or(&fields.headroom) } else { own };
         fields.error_code = error_code(child);
         fields.error_class = None;
         timing(&mut fields, child)?;
@@ -691,6 +700,7 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         error_code: error_code(span),
         ttft_ms: time_to_first_token_ms(span, &mut warnings),
         cost: emitter_cost(span, &mut warnings)?,
+        headroom: span_headroom(span, &mut warnings),
         source_trace: Some(hex(&span.trace_id)),
         extra: extra_attributes(&view, &mut warnings),
         warnings,
@@ -751,6 +761,70 @@ fn extra_attributes(view: &CallView, warnings: &mut Vec<String>) -> Option<Strin
 fn invocation_model(json: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(json).ok()?;
     value.get("model")?.as_str().filter(|m| !m.trim().is_empty()).map(String::from)
+}
+
+/// The prefix under which OpenTelemetry HTTP instrumentations record a
+/// captured response header (a string array, or a string).
+const RESPONSE_HEADER: &str = "http.response.header.";
+
+/// `attempt.ratelimit.*`: the record's headroom fields as attributes, in
+/// the order of `ratelimit::FIELDS`.
+const RATELIMIT_ATTRIBUTES: [&str; 12] = [
+    "attempt.ratelimit.remaining_requests",
+    "attempt.ratelimit.limit_requests",
+    "attempt.ratelimit.reset_requests_ms",
+    "attempt.ratelimit.remaining_tokens",
+    "attempt.ratelimit.limit_tokens",
+    "attempt.ratelimit.reset_tokens_ms",
+    "attempt.ratelimit.remaining_input_tokens",
+    "attempt.ratelimit.limit_input_tokens",
+    "attempt.ratelimit.reset_input_tokens_ms",
+    "attempt.ratelimit.remaining_output_tokens",
+    "attempt.ratelimit.limit_output_tokens",
+    "attempt.ratelimit.reset_output_tokens_ms",
+];
+
+fn is_ratelimit_header(key: &str) -> bool {
+    key.strip_prefix(RESPONSE_HEADER).is_some_and(|name| name.contains("ratelimit"))
+}
+
+/// The headroom a span states: `attempt.ratelimit.*`, then the provider's
+/// rate-limit response headers it captured.
+fn span_headroom(span: &Span, warnings: &mut Vec<String>) -> Headroom {
+    let mut stated = Headroom::default();
+    for (key, (_, kind, part)) in RATELIMIT_ATTRIBUTES.iter().zip(ratelimit::FIELDS) {
+        let value = checked_int(span, &[key], warnings).filter(|v| {
+            let fits = *v >= 0 && (part != ratelimit::Part::ResetMs || *v <= ratelimit::MAX_RESET_MS);
+            if !fits {
+                warnings.push(format!("{key}: {v} is out of range, ignored"));
+            }
+            fits
+        });
+        stated.set(kind, part, value);
+    }
+    let headers: Vec<(&str, &str)> = span
+        .attributes
+        .iter()
+        .filter(|kv| is_ratelimit_header(&kv.key))
+        .filter_map(|kv| {
+            let text = match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(s) => s.as_str(),
+                any_value::Value::ArrayValue(list) => match list.values.first()?.value.as_ref()? {
+                    any_value::Value::StringValue(s) => s.as_str(),
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            Some((&kv.key[RESPONSE_HEADER.len()..], text))
+        })
+        .collect();
+    if headers.is_empty() {
+        return stated;
+    }
+    let ended = i64::try_from(span.end_time_unix_nano.max(span.start_time_unix_nano))
+        .map(DateTime::from_timestamp_nanos)
+        .unwrap_or_default();
+    stated.or(&ratelimit::from_headers(headers, ended, warnings))
 }
 
 fn timing(fields: &mut AttemptFields, span: &Span) -> Result<(), String> {

@@ -889,3 +889,83 @@ fn billing_account_and_service_tier_are_read_in_every_spelling() {
         Some("batch".into())
     );
 }
+
+#[test]
+fn rate_limit_headers_and_attributes_are_each_attempts_headroom() {
+    use crate::ratelimit::{LimitKind, Window};
+    use opentelemetry_proto::tonic::common::v1::ArrayValue;
+    let header = |name: &str, value: &str| {
+        kv(
+            &format!("http.response.header.{name}"),
+            Value::ArrayValue(ArrayValue { values: vec![AnyValue { value: Some(s(value)) }] }),
+        )
+    };
+    let mut refused = http_child(2, 1, 0, 429, true);
+    refused.attributes.extend([
+        header("x-ratelimit-remaining-requests", "0"),
+        header("x-ratelimit-limit-requests", "500"),
+        header("x-ratelimit-reset-requests", "1s"),
+    ]);
+    let mut served = http_child(3, 1, 2, 200, false);
+    served.attributes.extend([
+        header("x-ratelimit-remaining-tokens", "29000"),
+        header("x-ratelimit-limit-tokens", "30000"),
+    ]);
+    let call = span(
+        1,
+        None,
+        0,
+        genai(vec![
+            kv("attempt.ratelimit.remaining_requests", Value::IntValue(499)),
+            kv("attempt.ratelimit.limit_requests", Value::IntValue(500)),
+        ]),
+        false,
+    );
+    // Stored and derived: the headers survive what a stored span keeps.
+    let mut attempts = derive_after(vec![vec![call, refused, served]]);
+    attempts.sort_by_key(|a| a.started_at);
+    assert_eq!(
+        *attempts[0].headroom.window(LimitKind::Requests),
+        Window { remaining: Some(0), limit: Some(500), reset_ms: Some(1000) }
+    );
+    assert_eq!(attempts[0].headroom.window(LimitKind::Tokens).remaining, None, "absent is absent");
+    assert_eq!(attempts[1].headroom.window(LimitKind::Tokens).remaining, Some(29000));
+    assert_eq!(
+        attempts[1].headroom.window(LimitKind::Requests).remaining,
+        Some(499),
+        "the call's own attributes are its last try's"
+    );
+
+    // Anthropic's headers as plain strings on the model span; an unreadable
+    // one is a warning, not a 0.
+    let anthropic = span(
+        1,
+        None,
+        0,
+        genai(vec![
+            kv("http.response.header.anthropic-ratelimit-tokens-remaining", s("12")),
+            kv("http.response.header.anthropic-ratelimit-tokens-limit", s("many")),
+        ]),
+        false,
+    );
+    let req = request(vec![anthropic]);
+    let attempts = attempts_of_request(&req);
+    let tokens = attempts[0].headroom.window(LimitKind::Tokens);
+    assert_eq!((tokens.remaining, tokens.limit), (Some(12), None));
+    assert!(
+        decode_request(&req)
+            .decoded
+            .warnings
+            .iter()
+            .any(|w| w.reason.contains("anthropic-ratelimit-tokens-limit")),
+        "{:?}",
+        decode_request(&req).decoded.warnings
+    );
+}
+
+#[test]
+fn the_ratelimit_attributes_name_the_record_fields_in_order() {
+    for (attribute, (field, _, _)) in RATELIMIT_ATTRIBUTES.iter().zip(crate::ratelimit::FIELDS) {
+        assert_eq!(attribute.strip_prefix("attempt.").unwrap().replacen('.', "_", 1), field);
+    }
+}
