@@ -12,11 +12,16 @@
 --            route_workflows | attempt_duration_seconds |
 --            time_to_first_token_seconds | orphan_attempt_spans |
 --            ambiguous_calls (these two from trace_gaps: what the traces'
---            shapes could not account for, as of their stored spans)
+--            shapes could not account for, as of their stored spans) |
+--            ratelimit_remaining | ratelimit_limit (workflow_headroom: per
+--            served route and limit kind, the latest statement of each billing
+--            account summed over the accounts, of the statements within a
+--            day of the newest stored one)
 --   workflow, layer, provider, model, served_provider, status, error_class,
---   outcome, fallback_provider, fallback_model, token_type, reason
+--   outcome, fallback_provider, fallback_model, token_type, reason, limit_kind
 --            (route_workflows: provider and model are the workflow's
---            primary route; reason: the error class that led to a fallback)
+--            primary route; reason: the error class that led to a fallback;
+--            ratelimit_*: model is the served model, limit_kind the kind)
 --            label values; NULL where the family has no such label, or the
 --            record had no value (an unnamed workflow)
 --   le       histogram rows: the upper bound of the bucket the row counts
@@ -26,7 +31,17 @@
 --   Label values beyond the first K of their label read 'other'.
 --   seconds  histogram rows: the sum of those observations (each observation
 --            counted to the microsecond, so totals stay exact under updates)
-WITH samples AS (
+WITH latest_headroom AS (
+    SELECT served_provider, served_model, kind,
+           arg_max(last_remaining, {'at': last_at, 'workflow': workflow_id}) AS remaining,
+           arg_max(last_limit, {'at': last_at, 'workflow': workflow_id}) AS "limit"
+    FROM workflow_headroom
+    -- Rows are appended by first_at: the bound prunes all but the last day.
+    WHERE last_at IS NOT NULL
+      AND first_at >= (SELECT max(first_at) FROM workflow_headroom) - INTERVAL 1 DAY
+    GROUP BY served_provider, served_model, billing_account, kind
+),
+samples AS (
     SELECT 'attempts' AS family, workflow_name AS workflow, layer, provider, model, served_provider, status,
            sum(attempts)::HUGEINT AS value
     FROM temp.scope_attempts
@@ -111,13 +126,25 @@ WITH samples AS (
     UNION ALL BY NAME
     SELECT 'ambiguous_calls' AS family, coalesce(sum(ambiguous_calls), 0)::HUGEINT AS value
     FROM trace_gaps
+    UNION ALL BY NAME
+    SELECT 'ratelimit_remaining' AS family, served_provider, served_model AS model, kind AS limit_kind,
+           sum(remaining)::HUGEINT AS value
+    FROM latest_headroom
+    GROUP BY ALL
+    UNION ALL BY NAME
+    -- The limit only where every account summed stated one with its remaining.
+    SELECT 'ratelimit_limit' AS family, served_provider, served_model AS model, kind AS limit_kind,
+           sum("limit")::HUGEINT AS value
+    FROM latest_headroom
+    GROUP BY ALL
+    HAVING count(*) = count("limit")
 )
 -- Series beyond the first K values of a label are summed under 'other'
 -- (labels.sql), after pricing, so every cost stays exact.
 SELECT family, kept_label('workflow', workflow) AS workflow, layer, kept_label('provider', provider) AS provider,
        kept_label('model', model) AS model, kept_label('provider', served_provider) AS served_provider, status,
        error_class, outcome, kept_label('provider', fallback_provider) AS fallback_provider,
-       kept_label('model', fallback_model) AS fallback_model, token_type, reason, le,
+       kept_label('model', fallback_model) AS fallback_model, token_type, reason, limit_kind, le,
        sum(value)::HUGEINT AS value, sum(seconds) AS seconds
 FROM samples
 GROUP BY ALL;

@@ -33,6 +33,7 @@ FAST_SKIPS=(
   lake_damage::a_lake_of_an_earlier_version # Spark and chdb
   dashboard::every_page_renders_in_chromium # Chromium
   ai_sdk::                                  # Node and the Vercel AI SDK
+  headroom::the_ai_sdk                      # Node and the Vercel AI SDK
   prometheus::                              # Prometheus and promtool
   alerts::a_real_alertmanager               # Alertmanager
 )

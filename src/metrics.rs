@@ -51,6 +51,8 @@ struct StoredFamily {
 }
 
 const ROUTE: [(&str, &str); 2] = [("provider", "provider"), ("model", "model")];
+const RATELIMIT_LABELS: [(&str, &str); 3] =
+    [("served_provider", "served_provider"), ("served_model", "model"), ("kind", "limit_kind")];
 
 const STORED: &[StoredFamily] = &[
     StoredFamily {
@@ -194,6 +196,24 @@ const STORED: &[StoredFamily] = &[
         labels: &[],
     },
     StoredFamily {
+        key: "ratelimit_remaining",
+        name: "ratelimit_remaining",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "What the provider's latest response said remained of a rate limit, by served route and \
+               kind (requests, tokens, input_tokens, output_tokens), summed over billing accounts.",
+        labels: &RATELIMIT_LABELS,
+    },
+    StoredFamily {
+        key: "ratelimit_limit",
+        name: "ratelimit_limit",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "The rate limit the provider's latest response stated, by served route and kind, summed \
+               over billing accounts.",
+        labels: &RATELIMIT_LABELS,
+    },
+    StoredFamily {
         key: "attempt_duration_seconds",
         name: "attempt_duration_seconds",
         kind: Kind::Histogram,
@@ -256,6 +276,39 @@ fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
 /// Families computed from `metrics.sql` rows. Rows of families this binary
 /// does not know are a query bug and are left out rather than guessed at.
 pub fn stored_families(rows: &[MetricRow]) -> Vec<Family> {
+    let mut families = stored(rows);
+    families.push(headroom_ratio(&families));
+    families
+}
+
+/// remaining / limit of every series with a limit above 0: a limit of 0 or
+/// none states no headroom (never 0 %).
+fn headroom_ratio(families: &[Family]) -> Family {
+    let series_of = |name: &str| families.iter().find(|f| f.name == name).map_or(&[][..], |f| &f.series[..]);
+    let remaining = series_of("ratelimit_remaining");
+    let series = series_of("ratelimit_limit")
+        .iter()
+        .filter_map(|limit| {
+            let Value::Gauge(limit_value) = limit.value else { return None };
+            let left = remaining.iter().find(|r| r.labels == limit.labels)?;
+            let Value::Gauge(left_value) = left.value else { return None };
+            (limit_value > 0.0).then(|| Series {
+                labels: limit.labels.clone(),
+                value: Value::Gauge(left_value / limit_value),
+            })
+        })
+        .collect();
+    Family {
+        name: "ratelimit_headroom_ratio".into(),
+        help: "remaining / limit of a rate limit as the provider's latest response stated it, by served \
+               route and kind: alert before it reaches 0 and the 429s begin."
+            .into(),
+        kind: Kind::Gauge,
+        series,
+    }
+}
+
+fn stored(rows: &[MetricRow]) -> Vec<Family> {
     STORED
         .iter()
         .map(|spec| {
@@ -371,7 +424,7 @@ mod tests {
     use super::*;
 
     fn row(family: &str, labels: &[(&str, &str)], le: Option<f64>, value: i128, seconds: f64) -> MetricRow {
-        let mut all: [Option<String>; 12] = Default::default();
+        let mut all: [Option<String>; METRIC_LABEL_COLUMNS.len()] = Default::default();
         for (column, v) in labels {
             let i = METRIC_LABEL_COLUMNS.iter().position(|c| c == column).unwrap();
             all[i] = Some(v.to_string());
@@ -411,5 +464,32 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"attempt_ledger_workflows{workflow="",outcome="in_flight"} 3"#), "{text}");
+    }
+
+    #[test]
+    fn headroom_is_remaining_over_a_stated_limit_above_zero() {
+        let route = |kind| [("served_provider", "openai"), ("model", "gpt-4o"), ("limit_kind", kind)];
+        let rows = [
+            row("ratelimit_remaining", &route("requests"), None, 5, 0.0),
+            row("ratelimit_limit", &route("requests"), None, 100, 0.0),
+            row("ratelimit_remaining", &route("tokens"), None, 0, 0.0),
+            row("ratelimit_limit", &route("tokens"), None, 0, 0.0),
+            row("ratelimit_remaining", &route("input_tokens"), None, 7, 0.0),
+        ];
+        let text = exposition(stored_families(&rows));
+        assert!(
+            text.contains(
+                r#"attempt_ledger_ratelimit_headroom_ratio{served_provider="openai",served_model="gpt-4o",kind="requests"} 0.05"#
+            ),
+            "{text}"
+        );
+        // A limit of 0, or none stated, is no headroom rather than 0 %.
+        assert!(!text.contains(
+            r#"ratelimit_headroom_ratio{served_provider="openai",served_model="gpt-4o",kind="tokens"}"#
+        ));
+        assert!(!text.contains(
+            r#"ratelimit_headroom_ratio{served_provider="openai",served_model="gpt-4o",kind="input_tokens"}"#
+        ));
+        assert!(text.contains(r#"attempt_ledger_ratelimit_remaining{served_provider="openai",served_model="gpt-4o",kind="input_tokens"} 7"#));
     }
 }

@@ -247,7 +247,15 @@ struct ScenarioSpec {
     health: fn(route: usize, elapsed: f64, rng: &mut ChaCha8Rng) -> Result_,
     /// Gateway reroutes: (probability, served provider, served model).
     reroutes: &'static [(f64, &'static str, &'static str)],
+    /// The share of its requests limit a route's answers say remains at
+    /// `elapsed` (`None`: its emitter captures no headers). A function of
+    /// time alone, never of the random draws, so every other figure of a
+    /// scenario stays as it was; a 429 says 0.
+    headroom: fn(route: usize, elapsed: f64) -> Option<f64>,
 }
+
+/// Requests a minute the simulated account may send.
+const SIMULATED_REQUEST_LIMIT: i64 = 10_000;
 
 fn background(rng: &mut ChaCha8Rng) -> Result_ {
     let p: f64 = rng.random();
@@ -285,6 +293,7 @@ impl ScenarioSpec {
             cached_share: 0.5,
             health: |_, _, rng| background(rng),
             reroutes: &[],
+            headroom: |_, _| None,
         };
         match scenario {
             Scenario::Steady => base,
@@ -337,6 +346,16 @@ impl ScenarioSpec {
                         return Result_::rate_limited(rng.random_range(2_000.0..20_000.0_f64).round());
                     }
                     background(rng)
+                },
+                // The primary's requests limit drains from half left towards
+                // the 429s at 0.3 (under 10 % from 0.24: minutes of warning),
+                // stays nearly spent while they last, and recovers after.
+                headroom: |route, elapsed| {
+                    (route == 0).then(|| match elapsed {
+                        e if e < 0.3 => 0.5 * (0.3 - e) / 0.3,
+                        e if e < 0.7 => 0.01,
+                        _ => 0.8,
+                    })
                 },
                 ..base
             },
@@ -466,6 +485,10 @@ struct Record<'a> {
     retry_after_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     visible_output: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratelimit_remaining_requests: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratelimit_limit_requests: Option<i64>,
     input_tokens: i64,
     output_tokens: i64,
     cached_input_tokens: i64,
@@ -540,6 +563,12 @@ fn run_workflow<'a>(
             error_code: None,
             retry_after_ms: None,
             visible_output: None,
+            ratelimit_remaining_requests: (spec.headroom)(route_index, now_elapsed).map(|share| {
+                let limited = matches!(result, Result_::Fail(Failure { http: Some(429), .. }));
+                if limited { 0 } else { (share * SIMULATED_REQUEST_LIMIT as f64).round() as i64 }
+            }),
+            ratelimit_limit_requests: (spec.headroom)(route_index, now_elapsed)
+                .map(|_| SIMULATED_REQUEST_LIMIT),
             input_tokens: 0,
             output_tokens: 0,
             cached_input_tokens: 0,

@@ -4,9 +4,9 @@
 -- queries/rules/rules.sql (the lake's Spark and ClickHouse reports apply the
 -- same ones): edit those, then render (docs/testing.md, "Rules").
 -- Not a report itself: it builds temp.new_facts, temp.new_spend,
--- temp.new_latency, temp.new_findings, temp.new_steps and temp.new_times (shaped like
--- workflow_facts, workflow_spend, workflow_latency, workflow_findings, workflow_steps and
--- workflow_times) for the workflows in temp.fact_input, through the
+-- temp.new_latency, temp.new_findings, temp.new_steps, temp.new_times and temp.new_headroom
+-- (shaped like workflow_facts, workflow_spend, workflow_latency, workflow_findings, workflow_steps,
+-- workflow_times and workflow_headroom) for the workflows in temp.fact_input, through the
 -- scratch tables temp.fact_ordered and temp.fact_workflows and the view
 -- temp.fact_attempts over them (left for the caller to read or drop: the
 -- workflow page reads fact_attempts). Flat rows, not lists per workflow:
@@ -49,8 +49,11 @@
 --   workflow_id, first_at, workflow_name, outcome, dim1..dim3 (the keys its
 --   rollups need), then its attempts grouped by attempt_minute, layer,
 --   requested and served route, status, error class, retry (seq > 1),
---   delivered and cost_kind, with attempts, the four token sums and
---   emitter_cost_pusd. cost_kind:
+--   delivered, cost_kind and limit_kind (of an attempt of class rate_limit:
+--   requests | tokens | input_tokens | output_tokens, the kind its response
+--   or the one just before it on the same route said was at 0 remaining,
+--   else unknown; NULL for any other attempt), with attempts, the four token
+--   sums and emitter_cost_pusd. cost_kind:
 --     emitter  the emitter stated its cost (emitter_cost_pusd)
 --     free     a failure that billed no tokens: costs 0, priced or not
 --     unknown  an answer that reported no usage at all: cost unknown
@@ -59,6 +62,13 @@
 --   duration and time-to-first-token observations by provider, model,
 --   status, metric (duration | ttft) and bucket (le; NULL above the last
 --   bound), with their sum in whole microseconds (observations, sum_us).
+-- Columns of temp.new_headroom (migrations/0022_headroom.sql): the
+--   workflow's workflow_id, first_at, workflow_name, then per served
+--   provider, model, billing account and kind what its attempts' responses
+--   said remained (observations, last_at, last_remaining, last_limit,
+--   min_ratio and min_at, below_10pct and first_below_10pct_at) and its
+--   429s of that kind (rate_limited, first_429_at); rows only for attempts
+--   that stated headroom or were rate-limited.
 -- Columns of temp.new_findings (migrations/0007_findings.sql): the
 --   workflow's workflow_id, first_at, workflow_name, then the attempts that
 --   broke a recovery rule grouped by kind, class, layer, served route and
@@ -124,8 +134,29 @@ SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, mo
        first_value(CASE WHEN commit_state IN ('committed', 'unknown') THEN commit_state
                         WHEN visible_output THEN 'visible_output' END IGNORE NULLS)
            OVER (by_order ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS committed_before,
-       max(started_at) OVER (by_order ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest_before
-FROM temp.fact_input
+       max(started_at) OVER (by_order ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest_before,
+       billing_account, headroom, exhausted_kind,
+       lag(exhausted_kind) OVER by_order AS prev_exhausted_kind
+FROM (
+    SELECT *,
+           -- The kind the response said was used up (0 remaining), in a fixed
+           -- order when several were: which limit a 429 hit.
+           CASE WHEN ratelimit_remaining_requests = 0 THEN 'requests'
+                WHEN ratelimit_remaining_tokens = 0 THEN 'tokens'
+                WHEN ratelimit_remaining_input_tokens = 0 THEN 'input_tokens'
+                WHEN ratelimit_remaining_output_tokens = 0 THEN 'output_tokens' END AS exhausted_kind,
+           -- The headroom stated, a row per kind (NULL when none was: most
+           -- attempts, which then carry nothing more through the sort).
+           CASE WHEN coalesce(ratelimit_remaining_requests, ratelimit_remaining_tokens,
+                              ratelimit_remaining_input_tokens, ratelimit_remaining_output_tokens) IS NOT NULL
+                THEN [{'kind': 'requests', 'remaining': ratelimit_remaining_requests, 'lim': ratelimit_limit_requests},
+                      {'kind': 'tokens', 'remaining': ratelimit_remaining_tokens, 'lim': ratelimit_limit_tokens},
+                      {'kind': 'input_tokens', 'remaining': ratelimit_remaining_input_tokens,
+                       'lim': ratelimit_limit_input_tokens},
+                      {'kind': 'output_tokens', 'remaining': ratelimit_remaining_output_tokens,
+                       'lim': ratelimit_limit_output_tokens}] END AS headroom
+    FROM temp.fact_input
+)
 WINDOW by_order AS (PARTITION BY workflow_id ORDER BY {{attempt_order(attempt, started_at, status, attempt_id)}});
 
 CREATE OR REPLACE TEMP TABLE fact_workflows AS
@@ -190,6 +221,14 @@ SELECT o.*,
        {{effective_route(o.route, o.route_group, o.provider, o.model,
                          w.primary_route_group, w.primary_provider, w.primary_model)}} AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
+       -- Which limit a 429 hit: the kind its own response said was used up,
+       -- else the one the attempt just before it on the same route said.
+       CASE WHEN o.status = 'error' AND o.error_class = 'rate_limit'
+            THEN coalesce(o.exhausted_kind,
+                          CASE WHEN {{same_route(o.prev_route_group, o.prev_provider, o.prev_model,
+                                                 o.route_group, o.provider, o.model)}}
+                               THEN o.prev_exhausted_kind END,
+                          'unknown') END AS limit_kind,
        {{cost_kind(o.cost_pusd, o.status, o.input_tokens, o.output_tokens, o.cached_input_tokens,
                    o.cache_write_input_tokens)}} AS cost_kind,
        -- The workflow's own columns its attempts' rows carry, so that no
@@ -324,7 +363,8 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(sum(a.output_tokens), 0), 'workflow_spend.output_tokens') AS output_tokens,
        int64_of(coalesce(sum(a.cached_input_tokens), 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(sum(a.cache_write_input_tokens), 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd
+       int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
+       a.limit_kind
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts > 1
 GROUP BY ALL
@@ -338,9 +378,42 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(a.output_tokens, 0), 'workflow_spend.output_tokens') AS output_tokens,
        int64_of(coalesce(a.cached_input_tokens, 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(a.cache_write_input_tokens, 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd
+       int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
+       a.limit_kind
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts = 1;
+
+-- What each workflow's attempts said remained, per served route, billing
+-- account and kind, and its 429s by the kind they hit (migrations/
+-- 0022_headroom.sql). Ties in time go to the later attempt in order.
+CREATE OR REPLACE TEMP TABLE new_headroom AS
+WITH stated AS (
+    SELECT workflow_id, first_at, workflow_name, served_provider, served_model, billing_account, started_at, seq,
+           h.kind AS kind, h.remaining AS remaining, h.lim AS lim,
+           -- A limit of 0 or none states no share.
+           CASE WHEN h.lim > 0 THEN h.remaining / h.lim END AS ratio, false AS limited
+    FROM (SELECT *, unnest(headroom) AS h FROM temp.fact_attempts WHERE headroom IS NOT NULL)
+    WHERE h.remaining IS NOT NULL
+    UNION ALL
+    SELECT workflow_id, first_at, workflow_name, served_provider, served_model, billing_account, started_at, seq,
+           limit_kind AS kind, NULL AS remaining, NULL AS lim, NULL AS ratio, true AS limited
+    FROM temp.fact_attempts
+    WHERE limit_kind IS NOT NULL
+)
+SELECT workflow_id, any_value(first_at) AS first_at, any_value(workflow_name) AS workflow_name,
+       served_provider, served_model, billing_account, kind,
+       count(remaining) AS observations,
+       max(started_at) FILTER (WHERE remaining IS NOT NULL) AS last_at,
+       arg_max(remaining, {'at': started_at, 'seq': seq}) FILTER (WHERE remaining IS NOT NULL) AS last_remaining,
+       arg_max(lim, {'at': started_at, 'seq': seq}) FILTER (WHERE remaining IS NOT NULL) AS last_limit,
+       min(ratio) AS min_ratio,
+       arg_min(started_at, {'ratio': ratio, 'at': started_at}) FILTER (WHERE ratio IS NOT NULL) AS min_at,
+       count(*) FILTER (WHERE ratio < 0.1) AS below_10pct,
+       min(started_at) FILTER (WHERE ratio < 0.1) AS first_below_10pct_at,
+       count(*) FILTER (WHERE limited) AS rate_limited,
+       min(started_at) FILTER (WHERE limited) AS first_429_at
+FROM stated
+GROUP BY workflow_id, served_provider, served_model, billing_account, kind;
 
 CREATE OR REPLACE TEMP TABLE new_latency AS
 WITH observations AS (

@@ -367,6 +367,48 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
                 json!({ "attempts": attempts, "by_provider": quota }),
             )
         }
+        RuleKind::RatelimitHeadroom => r
+            .headroom
+            .iter()
+            .filter(|h| rule.provider.as_ref().is_none_or(|want| *want == h.served_provider))
+            .filter(|h| rule.model.as_ref().is_none_or(|want| *want == h.served_model))
+            .filter(|h| h.min_ratio.is_some())
+            .map(|h| {
+                let mut labels = BTreeMap::from([
+                    ("served_provider".to_string(), h.served_provider.clone()),
+                    ("served_model".to_string(), h.served_model.clone()),
+                    ("kind".to_string(), h.kind.clone()),
+                ]);
+                if let Some(account) = &h.billing_account {
+                    labels.insert("billing_account".to_string(), account.clone());
+                }
+                let latest = match (h.remaining, h.limit) {
+                    (Some(left), Some(limit)) => format!("{left} of {limit}"),
+                    (Some(left), None) => format!("{left} (no limit stated)"),
+                    _ => "none".to_string(),
+                };
+                Observation {
+                    rule: index,
+                    labels,
+                    breaching: breaches(rule, h.min_ratio),
+                    value: h.min_ratio,
+                    summary: format!(
+                        "{}/{} {} rate limit fell to {} remaining in the last {window} (lowest at {}; latest {latest}); \
+                         {} attempts under 10 % since {}; {} 429s on this limit{}",
+                        h.served_provider,
+                        h.served_model,
+                        h.kind,
+                        pct(h.min_ratio),
+                        h.min_at.as_deref().unwrap_or("?"),
+                        h.attempts_below_10pct,
+                        h.first_below_10pct_at.as_deref().unwrap_or("never"),
+                        h.rate_limited,
+                        h.first_429_at.as_ref().map_or(String::new(), |t| format!(", the first at {t}")),
+                    ),
+                    details: json!(h),
+                }
+            })
+            .collect(),
         // Read from the audit, not the report (`observe_audit`).
         RuleKind::PolicyViolation | RuleKind::CostDrift => Vec::new(),
     }

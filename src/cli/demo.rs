@@ -92,6 +92,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let reader = Reader::new(store, Arc::new(PriceTable::load(None)?), Arc::default());
     let report = reader.report(&ReportFilter::default(), true)?;
     print!("{}", render(&report, Format::Table));
+    for warning in headroom_warnings(&report) {
+        println!("\n{warning}");
+    }
     let db_text = db.display();
     println!("\n{}", tune_teaser(&reader, &db_text.to_string())?);
     println!("\n{}", reconcile_section(&reader, &imported)?);
@@ -111,6 +114,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the providers' rate-limit headers said before their 429s began:
+/// the warning a team had, per limit that ran out.
+fn headroom_warnings(report: &crate::report::Report) -> Vec<String> {
+    report
+        .headroom
+        .iter()
+        .filter_map(|h| {
+            let seconds = h.warning_seconds?;
+            Some(format!(
+                "Headroom: {}/{}'s {} limit fell under 10 % at {}, {:.0} minutes before its first 429 at {}; \
+                 {} attempts were sent under 10 % and {} hit the limit. Alert on it: kind ratelimit_headroom, \
+                 or attempt_ledger_ratelimit_headroom_ratio < 0.1.",
+                h.served_provider,
+                h.served_model,
+                h.kind,
+                h.first_below_10pct_at.as_deref().unwrap_or("?"),
+                seconds / 60.0,
+                h.first_429_at.as_deref().unwrap_or("?"),
+                h.attempts_below_10pct,
+                h.rate_limited,
+            ))
+        })
+        .collect()
 }
 
 /// The simulated providers' usage and cost pages of the night, written

@@ -76,8 +76,15 @@ impl Candidate {
 
 /// The report queries alert rules read; the rest of the report is not
 /// computed for them.
-const ALERT_QUERIES: [Query; 6] =
-    [Query::Outcomes, Query::Waste, Query::RetryBudget, Query::ErrorClasses, Query::Routes, Query::Fallbacks];
+const ALERT_QUERIES: [Query; 7] = [
+    Query::Outcomes,
+    Query::Waste,
+    Query::RetryBudget,
+    Query::ErrorClasses,
+    Query::Routes,
+    Query::Fallbacks,
+    Query::Headroom,
+];
 
 /// A read connection with the prices and the recovery policy every answer
 /// is computed with. `S` is the connection: a `Store` a command opened, or

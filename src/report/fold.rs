@@ -11,7 +11,8 @@
 //! rule may name a route that is not among the listed ones.
 
 use crate::store::queries::{
-    ErrorClassRow, FallbackRow, GroupRow, OutcomeCounts, OutcomeRow, ReportRows, RouteRow,
+    ErrorClassRow, FallbackRow, GroupRow, HeadroomRow, OutcomeCounts, OutcomeRow, RateLimitRow, ReportRows,
+    RouteRow,
 };
 use attempt_core::request::RouteKey;
 
@@ -29,6 +30,14 @@ pub const ROUTES: usize = 50;
 pub const FALLBACKS: usize = 50;
 /// Values of a `--group-by` dimension listed, by workflows.
 pub const GROUP_VALUES: usize = 100;
+/// Rows of `rate_limits` (served route and limit kind), by attempts; the
+/// rest summed per kind under served provider and model `other`.
+pub const RATE_LIMIT_ROWS: usize = 100;
+/// Rows of `headroom` (served route, account and kind), lowest headroom
+/// first; the rest per kind under `other`, with the lowest share, the
+/// counts and the earliest times of what they fold (no last value: theirs
+/// are of different limits).
+pub const HEADROOM_ROWS: usize = 100;
 
 /// `rows` with every list folded to its bound.
 pub fn fold_lists(rows: &ReportRows) -> ReportRows {
@@ -49,10 +58,41 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
     fold(
         &mut rows.error_classes,
         ERROR_CLASS_ROWS,
-        |r| (r.error_class, r.provider.clone()),
+        |r| (r.error_class, r.limit_kind.clone(), r.provider.clone()),
         |r| ErrorClassRow { provider: OTHER.into(), ..r.clone() },
         |into, r| {
             sum!(into, r; attempts, input_tokens, output_tokens, cost_pusd);
+        },
+    );
+    fold(
+        &mut rows.rate_limits,
+        RATE_LIMIT_ROWS,
+        |r| (r.served_provider.clone(), r.served_model.clone(), r.kind.clone()),
+        |r| RateLimitRow { served_provider: OTHER.into(), served_model: OTHER.into(), ..r.clone() },
+        |into, r| {
+            sum!(into, r; attempts);
+        },
+    );
+    fold(
+        &mut rows.headroom,
+        HEADROOM_ROWS,
+        |r| (r.served_provider.clone(), r.served_model.clone(), r.billing_account.clone(), r.kind.clone()),
+        |r| HeadroomRow {
+            served_provider: OTHER.into(),
+            served_model: OTHER.into(),
+            billing_account: None,
+            remaining: None,
+            limit: None,
+            ..r.clone()
+        },
+        |into, r| {
+            sum!(into, r; attempts_below_10pct, rate_limited);
+            if r.min_ratio.is_some_and(|m| into.min_ratio.is_none_or(|i| m < i)) {
+                into.min_ratio = r.min_ratio;
+                into.min_at = r.min_at;
+            }
+            into.first_below_10pct_at = earliest(into.first_below_10pct_at, r.first_below_10pct_at);
+            into.first_429_at = earliest(into.first_429_at, r.first_429_at);
         },
     );
     fold(
@@ -86,6 +126,13 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         );
     }
     rows
+}
+
+fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn other_route() -> RouteKey {

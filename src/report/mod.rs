@@ -37,6 +37,11 @@ pub struct Report {
     pub error_classes: Vec<ErrorClassCount>,
     pub by_primary_route: Vec<PrimaryRoute>,
     pub fallbacks: Vec<FallbackActivation>,
+    /// Rate-limited attempts by the limit they hit.
+    pub rate_limits: Vec<RateLimitCount>,
+    /// What the providers said remained of their rate limits, and how long
+    /// before the first 429 it fell under 10 %.
+    pub headroom: Vec<Headroom>,
     /// Present when the report was asked to group by a dimension.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<DimensionGroups>,
@@ -286,6 +291,9 @@ pub struct RecoveryTime {
 pub struct ErrorClassCount {
     #[serde(serialize_with = "spelled")]
     pub error_class: ErrorClass,
+    /// Of `rate_limit`, the limit hit: `requests`, `tokens`, `input_tokens`,
+    /// `output_tokens` or `unknown`; `null` for every other class.
+    pub limit_kind: Option<String>,
     pub provider: String,
     pub attempts: i64,
     #[serde(serialize_with = "whole_number")]
@@ -334,6 +342,68 @@ pub struct FallbackActivation {
     pub workflows: i64,
     /// Of those, workflows whose outcome is `fallback_recovery`.
     pub recovered: i64,
+}
+
+/// Rate-limited attempts of one served route by the limit they hit.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RateLimitCount {
+    pub served_provider: String,
+    pub served_model: String,
+    /// `requests`, `tokens`, `input_tokens`, `output_tokens` or `unknown`.
+    pub kind: String,
+    pub attempts: i64,
+}
+
+/// One kind of rate limit of one served route and billing account, as its
+/// responses stated it (docs/record-format.md, "Headroom").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Headroom {
+    pub served_provider: String,
+    pub served_model: String,
+    pub billing_account: Option<String>,
+    pub kind: String,
+    /// The latest statement's remaining and limit.
+    pub remaining: Option<i64>,
+    pub limit: Option<i64>,
+    /// The lowest remaining / limit stated, and its minute.
+    pub min_ratio: Option<f64>,
+    pub min_at: Option<String>,
+    /// Attempts whose response stated under 10 % remaining, the first one.
+    pub attempts_below_10pct: i64,
+    pub first_below_10pct_at: Option<String>,
+    /// 429s that hit this limit, the first one.
+    pub rate_limited: i64,
+    pub first_429_at: Option<String>,
+    /// The warning the headers gave: from the first attempt under 10 % to
+    /// the first 429, when both happened in that order.
+    pub warning_seconds: Option<f64>,
+}
+
+impl Headroom {
+    fn of(r: &crate::store::queries::HeadroomRow) -> Headroom {
+        let instant = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        let warning_seconds = match (r.first_below_10pct_at, r.first_429_at) {
+            (Some(below), Some(limited)) if below <= limited => {
+                Some((limited - below).num_milliseconds() as f64 / 1000.0)
+            }
+            _ => None,
+        };
+        Headroom {
+            served_provider: r.served_provider.clone(),
+            served_model: r.served_model.clone(),
+            billing_account: r.billing_account.clone(),
+            kind: r.kind.clone(),
+            remaining: r.remaining,
+            limit: r.limit,
+            min_ratio: r.min_ratio,
+            min_at: r.min_at.map(minute_text),
+            attempts_below_10pct: r.attempts_below_10pct,
+            first_below_10pct_at: instant(r.first_below_10pct_at),
+            rate_limited: r.rate_limited,
+            first_429_at: instant(r.first_429_at),
+            warning_seconds,
+        }
+    }
 }
 
 pub(crate) fn usd(pico: i128) -> f64 {
@@ -475,6 +545,7 @@ impl Report {
                 .iter()
                 .map(|r| ErrorClassCount {
                     error_class: r.error_class,
+                    limit_kind: r.limit_kind.clone(),
                     provider: r.provider.clone(),
                     attempts: r.attempts,
                     input_tokens: r.input_tokens,
@@ -514,6 +585,17 @@ impl Report {
                     recovered: r.recovered,
                 })
                 .collect(),
+            rate_limits: rows
+                .rate_limits
+                .iter()
+                .map(|r| RateLimitCount {
+                    served_provider: r.served_provider.clone(),
+                    served_model: r.served_model.clone(),
+                    kind: r.kind.clone(),
+                    attempts: r.attempts,
+                })
+                .collect(),
+            headroom: rows.headroom.iter().map(Headroom::of).collect(),
             groups: rows.groups.as_ref().map(|g| DimensionGroups {
                 dimension: g.dimension.clone(),
                 values: g.rows.iter().map(group_breakdown).collect(),

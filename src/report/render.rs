@@ -338,13 +338,58 @@ fn table(r: &Report) -> String {
         let mut t =
             new_table(&["error class", "provider", "attempts", "input tokens", "output tokens", "cost"]);
         for e in &r.error_classes {
+            let class = match &e.limit_kind {
+                Some(kind) => format!("{} ({kind})", name(e.error_class)),
+                None => name(e.error_class).to_string(),
+            };
             t.add_row(vec![
-                Cell::new(name(e.error_class)),
+                Cell::new(class),
                 Cell::new(&e.provider),
                 right(e.attempts),
                 right(e.input_tokens),
                 right(e.output_tokens),
                 right(dollars(e.cost_usd)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+
+    if !r.headroom.is_empty() {
+        out += "\nRate-limit headroom (what the providers' responses said remained)\n";
+        let mut t = new_table(&[
+            "served route",
+            "account",
+            "limit",
+            "latest",
+            "lowest",
+            "at",
+            "attempts < 10 %",
+            "429s",
+            "warning before the first 429",
+        ]);
+        for h in &r.headroom {
+            let latest = match (h.remaining, h.limit) {
+                (Some(left), Some(limit)) => format!("{left} / {limit}"),
+                (Some(left), None) => left.to_string(),
+                _ => "-".into(),
+            };
+            let warning = match (&h.warning_seconds, &h.first_below_10pct_at, &h.first_429_at) {
+                (Some(seconds), _, _) => format!("{seconds:.0} s"),
+                (None, Some(_), None) => "no 429 yet".into(),
+                (None, None, Some(_)) => "none".into(),
+                _ => "-".into(),
+            };
+            t.add_row(vec![
+                Cell::new(format!("{}/{}", h.served_provider, h.served_model)),
+                Cell::new(h.billing_account.as_deref().unwrap_or("-")),
+                Cell::new(&h.kind),
+                right(latest),
+                right(pct(h.min_ratio)),
+                Cell::new(h.min_at.as_deref().unwrap_or("-")),
+                right(h.attempts_below_10pct),
+                right(h.rate_limited),
+                right(warning),
             ]);
         }
         out += &t.to_string();

@@ -117,6 +117,14 @@ pub fn timestamp_column(row: &Row, column: &str) -> duckdb::Result<DateTime<Utc>
     timestamp(row.get(column)?)
 }
 
+/// A nullable TIMESTAMP column as UTC.
+pub fn optional_timestamp(row: &Row, column: &str) -> duckdb::Result<Option<DateTime<Utc>>> {
+    match row.get::<_, Value>(column)? {
+        Value::Null => Ok(None),
+        value => timestamp(value).map(Some),
+    }
+}
+
 /// A TIMESTAMP value as UTC; any other type is a query bug, reported.
 pub fn timestamp(value: Value) -> duckdb::Result<DateTime<Utc>> {
     let micros = match value {

@@ -27,7 +27,7 @@ pub(super) struct PerWorkflow {
     pub family: &'static str,
 }
 
-pub(super) const PER_WORKFLOW: [PerWorkflow; 6] = [
+pub(super) const PER_WORKFLOW: [PerWorkflow; 7] = [
     PerWorkflow {
         table: "workflow_facts",
         rows: "facts",
@@ -69,6 +69,13 @@ pub(super) const PER_WORKFLOW: [PerWorkflow; 6] = [
         order: "first_at",
         rollup_source: None,
         family: "workflow times",
+    },
+    PerWorkflow {
+        table: "workflow_headroom",
+        rows: "headroom",
+        order: "first_at",
+        rollup_source: None,
+        family: "headroom",
     },
 ];
 

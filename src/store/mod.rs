@@ -1009,6 +1009,10 @@ mod tests {
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
                      DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;
                      DROP TABLE database_identity; DROP TABLE bill_buckets; DROP TABLE bill_facts;
+                     DROP TABLE workflow_headroom;
+                     ALTER TABLE workflow_spend DROP COLUMN limit_kind;
+                     ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
+                     ALTER TABLE total_attempts DROP COLUMN limit_kind;
                      ALTER TABLE attempts DROP COLUMN billing_account;
                      ALTER TABLE attempts DROP COLUMN service_tier;
                      ALTER TABLE attempts DROP COLUMN ratelimit_remaining_requests;

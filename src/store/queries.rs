@@ -7,8 +7,8 @@ use duckdb::types::{TimeUnit, Value};
 use duckdb::{Connection, Row, params};
 
 use super::columns::{
-    FromRow, counts, flattened, route_key, row_struct, spelled, spelled_if_any, spelled_or_all,
-    spelled_or_none, texts, timestamp_column,
+    FromRow, counts, flattened, optional_timestamp, route_key, row_struct, spelled, spelled_if_any,
+    spelled_or_all, spelled_or_none, texts, timestamp_column,
 };
 use super::error::StoreError;
 use attempt_core::finding::FindingKind;
@@ -34,10 +34,12 @@ pub enum Query {
     ErrorClasses,
     Routes,
     Fallbacks,
+    RateLimits,
+    Headroom,
 }
 
 impl Query {
-    pub const ALL: [Query; 9] = [
+    pub const ALL: [Query; 11] = [
         Query::Outcomes,
         Query::Waste,
         Query::CostByServed,
@@ -47,6 +49,8 @@ impl Query {
         Query::ErrorClasses,
         Query::Routes,
         Query::Fallbacks,
+        Query::RateLimits,
+        Query::Headroom,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -60,6 +64,8 @@ impl Query {
             Query::ErrorClasses => "error_classes.sql",
             Query::Routes => "routes.sql",
             Query::Fallbacks => "fallbacks.sql",
+            Query::RateLimits => "rate_limits.sql",
+            Query::Headroom => "headroom.sql",
         }
     }
 
@@ -74,6 +80,8 @@ impl Query {
             Query::ErrorClasses => include_str!("../../queries/error_classes.sql"),
             Query::Routes => include_str!("../../queries/routes.sql"),
             Query::Fallbacks => include_str!("../../queries/fallbacks.sql"),
+            Query::RateLimits => include_str!("../../queries/rate_limits.sql"),
+            Query::Headroom => include_str!("../../queries/headroom.sql"),
         }
     }
 }
@@ -325,6 +333,8 @@ row_struct! {
     #[derive(Debug, Clone, PartialEq)]
     pub struct ErrorClassRow {
         pub error_class: ErrorClass => spelled,
+        /// Of class rate_limit, the limit its attempts hit.
+        pub limit_kind: Option<String>,
         pub provider: String,
         pub attempts: i64,
         pub input_tokens: i128,
@@ -357,6 +367,37 @@ row_struct! {
         pub reason: Option<ErrorClass> => spelled_or_none,
         pub workflows: i64,
         pub recovered: i64,
+    }
+}
+
+row_struct! {
+    /// Rate-limited attempts by the limit they hit (`rate_limits.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct RateLimitRow {
+        pub served_provider: String,
+        pub served_model: String,
+        pub kind: String,
+        pub attempts: i64,
+    }
+}
+
+row_struct! {
+    /// The headroom one served route and account stated for one kind
+    /// (`headroom.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct HeadroomRow {
+        pub served_provider: String,
+        pub served_model: String,
+        pub billing_account: Option<String>,
+        pub kind: String,
+        pub remaining: Option<i64>,
+        pub limit: Option<i64>,
+        pub min_ratio: Option<f64>,
+        pub min_at: Option<DateTime<Utc>> => optional_timestamp,
+        pub attempts_below_10pct: i64,
+        pub first_below_10pct_at: Option<DateTime<Utc>> => optional_timestamp,
+        pub rate_limited: i64,
+        pub first_429_at: Option<DateTime<Utc>> => optional_timestamp,
     }
 }
 
@@ -404,6 +445,8 @@ pub struct ReportRows {
     pub error_classes: Vec<ErrorClassRow>,
     pub routes: Vec<RouteRow>,
     pub fallbacks: Vec<FallbackRow>,
+    pub rate_limits: Vec<RateLimitRow>,
+    pub headroom: Vec<HeadroomRow>,
     /// Present when the filter asked for a `group_by`.
     pub groups: Option<Groups>,
 }
@@ -424,6 +467,8 @@ pub(super) fn report_rows(
         error_classes: rows(conn, wanted, Query::ErrorClasses, [])?,
         routes: rows(conn, wanted, Query::Routes, [])?,
         fallbacks: rows(conn, wanted, Query::Fallbacks, [])?,
+        rate_limits: rows(conn, wanted, Query::RateLimits, [])?,
+        headroom: rows(conn, wanted, Query::Headroom, [])?,
         groups: None,
     })
 }
@@ -431,7 +476,7 @@ pub(super) fn report_rows(
 const METRICS_SQL: &str = include_str!("../../queries/metrics.sql");
 
 /// The label columns of `queries/metrics.sql`, in order.
-pub const METRIC_LABEL_COLUMNS: [&str; 12] = [
+pub const METRIC_LABEL_COLUMNS: [&str; 13] = [
     "workflow",
     "layer",
     "provider",
@@ -444,6 +489,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 12] = [
     "fallback_model",
     "token_type",
     "reason",
+    "limit_kind",
 ];
 
 /// One sample of `queries/metrics.sql`.
@@ -451,7 +497,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 12] = [
 pub struct MetricRow {
     pub family: String,
     /// Values of `METRIC_LABEL_COLUMNS`, in that order.
-    pub labels: [Option<String>; 12],
+    pub labels: [Option<String>; 13],
     pub le: Option<f64>,
     pub value: i128,
     pub seconds: Option<f64>,
@@ -464,7 +510,7 @@ pub(super) fn metric_rows(conn: &Connection) -> Result<Vec<MetricRow>, StoreErro
     let mut stmt = conn.prepare(METRICS_SQL)?;
     let rows = stmt
         .query_map([], |r| {
-            let mut labels: [Option<String>; 12] = Default::default();
+            let mut labels: [Option<String>; 13] = Default::default();
             for (slot, column) in labels.iter_mut().zip(METRIC_LABEL_COLUMNS) {
                 *slot = r.get(column)?;
             }

@@ -13,7 +13,7 @@ use crate::gateways::{PYTHON_DIR, Usage, outcomes, provider_truth, report_with};
 use crate::service::ServiceProcess;
 
 /// The Node 22 of tests/js's lock, which scripts/test.sh installs.
-fn node() -> Command {
+pub(crate) fn node() -> Command {
     let path = std::env::var_os("ATTEMPT_LEDGER_TEST_NODE").unwrap_or_else(|| {
         panic!(
             "this test drives the AI SDK from the npm packages that scripts/test.sh installs (tests/js); \

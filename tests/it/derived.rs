@@ -574,15 +574,18 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
                 .unwrap();
             }
         }
-        // Schema 18 had neither the 64-bit sums (19), the bill (20) nor
-        // the rate-limit headroom (21).
+        // Schema 18 had neither the 64-bit sums (19), the bill (20), the
+        // rate-limit headroom (21) nor the limit kinds (22).
         let headroom: String = attempt_core::ratelimit::FIELDS
             .iter()
             .map(|(name, _, _)| format!("ALTER TABLE attempts DROP COLUMN {name};"))
             .collect();
         conn.execute_batch(&format!(
             "DELETE FROM schema_migrations WHERE version >= 19;
-             DROP TABLE bill_buckets; DROP TABLE bill_facts;
+             DROP TABLE bill_buckets; DROP TABLE bill_facts; DROP TABLE workflow_headroom;
+             ALTER TABLE workflow_spend DROP COLUMN limit_kind;
+             ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
+             ALTER TABLE total_attempts DROP COLUMN limit_kind;
              ALTER TABLE attempts DROP COLUMN billing_account;
              ALTER TABLE attempts DROP COLUMN service_tier;
              {headroom}"

@@ -13,6 +13,7 @@ mod dashboard;
 mod derived;
 mod gateways;
 mod grpc_bounds;
+mod headroom;
 mod hostile;
 mod house;
 mod lake;

@@ -77,6 +77,17 @@ fn records(flows: &[Flow], unit_ms: i64) -> Vec<String> {
                 if let Some(i) = index {
                     record["attempt"] = json!(i);
                 }
+                // Headroom on most attempts, from the drawn values: remaining
+                // 0 often enough that 429s find a kind used up (theirs or the
+                // attempt's before), ties in time, and a limit of 0.
+                if input % 3 != 0 {
+                    record["ratelimit_remaining_requests"] = json!(input % 11);
+                    record["ratelimit_limit_requests"] = json!(10);
+                }
+                if input % 2 == 0 {
+                    record["ratelimit_remaining_tokens"] = json!(input % 13 * 100);
+                    record["ratelimit_limit_tokens"] = json!(if input % 5 == 0 { 0 } else { 1_200 });
+                }
                 if *cost {
                     record["cost_usd"] = json!(*input as f64 * 1.1e-7);
                 }

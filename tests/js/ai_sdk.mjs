@@ -7,7 +7,9 @@
 // maxRetries=2 retries on its own.
 //
 // Usage: node ai_sdk.mjs genai|legacy generateText|streamText OTLP_TRACES_URL PROVIDER_URL PLAN_JSON
-// Prints each workflow's outcome as one JSON object.
+// Prints each workflow's outcome as one JSON object. With
+// CAPTURE_RATELIMIT_HEADERS=1 the undici instrumentation records the
+// providers' rate-limit response headers, as docs/record-format.md shows.
 
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -27,7 +29,16 @@ const provider = new TracerProvider({
 });
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 trace.setGlobalTracerProvider(provider);
-registerInstrumentations({ tracerProvider: provider, instrumentations: [new UndiciInstrumentation()] });
+const ratelimitHeaders = ['requests', 'tokens'].flatMap(kind =>
+  ['limit', 'remaining', 'reset'].flatMap(what => [
+    `x-ratelimit-${what}-${kind}`,
+    `anthropic-ratelimit-${kind}-${what}`,
+  ]),
+);
+const undici = process.env.CAPTURE_RATELIMIT_HEADERS === '1'
+  ? new UndiciInstrumentation({ headersToSpanAttributes: { responseHeaders: ratelimitHeaders } })
+  : new UndiciInstrumentation();
+registerInstrumentations({ tracerProvider: provider, instrumentations: [undici] });
 
 // Imported after the instrumentation is registered, as an application does.
 const { generateText, streamText, registerTelemetry } = await import('ai');

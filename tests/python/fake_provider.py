@@ -7,12 +7,21 @@ plan maps a workflow name to the HTTP statuses of its successive requests
 (after the list runs out, 200). Every request is appended to the provider's
 own log (workflow, path, model, status), the ground truth a test compares
 the ledger with.
+
+With a request limit (`request_limit`, else FAKE_PROVIDER_REQUEST_LIMIT from
+the environment), every response states the rate-limit headroom as the
+providers do (OpenAI's `x-ratelimit-*` with a duration reset, Anthropic's
+`anthropic-ratelimit-*` with an RFC 3339 instant): each request uses one of
+the limit's requests and 150 of its twice as many requests' tokens, and once the requests are used
+up, every further request is answered 429 whatever the plan says.
 """
 
 import json
+import os
 import re
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 USAGE = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
@@ -28,7 +37,7 @@ ANTHROPIC_USAGE = {
 ANTHROPIC_ERRORS = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}
 
 
-def stream_chat_completion(handler, workflow: str, body: dict):
+def stream_chat_completion(handler, workflow: str, body: dict, headroom: dict[str, str]):
     """An OpenAI chat completion as server-sent events, with the usage chunk
     when the request asks for it (`stream_options.include_usage`)."""
     base = {
@@ -49,6 +58,8 @@ def stream_chat_completion(handler, workflow: str, body: dict):
     handler.send_response(200)
     handler.send_header("content-type", "text/event-stream")
     handler.send_header("content-length", str(len(encoded)))
+    for name, value in headroom.items():
+        handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(encoded)
 
@@ -70,11 +81,44 @@ def anthropic_payload(workflow: str, body: dict, status: int) -> dict:
     }
 
 
+REQUEST_TOKENS = USAGE["total_tokens"]
+
+
+def headroom_headers(path: str, limit: int, used: int) -> dict[str, str]:
+    """What a provider states of its limits after `used` of `limit` requests."""
+    requests_left = max(limit - used, 0)
+    # Twice the requests' worth of tokens: the requests run out first.
+    tokens_limit = 2 * limit * REQUEST_TOKENS
+    tokens_left = max(tokens_limit - used * REQUEST_TOKENS, 0)
+    if path.endswith("/messages"):
+        reset = (datetime.now(timezone.utc) + timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "anthropic-ratelimit-requests-limit": str(limit),
+            "anthropic-ratelimit-requests-remaining": str(requests_left),
+            "anthropic-ratelimit-requests-reset": reset,
+            "anthropic-ratelimit-tokens-limit": str(tokens_limit),
+            "anthropic-ratelimit-tokens-remaining": str(tokens_left),
+            "anthropic-ratelimit-tokens-reset": reset,
+        }
+    return {
+        "x-ratelimit-limit-requests": str(limit),
+        "x-ratelimit-remaining-requests": str(requests_left),
+        "x-ratelimit-reset-requests": "1m0s",
+        "x-ratelimit-limit-tokens": str(tokens_limit),
+        "x-ratelimit-remaining-tokens": str(tokens_left),
+        "x-ratelimit-reset-tokens": "20ms",
+    }
+
+
 class FakeProvider:
-    def __init__(self, plan: dict[str, list[int]], log_path: str):
+    def __init__(self, plan: dict[str, list[int]], log_path: str, request_limit: int | None = None):
         self.plan = {name: list(statuses) for name, statuses in plan.items()}
         self.log_path = log_path
         self.lock = threading.Lock()
+        if request_limit is None and os.environ.get("FAKE_PROVIDER_REQUEST_LIMIT"):
+            request_limit = int(os.environ["FAKE_PROVIDER_REQUEST_LIMIT"])
+        self.request_limit = request_limit
+        self.used = 0
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -109,6 +153,12 @@ class FakeProvider:
         with self.lock:
             statuses = self.plan.get(workflow, [])
             status = statuses.pop(0) if statuses else 200
+            headroom = {}
+            if self.request_limit is not None:
+                self.used += 1
+                if self.used > self.request_limit:
+                    status = 429
+                headroom = headroom_headers(handler.path, self.request_limit, self.used)
             with open(self.log_path, "a") as log:
                 log.write(
                     json.dumps(
@@ -125,7 +175,7 @@ class FakeProvider:
         if handler.path.endswith("/messages"):
             payload = anthropic_payload(workflow, body, status)
         elif status == 200 and body.get("stream"):
-            return stream_chat_completion(handler, workflow, body)
+            return stream_chat_completion(handler, workflow, body, headroom)
         elif status == 200:
             payload = {
                 "id": f"chatcmpl-{workflow}-{time.time_ns()}",
@@ -149,6 +199,8 @@ class FakeProvider:
         handler.send_header("content-type", "application/json")
         handler.send_header("request-id", f"req_{workflow}_{time.time_ns()}")
         handler.send_header("content-length", str(len(data)))
+        for name, value in headroom.items():
+            handler.send_header(name, value)
         if status == 429:
             # Short, so the clients' own backoff keeps the test quick.
             handler.send_header("retry-after-ms", "10")

@@ -53,6 +53,11 @@ pub enum RuleKind {
     /// Per recovery-audit finding (`finding` names one; default: each):
     /// workflows with it; fires above `threshold` (default 0: any).
     PolicyViolation,
+    /// Per served provider, model, billing account and limit kind
+    /// (`provider` / `model` narrow it to a served route): the lowest
+    /// remaining / limit a response stated in the window; fires below
+    /// `threshold` (default 0.10), before the 429s begin.
+    RatelimitHeadroom,
     /// Per billing provider (`provider` names one; default: each): the
     /// ledger's drift from the imported bill over the window's settled,
     /// compared day cells (`reconcile`), |drift| in percent of the billed
@@ -69,7 +74,7 @@ impl RuleKind {
     fn default_threshold(self) -> Option<f64> {
         match self {
             RuleKind::FallbackActivation | RuleKind::QuotaExhausted | RuleKind::PolicyViolation => Some(0.0),
-            RuleKind::RetryRatio => Some(0.10),
+            RuleKind::RetryRatio | RuleKind::RatelimitHeadroom => Some(0.10),
             _ => None,
         }
     }
@@ -82,12 +87,18 @@ impl RuleKind {
                 | RuleKind::PrimarySuccess
                 | RuleKind::FailClosedRate
                 | RuleKind::DegradedRate
+                | RuleKind::RatelimitHeadroom
         )
     }
 
     /// True when a value under the threshold breaches (an objective).
     pub fn fires_below(self) -> bool {
-        self == RuleKind::PrimarySuccess
+        matches!(self, RuleKind::PrimarySuccess | RuleKind::RatelimitHeadroom)
+    }
+
+    /// Whether `provider` and `model` narrow the rule to routes.
+    fn takes_route(self) -> bool {
+        matches!(self, RuleKind::PrimarySuccess | RuleKind::RatelimitHeadroom)
     }
 }
 
@@ -232,13 +243,17 @@ impl RuleSet {
                 let range = if r.kind.is_rate() { "a share between 0 and 1" } else { "0 or more" };
                 return Err(invalid(context, format!("`threshold` = {threshold} must be {range}")));
             }
-            if r.kind != RuleKind::PrimarySuccess && r.model.is_some() {
-                return Err(invalid(context, "`model` applies to kind primary_success only".into()));
-            }
-            if !matches!(r.kind, RuleKind::PrimarySuccess | RuleKind::CostDrift) && r.provider.is_some() {
+            if !r.kind.takes_route() && r.model.is_some() {
                 return Err(invalid(
                     context,
-                    "`provider` applies to kinds primary_success and cost_drift only".into(),
+                    "`model` applies to kinds primary_success and ratelimit_headroom only".into(),
+                ));
+            }
+            if !(r.kind.takes_route() || r.kind == RuleKind::CostDrift) && r.provider.is_some() {
+                return Err(invalid(
+                    context,
+                    "`provider` applies to kinds primary_success, ratelimit_headroom and cost_drift only"
+                        .into(),
                 ));
             }
             if r.kind == RuleKind::CostDrift && r.workflow.is_some() {
@@ -379,9 +394,17 @@ mod tests {
         let receiver = err("[[rule]]\nname = \"p\"\nkind = \"retry_ratio\"\nreceivers = [\"pager\"]\n");
         assert!(receiver.contains("pager"), "{receiver}");
         let route = err("[[rule]]\nname = \"p\"\nkind = \"retry_ratio\"\nprovider = \"openai\"\n");
-        assert!(route.contains("`provider` applies to kinds primary_success and cost_drift only"), "{route}");
+        assert!(
+            route.contains(
+                "`provider` applies to kinds primary_success, ratelimit_headroom and cost_drift only"
+            ),
+            "{route}"
+        );
         let model = err("[[rule]]\nname = \"p\"\nkind = \"cost_drift\"\nthreshold = 5\nmodel = \"gpt-4o\"\n");
-        assert!(model.contains("`model` applies to kind primary_success only"), "{model}");
+        assert!(
+            model.contains("`model` applies to kinds primary_success and ratelimit_headroom only"),
+            "{model}"
+        );
         let drift = RuleSet::parse(
             "[[rule]]\nname = \"d\"\nkind = \"cost_drift\"\nprovider = \"OpenAI\"\nthreshold = 5\nwindow = \"7d\"\n",
             "rules.toml",
