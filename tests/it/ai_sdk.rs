@@ -66,8 +66,14 @@ fn traced(mode: &str, call: &str, expected_attempts: u64) -> Traced {
     let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
     assert_eq!(truth["attempts"], 10, "{truth}");
     let report = report_with(&service, expected_attempts);
-    // The stored-data families are recomputed after the round the report
-    // waited for: wait for the refresh that counts its attempts.
+    let metrics = metrics_counting(&service, &report);
+    service.terminate();
+    Traced { report, truth, metrics }
+}
+
+/// The `/metrics` page once it counts `report`'s attempts: the stored-data
+/// families are recomputed after the round the report waited for.
+pub(crate) fn metrics_counting(service: &ServiceProcess, report: &Value) -> String {
     let mut metrics = String::new();
     crate::wait_for("/metrics to count the report's attempts", std::time::Duration::from_secs(30), || {
         metrics = service.metrics();
@@ -78,8 +84,7 @@ fn traced(mode: &str, call: &str, expected_attempts: u64) -> Traced {
             .sum();
         Some(counted) == report["attempts"]["total"].as_f64()
     });
-    service.terminate();
-    Traced { report, truth, metrics }
+    metrics
 }
 
 fn gauge(metrics: &str, name: &str) -> f64 {

@@ -146,18 +146,21 @@ fn check_alert_fires_before_the_first_429(db: &Path, report: &Value) {
     assert!(firing.iter().all(|e| e["value"].as_f64().unwrap() < 0.1), "{check:#}");
 }
 
+/// Everything a traced emitter's run must show, from the provider's log:
+/// the report, the `/metrics` gauges, and the alert (over the database the
+/// service leaves).
+fn check_traced(service: ServiceProcess, db: &Path, log: &Path) {
+    let log = provider_log(log);
+    let report = report_with(&service, log.len() as u64);
+    check_report(&report, &log);
+    check_metrics(&service, &report);
+    service.terminate();
+    check_alert_fires_before_the_first_429(db, &report);
+}
+
 /// The `/metrics` gauges once they count the report's attempts.
 fn check_metrics(service: &ServiceProcess, report: &Value) {
-    let mut metrics = String::new();
-    crate::wait_for("/metrics to count the report's attempts", std::time::Duration::from_secs(30), || {
-        metrics = service.metrics();
-        let counted: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with("attempt_ledger_attempts_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        Some(counted) == report["attempts"]["total"].as_f64()
-    });
+    let metrics = crate::ai_sdk::metrics_counting(service, report);
     let gauge = |name: &str, kind: &str| -> f64 {
         let prefix = format!(
             "attempt_ledger_{name}{{served_provider=\"openai\",served_model=\"gpt-4o-mini\",kind=\"{kind}\"}} "
@@ -199,12 +202,7 @@ fn the_ai_sdk_with_undici_header_capture_warns_before_the_first_429() {
     drop(provider.stdin.take());
     provider.wait().unwrap();
     assert!(out.status.success(), "ai_sdk.mjs: {}", String::from_utf8_lossy(&out.stderr));
-    let log = provider_log(&log);
-    let report = report_with(&service, log.len() as u64);
-    check_report(&report, &log);
-    check_metrics(&service, &report);
-    service.terminate();
-    check_alert_fires_before_the_first_429(&db, &report);
+    check_traced(service, &db, &log);
 }
 
 #[test]
@@ -227,12 +225,7 @@ fn the_openai_sdk_with_httpx_header_capture_warns_before_the_first_429() {
         "openinference_openai.py",
         &[&format!("{}/v1/traces", service.http), log.to_str().unwrap(), &plan().to_string()],
     );
-    let log = provider_log(&log);
-    let report = report_with(&service, log.len() as u64);
-    check_report(&report, &log);
-    check_metrics(&service, &report);
-    service.terminate();
-    check_alert_fires_before_the_first_429(&db, &report);
+    check_traced(service, &db, &log);
 }
 
 #[test]
