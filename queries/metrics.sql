@@ -13,6 +13,8 @@
 --            time_to_first_token_seconds | orphan_attempt_spans |
 --            ambiguous_calls (these two from trace_gaps: what the traces'
 --            shapes could not account for, as of their stored spans) |
+--            served_attempts | served_attempt_errors (by served provider and
+--            model, the error rate's two sides) |
 --            ratelimit_remaining | ratelimit_limit (workflow_headroom: per
 --            served route and limit kind, the latest statement of each billing
 --            account summed over the accounts, of the statements within a
@@ -21,7 +23,8 @@
 --   outcome, fallback_provider, fallback_model, token_type, reason, limit_kind
 --            (route_workflows: provider and model are the workflow's
 --            primary route; reason: the error class that led to a fallback;
---            ratelimit_*: model is the served model, limit_kind the kind)
+--            ratelimit_* and served_*: model is the served model; limit_kind
+--            the kind)
 --            label values; NULL where the family has no such label, or the
 --            record had no value (an unnamed workflow)
 --   le       histogram rows: the upper bound of the bucket the row counts
@@ -126,6 +129,16 @@ samples AS (
     UNION ALL BY NAME
     SELECT 'ambiguous_calls' AS family, coalesce(sum(ambiguous_calls), 0)::HUGEINT AS value
     FROM trace_gaps
+    UNION ALL BY NAME
+    SELECT 'served_attempts' AS family, served_provider, served_model AS model, sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    GROUP BY ALL
+    UNION ALL BY NAME
+    SELECT 'served_attempt_errors' AS family, served_provider, served_model AS model,
+           coalesce(error_class, 'unknown') AS error_class, sum(attempts)::HUGEINT AS value
+    FROM temp.scope_attempts
+    WHERE status = 'error'
+    GROUP BY ALL
     UNION ALL BY NAME
     SELECT 'ratelimit_remaining' AS family, served_provider, served_model AS model, kind AS limit_kind,
            sum(remaining)::HUGEINT AS value

@@ -51,8 +51,8 @@ struct StoredFamily {
 }
 
 const ROUTE: [(&str, &str); 2] = [("provider", "provider"), ("model", "model")];
-const RATELIMIT_LABELS: [(&str, &str); 3] =
-    [("served_provider", "served_provider"), ("served_model", "model"), ("kind", "limit_kind")];
+const SERVED_ROUTE: [(&str, &str); 2] = [("served_provider", "served_provider"), ("served_model", "model")];
+const RATELIMIT_LABELS: [(&str, &str); 3] = [SERVED_ROUTE[0], SERVED_ROUTE[1], ("kind", "limit_kind")];
 
 const STORED: &[StoredFamily] = &[
     StoredFamily {
@@ -194,6 +194,24 @@ const STORED: &[StoredFamily] = &[
         help: "Model calls whose neighbouring HTTP spans could belong to another call as well: each \
                counted as one attempt, its own span.",
         labels: &[],
+    },
+    StoredFamily {
+        key: "served_attempts",
+        name: "served_attempts",
+        kind: Kind::Counter,
+        unit: Unit::Count,
+        help: "Attempts by the provider and model that served them: the denominator of \
+               served_attempt_errors' error rate.",
+        labels: &SERVED_ROUTE,
+    },
+    StoredFamily {
+        key: "served_attempt_errors",
+        name: "served_attempt_errors",
+        kind: Kind::Counter,
+        unit: Unit::Count,
+        help: "Failed attempts by the provider and model that served them and error class: \
+               rate(served_attempt_errors) / rate(served_attempts) is the error rate by type, provider and model.",
+        labels: &[SERVED_ROUTE[0], SERVED_ROUTE[1], ("error_class", "error_class")],
     },
     StoredFamily {
         key: "ratelimit_remaining",

@@ -367,6 +367,35 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
                 json!({ "attempts": attempts, "by_provider": quota }),
             )
         }
+        RuleKind::ErrorRate => r
+            .error_rates
+            .iter()
+            .filter(|e| rule.provider.as_ref().is_none_or(|want| *want == e.served_provider))
+            .filter(|e| rule.model.as_ref().is_none_or(|want| *want == e.served_model))
+            .map(|e| {
+                let value = if e.attempts >= rule.min_workflows as i64 { e.rate } else { None };
+                Observation {
+                    rule: index,
+                    labels: BTreeMap::from([
+                        ("served_provider".to_string(), e.served_provider.clone()),
+                        ("served_model".to_string(), e.served_model.clone()),
+                        ("error_class".to_string(), name(e.error_class).to_string()),
+                    ]),
+                    breaching: breaches(rule, value),
+                    value,
+                    summary: format!(
+                        "{}/{} failed {} of {} attempts with {} ({}) in the last {window}",
+                        e.served_provider,
+                        e.served_model,
+                        e.failed,
+                        e.attempts,
+                        name(e.error_class),
+                        pct(value)
+                    ),
+                    details: json!(e),
+                }
+            })
+            .collect(),
         RuleKind::RatelimitHeadroom => r
             .headroom
             .iter()

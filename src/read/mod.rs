@@ -76,7 +76,7 @@ impl Candidate {
 
 /// The report queries alert rules read; the rest of the report is not
 /// computed for them.
-const ALERT_QUERIES: [Query; 7] = [
+const ALERT_QUERIES: [Query; 8] = [
     Query::Outcomes,
     Query::Waste,
     Query::RetryBudget,
@@ -84,6 +84,7 @@ const ALERT_QUERIES: [Query; 7] = [
     Query::Routes,
     Query::Fallbacks,
     Query::Headroom,
+    Query::ServedErrors,
 ];
 
 /// A read connection with the prices and the recovery policy every answer

@@ -12,7 +12,7 @@
 
 use crate::store::queries::{
     ErrorClassRow, FallbackRow, GroupRow, HeadroomRow, OutcomeCounts, OutcomeRow, RateLimitRow, ReportRows,
-    RouteRow,
+    RouteRow, ServedErrorRow,
 };
 use attempt_core::request::RouteKey;
 
@@ -38,6 +38,10 @@ pub const RATE_LIMIT_ROWS: usize = 100;
 /// counts and the earliest times of what they fold (no last value: theirs
 /// are of different limits).
 pub const HEADROOM_ROWS: usize = 100;
+/// Rows of `error_rates` (served route and class), by failed attempts; the
+/// rest summed per class under served provider and model `other` (a route
+/// has one row per class, so the folded routes' attempts add up too).
+pub const ERROR_RATE_ROWS: usize = 100;
 
 /// `rows` with every list folded to its bound.
 pub fn fold_lists(rows: &ReportRows) -> ReportRows {
@@ -71,6 +75,15 @@ pub fn fold_lists(rows: &ReportRows) -> ReportRows {
         |r| RateLimitRow { served_provider: OTHER.into(), served_model: OTHER.into(), ..r.clone() },
         |into, r| {
             sum!(into, r; attempts);
+        },
+    );
+    fold(
+        &mut rows.served_errors,
+        ERROR_RATE_ROWS,
+        |r| (r.served_provider.clone(), r.served_model.clone(), r.error_class),
+        |r| ServedErrorRow { served_provider: OTHER.into(), served_model: OTHER.into(), ..r.clone() },
+        |into, r| {
+            sum!(into, r; failed, attempts);
         },
     );
     fold(

@@ -42,6 +42,9 @@ pub struct Report {
     /// What the providers said remained of their rate limits, and how long
     /// before the first 429 it fell under 10 %.
     pub headroom: Vec<Headroom>,
+    /// Per served provider and model, the share of its attempts that failed
+    /// with each error class.
+    pub error_rates: Vec<ServedErrorRate>,
     /// Present when the report was asked to group by a dimension.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<DimensionGroups>,
@@ -344,6 +347,20 @@ pub struct FallbackActivation {
     pub recovered: i64,
 }
 
+/// The attempts one served route failed with one error class, of all it
+/// served.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServedErrorRate {
+    pub served_provider: String,
+    pub served_model: String,
+    #[serde(serialize_with = "spelled")]
+    pub error_class: ErrorClass,
+    pub failed: i64,
+    pub attempts: i64,
+    /// failed / attempts.
+    pub rate: Option<f64>,
+}
+
 /// Rate-limited attempts of one served route by the limit they hit.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RateLimitCount {
@@ -596,6 +613,18 @@ impl Report {
                 })
                 .collect(),
             headroom: rows.headroom.iter().map(Headroom::of).collect(),
+            error_rates: rows
+                .served_errors
+                .iter()
+                .map(|r| ServedErrorRate {
+                    served_provider: r.served_provider.clone(),
+                    served_model: r.served_model.clone(),
+                    error_class: r.error_class,
+                    failed: r.failed,
+                    attempts: r.attempts,
+                    rate: share(r.failed as f64, r.attempts as f64),
+                })
+                .collect(),
             groups: rows.groups.as_ref().map(|g| DimensionGroups {
                 dimension: g.dimension.clone(),
                 values: g.rows.iter().map(group_breakdown).collect(),

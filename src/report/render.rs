@@ -355,6 +355,22 @@ fn table(r: &Report) -> String {
         out += "\n";
     }
 
+    if !r.error_rates.is_empty() {
+        out += "\nError rate by the route that served (failed / its attempts)\n";
+        let mut t = new_table(&["served route", "error class", "failed", "attempts", "rate"]);
+        for e in &r.error_rates {
+            t.add_row(vec![
+                Cell::new(format!("{}/{}", e.served_provider, e.served_model)),
+                Cell::new(name(e.error_class)),
+                right(e.failed),
+                right(e.attempts),
+                right(pct(e.rate)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+
     if !r.headroom.is_empty() {
         out += "\nRate-limit headroom (what the providers' responses said remained)\n";
         let mut t = new_table(&[

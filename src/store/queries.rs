@@ -36,10 +36,11 @@ pub enum Query {
     Fallbacks,
     RateLimits,
     Headroom,
+    ServedErrors,
 }
 
 impl Query {
-    pub const ALL: [Query; 11] = [
+    pub const ALL: [Query; 12] = [
         Query::Outcomes,
         Query::Waste,
         Query::CostByServed,
@@ -51,6 +52,7 @@ impl Query {
         Query::Fallbacks,
         Query::RateLimits,
         Query::Headroom,
+        Query::ServedErrors,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -66,6 +68,7 @@ impl Query {
             Query::Fallbacks => "fallbacks.sql",
             Query::RateLimits => "rate_limits.sql",
             Query::Headroom => "headroom.sql",
+            Query::ServedErrors => "served_errors.sql",
         }
     }
 
@@ -82,6 +85,7 @@ impl Query {
             Query::Fallbacks => include_str!("../../queries/fallbacks.sql"),
             Query::RateLimits => include_str!("../../queries/rate_limits.sql"),
             Query::Headroom => include_str!("../../queries/headroom.sql"),
+            Query::ServedErrors => include_str!("../../queries/served_errors.sql"),
         }
     }
 }
@@ -382,6 +386,19 @@ row_struct! {
 }
 
 row_struct! {
+    /// One error class of one served route, and the route's attempts
+    /// (`served_errors.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ServedErrorRow {
+        pub served_provider: String,
+        pub served_model: String,
+        pub error_class: ErrorClass => spelled,
+        pub failed: i64,
+        pub attempts: i64,
+    }
+}
+
+row_struct! {
     /// The headroom one served route and account stated for one kind
     /// (`headroom.sql`).
     #[derive(Debug, Clone, PartialEq)]
@@ -447,6 +464,7 @@ pub struct ReportRows {
     pub fallbacks: Vec<FallbackRow>,
     pub rate_limits: Vec<RateLimitRow>,
     pub headroom: Vec<HeadroomRow>,
+    pub served_errors: Vec<ServedErrorRow>,
     /// Present when the filter asked for a `group_by`.
     pub groups: Option<Groups>,
 }
@@ -469,6 +487,7 @@ pub(super) fn report_rows(
         fallbacks: rows(conn, wanted, Query::Fallbacks, [])?,
         rate_limits: rows(conn, wanted, Query::RateLimits, [])?,
         headroom: rows(conn, wanted, Query::Headroom, [])?,
+        served_errors: rows(conn, wanted, Query::ServedErrors, [])?,
         groups: None,
     })
 }

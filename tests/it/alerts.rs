@@ -343,6 +343,101 @@ fn total(families: &Value, sample: &str, filter: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// The error rate by served route and class, and the rate-limit headroom
+/// the incident's headers state: the replay fires both, each alert per
+/// route (and class, or kind), each value the report's own over its window.
+#[test]
+fn error_rate_and_headroom_alerts_are_the_report_s_figures_per_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("check.duckdb");
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").unwrap().with_timezone(&Utc);
+    let records = dir.path().join("incident.jsonl");
+    std::fs::write(&records, incident(start, 4)).unwrap();
+    run(&["ingest", "--db", db.to_str().unwrap(), records.to_str().unwrap()]);
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"errors\"\nkind = \"error_rate\"\nthreshold = 0.2\nwindow = \"6s\"\nmin_workflows = 20\n\n\
+         [[rule]]\nname = \"headroom\"\nkind = \"ratelimit_headroom\"\nwindow = \"6s\"\n",
+    )
+    .unwrap();
+    let db_text = db.to_str().unwrap();
+    let out = run(&[
+        "alerts",
+        "--check",
+        "--db",
+        db_text,
+        "--rules",
+        rules.to_str().unwrap(),
+        "--step",
+        "500ms",
+        "--format",
+        "json",
+    ]);
+    let check: Value = serde_json::from_str(&out).unwrap();
+    let events = check["events"].as_array().unwrap();
+    let firing: Vec<&Value> = events.iter().filter(|e| e["state"] == "firing").collect();
+    let keys: Vec<&str> = firing.iter().map(|e| e["key"].as_str().unwrap()).collect();
+    assert!(
+        keys.contains(
+            &"errors{error_class=\"rate_limit\",served_model=\"gpt-4o\",served_provider=\"openai\"}"
+        ),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&"headroom{kind=\"requests\",served_model=\"gpt-4o\",served_provider=\"openai\"}"),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().all(|k| !k.contains("anthropic")),
+        "the fallback route states no headroom and fails under 20 %: {keys:?}"
+    );
+    for event in firing {
+        let at = chrono::DateTime::parse_from_rfc3339(event["at"].as_str().unwrap()).unwrap();
+        let text = |t: chrono::DateTime<chrono::FixedOffset>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
+        let report: Value = serde_json::from_str(&run(&[
+            "report",
+            "--db",
+            db_text,
+            "--since",
+            &text(at - chrono::Duration::seconds(6)),
+            "--until",
+            &text(at),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        let labels = &event["labels"];
+        let route = |r: &&Value| {
+            r["served_provider"] == labels["served_provider"] && r["served_model"] == labels["served_model"]
+        };
+        let value = if event["rule"] == "errors" {
+            let row = report["error_rates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(route)
+                .find(|r| r["error_class"] == labels["error_class"])
+                .unwrap();
+            assert_eq!(
+                row["rate"].as_f64().unwrap(),
+                row["failed"].as_f64().unwrap() / row["attempts"].as_f64().unwrap()
+            );
+            row["rate"].clone()
+        } else {
+            report["headroom"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(route)
+                .find(|r| r["kind"] == labels["kind"])
+                .unwrap()["min_ratio"]
+                .clone()
+        };
+        assert_eq!(event["value"], value, "{event:#}");
+    }
+}
+
 #[test]
 fn metrics_parse_with_prometheus_and_agree_with_the_report() {
     let dir = tempfile::tempdir().unwrap();

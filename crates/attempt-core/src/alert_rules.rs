@@ -53,6 +53,11 @@ pub enum RuleKind {
     /// Per recovery-audit finding (`finding` names one; default: each):
     /// workflows with it; fires above `threshold` (default 0: any).
     PolicyViolation,
+    /// Per served provider, model and error class (`provider` / `model`
+    /// narrow it to a served route): failed attempts of the class / every
+    /// attempt the route served; fires above `threshold`, sustained for
+    /// `for`. `min_workflows` counts the route's attempts here.
+    ErrorRate,
     /// Per served provider, model, billing account and limit kind
     /// (`provider` / `model` narrow it to a served route): the lowest
     /// remaining / limit a response stated in the window; fires below
@@ -88,6 +93,7 @@ impl RuleKind {
                 | RuleKind::FailClosedRate
                 | RuleKind::DegradedRate
                 | RuleKind::RatelimitHeadroom
+                | RuleKind::ErrorRate
         )
     }
 
@@ -98,7 +104,7 @@ impl RuleKind {
 
     /// Whether `provider` and `model` narrow the rule to routes.
     fn takes_route(self) -> bool {
-        matches!(self, RuleKind::PrimarySuccess | RuleKind::RatelimitHeadroom)
+        matches!(self, RuleKind::PrimarySuccess | RuleKind::RatelimitHeadroom | RuleKind::ErrorRate)
     }
 }
 
@@ -246,13 +252,13 @@ impl RuleSet {
             if !r.kind.takes_route() && r.model.is_some() {
                 return Err(invalid(
                     context,
-                    "`model` applies to kinds primary_success and ratelimit_headroom only".into(),
+                    "`model` applies to kinds primary_success, ratelimit_headroom and error_rate only".into(),
                 ));
             }
             if !(r.kind.takes_route() || r.kind == RuleKind::CostDrift) && r.provider.is_some() {
                 return Err(invalid(
                     context,
-                    "`provider` applies to kinds primary_success, ratelimit_headroom and cost_drift only"
+                    "`provider` applies to kinds primary_success, ratelimit_headroom, error_rate and cost_drift only"
                         .into(),
                 ));
             }
@@ -396,13 +402,14 @@ mod tests {
         let route = err("[[rule]]\nname = \"p\"\nkind = \"retry_ratio\"\nprovider = \"openai\"\n");
         assert!(
             route.contains(
-                "`provider` applies to kinds primary_success, ratelimit_headroom and cost_drift only"
+                "`provider` applies to kinds primary_success, ratelimit_headroom, error_rate and cost_drift only"
             ),
             "{route}"
         );
         let model = err("[[rule]]\nname = \"p\"\nkind = \"cost_drift\"\nthreshold = 5\nmodel = \"gpt-4o\"\n");
         assert!(
-            model.contains("`model` applies to kinds primary_success and ratelimit_headroom only"),
+            model
+                .contains("`model` applies to kinds primary_success, ratelimit_headroom and error_rate only"),
             "{model}"
         );
         let drift = RuleSet::parse(
