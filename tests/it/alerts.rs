@@ -243,31 +243,39 @@ max_tries = 3
     assert_eq!(recorded, expected);
 }
 
-/// The same incident replayed offline, every 500 ms: the same single
-/// episode per alert, and each firing value is the report's own number over
-/// that window.
-#[test]
-fn the_offline_check_replays_the_same_alerts_and_agrees_with_the_report() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("check.duckdb");
+/// The incident of 2026-11-28T02:00Z squeezed into 4 s, stored under `dir`,
+/// and `rules` replayed over it every 500 ms: the database and the check's
+/// JSON.
+fn replayed_incident(dir: &std::path::Path, rules: &str) -> (std::path::PathBuf, String) {
+    let db = dir.join("check.duckdb");
     let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").unwrap().with_timezone(&Utc);
-    let records = dir.path().join("incident.jsonl");
+    let records = dir.join("incident.jsonl");
     std::fs::write(&records, incident(start, 4)).unwrap();
     run(&["ingest", "--db", db.to_str().unwrap(), records.to_str().unwrap()]);
-    let rules = dir.path().join("rules.toml");
-    std::fs::write(&rules, RULES).unwrap();
+    let rules_file = dir.join("rules.toml");
+    std::fs::write(&rules_file, rules).unwrap();
     let out = run(&[
         "alerts",
         "--check",
         "--db",
         db.to_str().unwrap(),
         "--rules",
-        rules.to_str().unwrap(),
+        rules_file.to_str().unwrap(),
         "--step",
         "500ms",
         "--format",
         "json",
     ]);
+    (db, out)
+}
+
+/// The same incident replayed offline, every 500 ms: the same single
+/// episode per alert, and each firing value is the report's own number over
+/// that window.
+#[test]
+fn the_offline_check_replays_the_same_alerts_and_agrees_with_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = replayed_incident(dir.path(), RULES);
     let check: Value = serde_json::from_str(&out).unwrap();
     let events = check["events"].as_array().unwrap();
     let mut by_alert: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -349,31 +357,12 @@ fn total(families: &Value, sample: &str, filter: &[(&str, &str)]) -> f64 {
 #[test]
 fn error_rate_and_headroom_alerts_are_the_report_s_figures_per_route() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("check.duckdb");
-    let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").unwrap().with_timezone(&Utc);
-    let records = dir.path().join("incident.jsonl");
-    std::fs::write(&records, incident(start, 4)).unwrap();
-    run(&["ingest", "--db", db.to_str().unwrap(), records.to_str().unwrap()]);
-    let rules = dir.path().join("rules.toml");
-    std::fs::write(
-        &rules,
+    let (db, out) = replayed_incident(
+        dir.path(),
         "[[rule]]\nname = \"errors\"\nkind = \"error_rate\"\nthreshold = 0.2\nwindow = \"6s\"\nmin_workflows = 20\n\n\
          [[rule]]\nname = \"headroom\"\nkind = \"ratelimit_headroom\"\nwindow = \"6s\"\n",
-    )
-    .unwrap();
+    );
     let db_text = db.to_str().unwrap();
-    let out = run(&[
-        "alerts",
-        "--check",
-        "--db",
-        db_text,
-        "--rules",
-        rules.to_str().unwrap(),
-        "--step",
-        "500ms",
-        "--format",
-        "json",
-    ]);
     let check: Value = serde_json::from_str(&out).unwrap();
     let events = check["events"].as_array().unwrap();
     let firing: Vec<&Value> = events.iter().filter(|e| e["state"] == "firing").collect();
