@@ -52,8 +52,9 @@
 --   delivered, cost_kind and limit_kind (of an attempt of class rate_limit:
 --   requests | tokens | input_tokens | output_tokens, the kind its response
 --   or the one just before it on the same route said was at 0 remaining,
---   else unknown; NULL for any other attempt), with attempts, the four token
---   sums and emitter_cost_pusd. cost_kind:
+--   else unknown; NULL for any other attempt) and off_primary (sent to a
+--   route other than the workflow's primary: its fallbacks), with attempts,
+--   the four token sums and emitter_cost_pusd. cost_kind:
 --     emitter  the emitter stated its cost (emitter_cost_pusd)
 --     free     a failure that billed no tokens: costs 0, priced or not
 --     unknown  an answer that reported no usage at all: cost unknown
@@ -380,7 +381,9 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(sum(a.cached_input_tokens), 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(sum(a.cache_write_input_tokens), 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
-       a.limit_kind
+       a.limit_kind,
+       NOT same_route(a.primary_route_group, a.primary_provider, a.primary_model,
+                      a.route_group, a.provider, a.model) AS off_primary
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts > 1
 GROUP BY ALL
@@ -395,7 +398,7 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(a.cached_input_tokens, 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(a.cache_write_input_tokens, 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
-       a.limit_kind
+       a.limit_kind, false AS off_primary
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts = 1;
 

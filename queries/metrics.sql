@@ -18,13 +18,18 @@
 --            ratelimit_remaining | ratelimit_limit (workflow_headroom: per
 --            served route and limit kind, the latest statement of each billing
 --            account summed over the accounts, of the statements within a
---            day of the newest stored one)
+--            day of the newest stored one) |
+--            circuit_state (circuit_timeline.sql: each route's current
+--            state, 0 closed, 1 half_open, 2 open; the 200 routes changed
+--            most recently, a bound on what clients can grow)
 --   workflow, layer, provider, model, served_provider, status, error_class,
---   outcome, fallback_provider, fallback_model, token_type, reason, limit_kind
+--   outcome, fallback_provider, fallback_model, token_type, reason, limit_kind,
+--   route_group
 --            (route_workflows: provider and model are the workflow's
 --            primary route; reason: the error class that led to a fallback;
 --            ratelimit_* and served_*: model is the served model; limit_kind
---            the kind)
+--            the kind; circuit_state: the route and its caller, never
+--            folded to 'other', so one series is one breaker)
 --            label values; NULL where the family has no such label, or the
 --            record had no value (an unnamed workflow)
 --   le       histogram rows: the upper bound of the bucket the row counts
@@ -151,13 +156,28 @@ samples AS (
     FROM latest_headroom
     GROUP BY ALL
     HAVING count(*) = count("limit")
+    UNION ALL BY NAME
+    SELECT 'circuit_state' AS family, workflow, provider, model, route_group, value
+    FROM (
+        SELECT workflow_name AS workflow, provider, model, route_group,
+               CASE state WHEN 'closed' THEN 0 WHEN 'half_open' THEN 1 ELSE 2 END::HUGEINT AS value
+        FROM temp.circuit_intervals
+        WHERE "until" IS NULL
+        ORDER BY "from" DESC, route_group, provider, model, workflow_name
+        LIMIT 200
+    )
 )
 -- Series beyond the first K values of a label are summed under 'other'
 -- (labels.sql), after pricing, so every cost stays exact.
 SELECT family, kept_label('workflow', workflow) AS workflow, layer, kept_label('provider', provider) AS provider,
        kept_label('model', model) AS model, kept_label('provider', served_provider) AS served_provider, status,
        error_class, outcome, kept_label('provider', fallback_provider) AS fallback_provider,
-       kept_label('model', fallback_model) AS fallback_model, token_type, reason, limit_kind, le,
-       sum(value)::HUGEINT AS value, sum(seconds) AS seconds
+       kept_label('model', fallback_model) AS fallback_model, token_type, reason, limit_kind, NULL AS route_group,
+       le, sum(value)::HUGEINT AS value, sum(seconds) AS seconds
 FROM samples
-GROUP BY ALL;
+WHERE family <> 'circuit_state'
+GROUP BY ALL
+UNION ALL BY NAME
+SELECT family, workflow, provider, model, route_group, value, NULL::DOUBLE AS seconds
+FROM samples
+WHERE family = 'circuit_state';

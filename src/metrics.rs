@@ -232,6 +232,21 @@ const STORED: &[StoredFamily] = &[
         labels: &RATELIMIT_LABELS,
     },
     StoredFamily {
+        key: "circuit_state",
+        name: "circuit_state",
+        kind: Kind::Gauge,
+        unit: Unit::Count,
+        help: "Each route's breaker as its latest state change left it: 0 closed, 1 half-open, 2 open; by \
+               route (provider and model, or route group) and caller (workflow; empty: every caller). The \
+               200 routes changed most recently.",
+        labels: &[
+            ("provider", "provider"),
+            ("model", "model"),
+            ("route_group", "route_group"),
+            ("workflow", "workflow"),
+        ],
+    },
+    StoredFamily {
         key: "attempt_duration_seconds",
         name: "attempt_duration_seconds",
         kind: Kind::Histogram,

@@ -166,7 +166,7 @@ fn ingest_source(
     });
     let mut write_error = None;
     for (mut decoded, rows) in receiver {
-        let batch = PreparedBatch { rows: &rows, spans: &decoded.spans };
+        let batch = PreparedBatch { rows: &rows, spans: &decoded.spans, circuits: &decoded.circuits };
         match store.store_prepared(&[batch]) {
             Ok(mut stored) => summary.stored += stored.stats.pop().unwrap_or_default(),
             Err(err) => {

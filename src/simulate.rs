@@ -170,6 +170,20 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
         }
     }
     truth.add_retry_minutes(&minutes);
+    for (elapsed, state) in spec.breaker {
+        let at =
+            options.start + Duration::milliseconds((arrivals.num_milliseconds() as f64 * elapsed) as i64);
+        let change = serde_json::json!({
+            "type": "circuit", "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "provider": spec.primary.provider, "model": spec.primary.model, "state": state,
+            "reason": if *state == "open" { "429s from the primary" } else { "cooldown elapsed" },
+        });
+        line.clear();
+        serde_json::to_writer(&mut line, &change)?;
+        line.push(b'\n');
+        out.write_all(&line)?;
+        written += 1;
+    }
     out.flush()?;
     Ok((written, truth))
 }
@@ -252,6 +266,10 @@ struct ScenarioSpec {
     /// time alone, never of the random draws, so every other figure of a
     /// scenario stays as it was; a 429 says 0.
     headroom: fn(route: usize, elapsed: f64) -> Option<f64>,
+    /// The primary's breaker as its gateway reports it: (elapsed, state)
+    /// changes, written as state-change records at their instants. Fixed
+    /// instants, never of the random draws, so no other figure moves.
+    breaker: &'static [(f64, &'static str)],
 }
 
 /// Requests a minute the simulated account may send.
@@ -294,6 +312,7 @@ impl ScenarioSpec {
             health: |_, _, rng| background(rng),
             reroutes: &[],
             headroom: |_, _| None,
+            breaker: &[],
         };
         match scenario {
             Scenario::Steady => base,
@@ -357,6 +376,16 @@ impl ScenarioSpec {
                         _ => 0.8,
                     })
                 },
+                // The gateway's breaker opens a minute into the 429s, lets a
+                // probe through twice (the first fails and it opens again),
+                // and closes after the second.
+                breaker: &[
+                    (0.31, "open"),
+                    (0.45, "half_open"),
+                    (0.46, "open"),
+                    (0.70, "half_open"),
+                    (0.71, "closed"),
+                ],
                 ..base
             },
             Scenario::QuotaExhausted => ScenarioSpec {

@@ -77,7 +77,7 @@ pub fn evaluate<S: std::borrow::Borrow<Store>>(
                 .or_insert_with(|| window_report(reader, rule, now).map_err(|e| e.to_string()));
             RuleResult {
                 rule: index,
-                outcome: report.as_ref().map(|r| observe(index, rule, r)).map_err(Clone::clone),
+                outcome: report.as_ref().map(|r| observe(index, rule, r, now)).map_err(Clone::clone),
             }
         })
         .collect()
@@ -199,6 +199,54 @@ pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observatio
         .collect()
 }
 
+/// One open breaker: how long it has been open, and what the workflows
+/// that started meanwhile did and cost.
+fn circuit_observation(
+    index: usize,
+    rule: &Rule,
+    c: &crate::report::CircuitInterval,
+    open_seconds: f64,
+) -> Observation {
+    let route = match (&c.route_group, &c.provider, &c.model) {
+        (Some(group), _, _) => group.clone(),
+        (None, Some(provider), Some(model)) => format!("{provider}/{model}"),
+        _ => "?".into(),
+    };
+    let mut labels = BTreeMap::from([("route".to_string(), route.clone())]);
+    for (key, value) in [
+        ("provider", &c.provider),
+        ("model", &c.model),
+        ("route_group", &c.route_group),
+        ("workflow", &c.workflow),
+    ] {
+        if let Some(value) = value {
+            labels.insert(key.to_string(), value.clone());
+        }
+    }
+    let primary = c
+        .primary_cost_usd
+        .map_or("no price for the primary".to_string(), |usd| format!("${usd:.4} at the primary's price"));
+    Observation {
+        rule: index,
+        labels,
+        breaching: breaches(rule, Some(open_seconds)),
+        value: Some(open_seconds),
+        summary: format!(
+            "the breaker of {route}{} has been open since {} ({}); {} workflows started while it was open: {} fell \
+             back, {} degraded, {} failed closed; their fallbacks cost ${:.4} ({primary})",
+            c.workflow.as_ref().map_or(String::new(), |w| format!(" (caller {w})")),
+            c.from,
+            humantime::format_duration(std::time::Duration::from_secs(open_seconds.max(0.0) as u64)),
+            c.workflows_started,
+            c.outcomes.fallback_recovery,
+            c.outcomes.degraded,
+            c.outcomes.fail_closed,
+            c.fallback_cost_usd,
+        ),
+        details: json!(c),
+    }
+}
+
 fn breaches(rule: &Rule, value: Option<f64>) -> bool {
     match value {
         Some(v) if rule.kind.fires_below() => v < rule.threshold,
@@ -216,8 +264,9 @@ fn pct(v: Option<f64>) -> String {
     v.map_or("no data".into(), |v| format!("{:.1} %", v * 100.0))
 }
 
-/// A rule's observations from its window's report.
-pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
+/// A rule's observations from its window's report, read at `now` (the
+/// window's end).
+pub fn observe(index: usize, rule: &Rule, r: &Report, now: DateTime<Utc>) -> Vec<Observation> {
     let window = humantime::format_duration(rule.window).to_string();
     let per_hour = 3600.0 / rule.window.as_secs_f64();
     let enough = |n: i64| n >= rule.min_workflows as i64;
@@ -436,6 +485,20 @@ pub fn observe(index: usize, rule: &Rule, r: &Report) -> Vec<Observation> {
                     ),
                     details: json!(h),
                 }
+            })
+            .collect(),
+        RuleKind::CircuitOpen => r
+            .circuits
+            .iter()
+            .filter(|c| c.state == "open")
+            .filter(|c| rule.provider.as_ref().is_none_or(|want| c.provider.as_ref() == Some(want)))
+            .filter(|c| rule.model.as_ref().is_none_or(|want| c.model.as_ref() == Some(want)))
+            .filter_map(|c| {
+                let instant = |t: &str| DateTime::parse_from_rfc3339(t).ok().map(|t| t.with_timezone(&Utc));
+                let from = instant(&c.from)?;
+                // Open at `now`: a replay reads intervals that ended later.
+                let open_at_now = from <= now && c.until.as_deref().and_then(instant).is_none_or(|until| until > now);
+                open_at_now.then(|| circuit_observation(index, rule, c, (now - from).num_milliseconds() as f64 / 1000.0))
             })
             .collect(),
         // Read from the audit, not the report (`observe_audit`).

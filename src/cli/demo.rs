@@ -77,13 +77,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let options =
             SimOptions { scenario, workflows: None, seed: args.seed, start: default_start(), span: None };
         let records = simulate(&options, &mut out)?;
-        eprintln!("simulated {file_name}: {records} attempts -> {}", path.display());
+        eprintln!("simulated {file_name}: {records} records -> {}", path.display());
         sources.push(Source::File(path));
     }
     let store = Store::open(&db)?;
     let summary = ingest_sources(&store, &sources, None, true)?;
     eprintln!(
-        "ingested {} attempts into {} in {:.1} s\n",
+        "ingested {} records into {} in {:.1} s\n",
         summary.stored.inserted,
         db.display(),
         began.elapsed().as_secs_f64()
@@ -94,6 +94,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     print!("{}", render(&report, Format::Table));
     for warning in headroom_warnings(&report) {
         println!("\n{warning}");
+    }
+    if let Some(breaker) = breaker_summary(&report) {
+        println!("\n{breaker}");
     }
     let db_text = db.display();
     println!("\n{}", tune_teaser(&reader, &db_text.to_string())?);
@@ -114,6 +117,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The primary's breaker over the night: how long it stayed open, how
+/// often it let a probe through, and what the workflows it turned away cost.
+fn breaker_summary(report: &crate::report::Report) -> Option<String> {
+    let open: Vec<_> = report.circuits.iter().filter(|c| c.state == "open").collect();
+    let first = open.first()?;
+    let route = format!("{}/{}", first.provider.as_deref()?, first.model.as_deref()?);
+    let seconds = |c: &&crate::report::CircuitInterval| -> Option<f64> {
+        let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+        Some((parse(c.until.as_deref()?)? - parse(&c.from)?).num_milliseconds() as f64 / 1000.0)
+    };
+    let open_minutes: f64 = open.iter().filter_map(seconds).sum::<f64>() / 60.0;
+    let half_opens = report.circuits.iter().filter(|c| c.state == "half_open").count();
+    let started: i64 = open.iter().map(|c| c.workflows_started).sum();
+    let fell_back: i64 = open.iter().map(|c| c.outcomes.fallback_recovery).sum();
+    let fallback_cost: f64 = open.iter().map(|c| c.fallback_cost_usd).sum();
+    let at_primary: Option<f64> = open.iter().map(|c| c.primary_cost_usd).sum();
+    Some(format!(
+        "Breaker: {route}'s opened at {}, was open {open_minutes:.0} minutes and half-opened {half_opens} times; {started} \
+         workflows started while it was open, {fell_back} fell back, their fallbacks cost ${fallback_cost:.2}{}.",
+        first.from,
+        at_primary.map_or(String::new(), |usd| format!(" against ${usd:.2} at the primary's price")),
+    ))
 }
 
 /// What the providers' rate-limit headers said before their 429s began:

@@ -76,7 +76,7 @@ impl Candidate {
 
 /// The report queries alert rules read; the rest of the report is not
 /// computed for them.
-const ALERT_QUERIES: [Query; 8] = [
+const ALERT_QUERIES: [Query; 9] = [
     Query::Outcomes,
     Query::Waste,
     Query::RetryBudget,
@@ -85,6 +85,7 @@ const ALERT_QUERIES: [Query; 8] = [
     Query::Fallbacks,
     Query::Headroom,
     Query::ServedErrors,
+    Query::Circuits,
 ];
 
 /// A read connection with the prices and the recovery policy every answer

@@ -43,9 +43,16 @@ pub const HEADROOM_ROWS: usize = 100;
 /// has one row per class, so the folded routes' attempts add up too).
 pub const ERROR_RATE_ROWS: usize = 100;
 
+/// Breaker intervals listed: the latest; a flapping breaker's older
+/// intervals are counted in `circuits_omitted`.
+pub const CIRCUIT_ROWS: usize = 200;
+
 /// `rows` with every list folded to its bound.
 pub fn fold_lists(rows: &ReportRows) -> ReportRows {
     let mut rows = rows.clone();
+    let over = rows.circuits.len().saturating_sub(CIRCUIT_ROWS);
+    rows.circuits.drain(..over);
+    rows.circuits_omitted += over as u64;
     let (totals, mut by_name): (Vec<OutcomeRow>, Vec<OutcomeRow>) =
         std::mem::take(&mut rows.outcomes).into_iter().partition(|r| r.is_total);
     fold(

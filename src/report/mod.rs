@@ -45,6 +45,11 @@ pub struct Report {
     /// Per served provider and model, the share of its attempts that failed
     /// with each error class.
     pub error_rates: Vec<ServedErrorRate>,
+    /// Breaker timelines: each route's open and half-open intervals in the
+    /// window (the latest `fold::CIRCUIT_ROWS`), oldest first.
+    pub circuits: Vec<CircuitInterval>,
+    /// Intervals in the window left out of `circuits` (the oldest).
+    pub circuits_omitted: u64,
     /// Present when the report was asked to group by a dimension.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<DimensionGroups>,
@@ -423,6 +428,57 @@ impl Headroom {
     }
 }
 
+/// One open or half-open interval of one route's breaker
+/// (docs/record-format.md, "Breaker timelines").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CircuitInterval {
+    /// The route: provider and model, or its group.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub route_group: Option<String>,
+    /// Whose breaker: a workflow name, or every caller's (null).
+    pub workflow: Option<String>,
+    pub state: String,
+    pub from: String,
+    /// Null while it lasts.
+    pub until: Option<String>,
+    /// Open intervals: workflows of the window whose first attempt started
+    /// in it on this primary route, and how they ended.
+    pub workflows_started: i64,
+    pub outcomes: WorkflowCounts,
+    /// What those workflows' attempts off the primary route cost, and what
+    /// the same tokens would have cost at the primary's price (null: no
+    /// price for the primary).
+    pub fallback_cost_usd: f64,
+    pub primary_cost_usd: Option<f64>,
+    pub unknown_cost_attempts: i64,
+    /// Half-open intervals: attempts sent to the route in it, and successes.
+    pub probes: i64,
+    pub probes_succeeded: i64,
+}
+
+impl CircuitInterval {
+    fn of(r: &crate::store::queries::CircuitRow) -> CircuitInterval {
+        let instant = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        CircuitInterval {
+            provider: r.provider.clone(),
+            model: r.model.clone(),
+            route_group: r.route_group.clone(),
+            workflow: r.workflow.clone(),
+            state: r.state.clone(),
+            from: instant(r.from),
+            until: r.until.map(instant),
+            workflows_started: r.counts.workflows,
+            outcomes: counts(&r.counts),
+            fallback_cost_usd: usd(r.fallback_cost_pusd),
+            primary_cost_usd: r.primary_cost_pusd.map(usd),
+            unknown_cost_attempts: r.unknown_cost_attempts,
+            probes: r.probes,
+            probes_succeeded: r.probes_succeeded,
+        }
+    }
+}
+
 pub(crate) fn usd(pico: i128) -> f64 {
     pico as f64 / attempt_core::model::PicoUsd::PER_USD
 }
@@ -625,6 +681,8 @@ impl Report {
                     rate: share(r.failed as f64, r.attempts as f64),
                 })
                 .collect(),
+            circuits: rows.circuits.iter().map(CircuitInterval::of).collect(),
+            circuits_omitted: rows.circuits_omitted,
             groups: rows.groups.as_ref().map(|g| DimensionGroups {
                 dimension: g.dimension.clone(),
                 values: g.rows.iter().map(group_breakdown).collect(),

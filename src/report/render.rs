@@ -411,6 +411,55 @@ fn table(r: &Report) -> String {
         out += &t.to_string();
         out += "\n";
     }
+
+    if !r.circuits.is_empty() {
+        out += "\nCircuit breakers (open and half-open intervals)\n";
+        let mut t = new_table(&[
+            "route",
+            "caller",
+            "state",
+            "from",
+            "until",
+            "workflows started",
+            "fell back",
+            "degraded",
+            "failed closed",
+            "fallback cost",
+            "at primary price",
+            "probes ok",
+        ]);
+        for c in &r.circuits {
+            let route = match (&c.route_group, &c.provider, &c.model) {
+                (Some(group), _, _) => group.clone(),
+                (None, Some(provider), Some(model)) => format!("{provider}/{model}"),
+                _ => "-".into(),
+            };
+            let open = c.state == "open";
+            let dash_unless = |shown: bool, text: String| if shown { text } else { "-".into() };
+            t.add_row(vec![
+                Cell::new(route),
+                Cell::new(c.workflow.as_deref().unwrap_or("all")),
+                Cell::new(&c.state),
+                Cell::new(&c.from),
+                Cell::new(c.until.as_deref().unwrap_or("(still)")),
+                right(dash_unless(open, c.workflows_started.to_string())),
+                right(dash_unless(open, c.outcomes.fallback_recovery.to_string())),
+                right(dash_unless(open, c.outcomes.degraded.to_string())),
+                right(dash_unless(open, c.outcomes.fail_closed.to_string())),
+                right(dash_unless(open, format!("${:.4}", c.fallback_cost_usd))),
+                right(dash_unless(
+                    open,
+                    c.primary_cost_usd.map_or("no price".into(), |usd| format!("${usd:.4}")),
+                )),
+                right(dash_unless(!open, format!("{} / {}", c.probes_succeeded, c.probes))),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n";
+        if r.circuits_omitted > 0 {
+            out += &format!("({} older intervals not listed)\n", r.circuits_omitted);
+        }
+    }
     out
 }
 

@@ -416,7 +416,7 @@ async fn store_and_answer(state: &AppState, decoded: Decoded) -> Result<Response
     super::traced::decoded((decoded.attempts.len() + decoded.spans.len()) as u64 + decoded.rejected);
     RecordsRejected { receiver: Receiver::Attempts, records: decoded.rejected }.emit();
     let received = decoded.received();
-    let stats = state.writer.write(decoded.attempts, decoded.spans).await?;
+    let stats = state.writer.write(decoded.attempts, decoded.spans, decoded.circuits).await?;
     let rejected: Vec<_> = decoded
         .rejections
         .iter()

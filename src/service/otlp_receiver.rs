@@ -81,7 +81,8 @@ impl OtlpReceiver<'_> {
         super::traced::decoded((d.attempts.len() + d.spans.len()) as u64 + d.rejected);
         RecordsRejected { receiver: self.receiver, records: d.rejected }.emit();
         let notes = spans.decoded.take_notes();
-        let stats = self.writer.write(spans.decoded.attempts, spans.decoded.spans).await?;
+        let stats =
+            self.writer.write(spans.decoded.attempts, spans.decoded.spans, spans.decoded.circuits).await?;
         Ok(export_response(&notes, stats.spans_refused))
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::deriver::Derivation;
 use crate::store::{AttemptRows, PreparedBatch, Store, StoreError, WriteStats};
 use crate::telemetry::events::{BatchFailed, BatchesCommitted, RecordsStored, Refusal, WriteRefused};
-use attempt_core::model::{Attempt, SpanRecord};
+use attempt_core::model::{Attempt, CircuitChange, SpanRecord};
 use attempt_core::providers::ProviderAliases;
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +36,7 @@ pub enum WriteError {
 struct Job {
     rows: AttemptRows,
     spans: Vec<SpanRecord>,
+    circuits: Vec<CircuitChange>,
     reply: oneshot::Sender<Result<WriteStats, WriteError>>,
 }
 
@@ -65,14 +66,15 @@ pub struct WriterHandle {
 const INLINE_ROWS: usize = 1_000;
 
 impl WriterHandle {
-    /// Stores `attempts` and `spans` (whose traces' attempts are derived
-    /// again); returns once they are committed.
+    /// Stores `attempts`, `spans` (whose traces' attempts are derived
+    /// again) and breaker state changes; returns once they are committed.
     pub async fn write(
         &self,
         attempts: Vec<Attempt>,
         spans: Vec<SpanRecord>,
+        circuits: Vec<CircuitChange>,
     ) -> Result<WriteStats, WriteError> {
-        if attempts.is_empty() && spans.is_empty() {
+        if attempts.is_empty() && spans.is_empty() && circuits.is_empty() {
             return Ok(WriteStats::default());
         }
         let rows = if attempts.len() <= INLINE_ROWS {
@@ -84,7 +86,7 @@ impl WriterHandle {
                 .map_err(|e| WriteError::Panicked(e.to_string()))?
         }?;
         let (reply, answer) = oneshot::channel();
-        self.sender.try_send(Job { rows, spans, reply }).map_err(|err| match err {
+        self.sender.try_send(Job { rows, spans, circuits, reply }).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
                 WriteRefused { by: Refusal::Queue }.emit();
                 WriteError::Saturated
@@ -206,19 +208,21 @@ fn run(
         // Flow control: while derivation is behind, requests queue up here
         // (and are committed together once it caught up).
         derivation.wait_for_room();
-        let mut size = first.rows.len() + first.spans.len();
+        let mut size = first.rows.len() + first.spans.len() + first.circuits.len();
         let mut jobs = vec![first];
         while size < max_batch {
             match receiver.try_recv() {
                 Ok(job) => {
-                    size += job.rows.len() + job.spans.len();
+                    size += job.rows.len() + job.spans.len() + job.circuits.len();
                     jobs.push(job);
                 }
                 Err(_) => break,
             }
         }
-        let batches: Vec<PreparedBatch> =
-            jobs.iter().map(|j| PreparedBatch { rows: &j.rows, spans: &j.spans }).collect();
+        let batches: Vec<PreparedBatch> = jobs
+            .iter()
+            .map(|j| PreparedBatch { rows: &j.rows, spans: &j.spans, circuits: &j.circuits })
+            .collect();
         let results: Vec<Result<Vec<WriteStats>, WriteError>> = match write_guarded(
             &store, &batches, derivation,
         ) {

@@ -635,8 +635,8 @@ pub(super) fn rebuild_rollups(conn: &Connection) -> Result<(), StoreError> {
 }
 
 /// Deletes the workflows whose first attempt started before `before`, with
-/// their attempts, and spans received before it that no attempt needs any
-/// more; sums the rollups again. Returns (workflows, attempts) deleted.
+/// their attempts, spans received before it that no attempt needs any
+/// more, and breaker changes but the last before it; sums the rollups again. Returns (workflows, attempts) deleted.
 pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u64), StoreError> {
     set_time_variable(conn, "prune_before", Some(before))?;
     conn.execute_batch(PRUNED_SQL)?;
@@ -646,6 +646,17 @@ pub(super) fn prune(conn: &Connection, before: DateTime<Utc>) -> Result<(u64, u6
         conn.execute(&format!("DELETE FROM {} WHERE first_at < ?", t.table), [micros(before)])?;
     }
     conn.execute_batch(PRUNE_SPANS_SQL)?;
+    // A breaker's state at `before` is its last change before it: that one
+    // stays, so a timeline read after pruning starts in the right state.
+    conn.execute(
+        "DELETE FROM circuit_changes c
+         WHERE c.changed_at < (SELECT max(d.changed_at) FROM circuit_changes d
+                       WHERE d.changed_at < ? AND d.provider = c.provider
+                         AND d.model IS NOT DISTINCT FROM c.model
+                         AND d.route_group IS NOT DISTINCT FROM c.route_group
+                         AND d.workflow_name IS NOT DISTINCT FROM c.workflow_name)",
+        [micros(before)],
+    )?;
     readmit_labels(conn)?;
     rebuild_rollups(conn)?;
     Ok((workflows as u64, attempts as u64))

@@ -79,6 +79,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 20, name: "bill", sql: include_str!("../../migrations/0020_bill.sql") },
     Migration { version: 21, name: "ratelimit", sql: include_str!("../../migrations/0021_ratelimit.sql") },
     Migration { version: 22, name: "headroom", sql: include_str!("../../migrations/0022_headroom.sql") },
+    Migration { version: 23, name: "circuits", sql: include_str!("../../migrations/0023_circuits.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

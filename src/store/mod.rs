@@ -528,7 +528,7 @@ impl Store {
     /// Stores attempt records in one transaction, skipping those already
     /// stored, and derives what they touched.
     pub fn write_batch(&self, attempts: &[Attempt]) -> Result<WriteStats, StoreError> {
-        let batch = Batch { attempts, spans: &[] };
+        let batch = Batch { attempts, ..Batch::default() };
         Ok(self.write_batches(&[batch])?.pop().unwrap_or_default())
     }
 
@@ -565,8 +565,11 @@ impl Store {
     pub fn store_batches(&self, batches: &[Batch]) -> Result<Stored, StoreError> {
         let rows: Vec<AttemptRows> =
             batches.iter().map(|b| self.rows_of(b.attempts)).collect::<Result<_, _>>()?;
-        let prepared: Vec<PreparedBatch> =
-            batches.iter().zip(&rows).map(|(b, rows)| PreparedBatch { rows, spans: b.spans }).collect();
+        let prepared: Vec<PreparedBatch> = batches
+            .iter()
+            .zip(&rows)
+            .map(|(b, rows)| PreparedBatch { rows, spans: b.spans, circuits: b.circuits })
+            .collect();
         self.store_prepared(&prepared)
     }
 
@@ -586,7 +589,7 @@ impl Store {
         let mut guard = self.write_state()?;
         let Some(state) = guard.as_mut() else { unreachable!("write_state loads it") };
         let seq = state.next_seq;
-        let mut context = writer::WriteContext { known: &mut state.attempts, seq };
+        let mut context = writer::WriteContext { known: &mut state.attempts, seq, aliases: &self.aliases };
         let (stats, rows) = writer::write_batches(&self.conn, &mut context, batches)?;
         if rows > 0 {
             state.next_seq += 1;
@@ -996,7 +999,7 @@ mod tests {
                 record(&[0xaa, 0xbb, 0xcc], &[0xdd, 0xee, 0xff, 0x00, 0x11]),
                 record(&[0xaa, 0xbb, 0xcc, 0xdd], &[0xee, 0xff, 0x00, 0x11]),
             ];
-            store.write_batches(&[Batch { attempts: &[], spans: &spans }]).unwrap();
+            store.write_batches(&[Batch { spans: &spans, ..Batch::default() }]).unwrap();
             // As an earlier build (schema 12) left them: one id for both
             // pairs, the second taken for a redelivery of the first.
             store
@@ -1009,7 +1012,8 @@ mod tests {
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
                      DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;
                      DROP TABLE database_identity; DROP TABLE bill_buckets; DROP TABLE bill_facts;
-                     DROP TABLE workflow_headroom;
+                     DROP TABLE workflow_headroom; DROP TABLE circuit_changes;
+                     ALTER TABLE workflow_spend DROP COLUMN off_primary;
                      ALTER TABLE workflow_spend DROP COLUMN limit_kind;
                      ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
                      ALTER TABLE total_attempts DROP COLUMN limit_kind;

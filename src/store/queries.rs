@@ -19,6 +19,7 @@ const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
 pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
+const CIRCUIT_TIMELINE_SQL: &str = include_str!("../../queries/circuit_timeline.sql");
 
 use attempt_core::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
 
@@ -37,10 +38,11 @@ pub enum Query {
     RateLimits,
     Headroom,
     ServedErrors,
+    Circuits,
 }
 
 impl Query {
-    pub const ALL: [Query; 12] = [
+    pub const ALL: [Query; 13] = [
         Query::Outcomes,
         Query::Waste,
         Query::CostByServed,
@@ -53,6 +55,7 @@ impl Query {
         Query::RateLimits,
         Query::Headroom,
         Query::ServedErrors,
+        Query::Circuits,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -69,6 +72,7 @@ impl Query {
             Query::RateLimits => "rate_limits.sql",
             Query::Headroom => "headroom.sql",
             Query::ServedErrors => "served_errors.sql",
+            Query::Circuits => "circuits.sql",
         }
     }
 
@@ -86,6 +90,7 @@ impl Query {
             Query::RateLimits => include_str!("../../queries/rate_limits.sql"),
             Query::Headroom => include_str!("../../queries/headroom.sql"),
             Query::ServedErrors => include_str!("../../queries/served_errors.sql"),
+            Query::Circuits => include_str!("../../queries/circuits.sql"),
         }
     }
 }
@@ -207,6 +212,7 @@ pub(super) fn scope_of(conn: &Connection, filter: &ReportFilter, unfold: &str) -
     let split = began.elapsed();
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
+    conn.execute_batch(CIRCUIT_TIMELINE_SQL)?;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
     tracing::debug!(
         query = "scope.sql",
@@ -419,6 +425,26 @@ row_struct! {
 }
 
 row_struct! {
+    /// One open or half-open interval of a route's breaker (`circuits.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct CircuitRow {
+        pub provider: Option<String>,
+        pub model: Option<String>,
+        pub route_group: Option<String>,
+        pub workflow: Option<String>,
+        pub state: String,
+        pub from: DateTime<Utc> => timestamp_column,
+        pub until: Option<DateTime<Utc>> => optional_timestamp,
+        pub counts: OutcomeCounts => flattened,
+        pub fallback_cost_pusd: i128,
+        pub primary_cost_pusd: Option<i128>,
+        pub unknown_cost_attempts: i64,
+        pub probes: i64,
+        pub probes_succeeded: i64,
+    }
+}
+
+row_struct! {
     /// One value of the dimension a report is grouped by.
     #[derive(Debug, Clone, PartialEq)]
     pub struct GroupRow {
@@ -465,6 +491,9 @@ pub struct ReportRows {
     pub rate_limits: Vec<RateLimitRow>,
     pub headroom: Vec<HeadroomRow>,
     pub served_errors: Vec<ServedErrorRow>,
+    pub circuits: Vec<CircuitRow>,
+    /// Intervals `fold_lists` left out of `circuits` (the oldest).
+    pub circuits_omitted: u64,
     /// Present when the filter asked for a `group_by`.
     pub groups: Option<Groups>,
 }
@@ -488,6 +517,8 @@ pub(super) fn report_rows(
         rate_limits: rows(conn, wanted, Query::RateLimits, [])?,
         headroom: rows(conn, wanted, Query::Headroom, [])?,
         served_errors: rows(conn, wanted, Query::ServedErrors, [])?,
+        circuits: rows(conn, wanted, Query::Circuits, [])?,
+        circuits_omitted: 0,
         groups: None,
     })
 }
@@ -495,7 +526,7 @@ pub(super) fn report_rows(
 const METRICS_SQL: &str = include_str!("../../queries/metrics.sql");
 
 /// The label columns of `queries/metrics.sql`, in order.
-pub const METRIC_LABEL_COLUMNS: [&str; 13] = [
+pub const METRIC_LABEL_COLUMNS: [&str; 14] = [
     "workflow",
     "layer",
     "provider",
@@ -509,6 +540,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 13] = [
     "token_type",
     "reason",
     "limit_kind",
+    "route_group",
 ];
 
 /// One sample of `queries/metrics.sql`.
@@ -516,7 +548,7 @@ pub const METRIC_LABEL_COLUMNS: [&str; 13] = [
 pub struct MetricRow {
     pub family: String,
     /// Values of `METRIC_LABEL_COLUMNS`, in that order.
-    pub labels: [Option<String>; 13],
+    pub labels: [Option<String>; 14],
     pub le: Option<f64>,
     pub value: i128,
     pub seconds: Option<f64>,
@@ -529,7 +561,7 @@ pub(super) fn metric_rows(conn: &Connection) -> Result<Vec<MetricRow>, StoreErro
     let mut stmt = conn.prepare(METRICS_SQL)?;
     let rows = stmt
         .query_map([], |r| {
-            let mut labels: [Option<String>; 13] = Default::default();
+            let mut labels: [Option<String>; 14] = Default::default();
             for (slot, column) in labels.iter_mut().zip(METRIC_LABEL_COLUMNS) {
                 *slot = r.get(column)?;
             }

@@ -38,7 +38,7 @@ use super::derived::set_time_variable;
 use super::error::StoreError;
 use super::known::IdFilter;
 use super::temp;
-use attempt_core::model::{Attempt, SpanKind, SpanRecord, name};
+use attempt_core::model::{Attempt, CircuitChange, SpanKind, SpanRecord, name};
 use attempt_core::providers::ProviderAliases;
 use attempt_core::ratelimit;
 
@@ -57,6 +57,7 @@ pub const MAX_SPANS_PER_TRACE: usize = 10_000;
 pub struct Batch<'a> {
     pub attempts: &'a [Attempt],
     pub spans: &'a [SpanRecord],
+    pub circuits: &'a [CircuitChange],
 }
 
 /// Attempt records as the rows the writer appends: Arrow columns in
@@ -95,16 +96,19 @@ impl AttemptRows {
 pub struct PreparedBatch<'a> {
     pub rows: &'a AttemptRows,
     pub spans: &'a [SpanRecord],
+    pub circuits: &'a [CircuitChange],
 }
 
 /// What one batch did to the store.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct WriteStats {
-    /// Records stored for the first time: attempt records, and model-call
-    /// spans (whose attempts are derived from their trace).
+    /// Records stored for the first time: attempt records, model-call
+    /// spans (whose attempts are derived from their trace), and breaker
+    /// state changes.
     pub inserted: u64,
     /// Records already stored, or repeated within the batch, with the same
-    /// content: attempts by id, model-call spans by trace and span id.
+    /// content: attempts by id, model-call spans by trace and span id,
+    /// state changes by content.
     pub duplicates: u64,
     /// Attempts whose id was stored (or came earlier in the batch) with
     /// other content: not merged, the first copy wins. Not duplicates:
@@ -209,6 +213,9 @@ pub(super) struct WriteContext<'a> {
     pub known: &'a mut IdFilter,
     /// This write's number: above every stored row's.
     pub seq: i64,
+    /// Canonical provider names for state changes (attempts carry theirs
+    /// in their rows already).
+    pub aliases: &'a ProviderAliases,
 }
 
 /// Writes several batches (one per request, say) in one transaction and
@@ -219,7 +226,7 @@ pub(super) fn write_batches(
     context: &mut WriteContext,
     batches: &[PreparedBatch],
 ) -> Result<(Vec<WriteStats>, u64), StoreError> {
-    if batches.iter().all(|b| b.rows.is_empty() && b.spans.is_empty()) {
+    if batches.iter().all(|b| b.rows.is_empty() && b.spans.is_empty() && b.circuits.is_empty()) {
         return Ok((vec![WriteStats::default(); batches.len()], 0));
     }
     conn.execute_batch("BEGIN TRANSACTION")?;
@@ -249,6 +256,8 @@ fn write_in_transaction(
     // 1. Spans.
     let span_batches: Vec<&[SpanRecord]> = batches.iter().map(|b| b.spans).collect();
     let spans = store_spans(conn, &span_batches, context.seq, &mut stats)?;
+    // Not rows of the derivation queue: nothing is derived from a change.
+    store_circuits(conn, batches, context, &mut stats)?;
 
     // 2. Records: first occurrence of each id in the group.
     let total: usize = batches.iter().map(|b| b.rows.len()).sum();
@@ -337,6 +346,51 @@ fn write_in_transaction(
         "batch written"
     );
     Ok((stats, spans + new.len() as u64))
+}
+
+/// Stores the state changes not stored yet; a change is its content, so a
+/// redelivery is a duplicate and never a conflict. Changes are few (a
+/// breaker's transitions, not its traffic): one statement each.
+fn store_circuits(
+    conn: &Connection,
+    batches: &[PreparedBatch],
+    context: &WriteContext,
+    stats: &mut [WriteStats],
+) -> Result<(), StoreError> {
+    if batches.iter().all(|b| b.circuits.is_empty()) {
+        return Ok(());
+    }
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO circuit_changes
+             (change_id, changed_at, provider, provider_received, model, route_group, workflow_name, state, reason, ingest_seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT DO NOTHING",
+    )?;
+    for (b, batch) in batches.iter().enumerate() {
+        for change in batch.circuits {
+            let inserted = insert.execute(params![
+                change.id(),
+                duckdb::types::Value::Timestamp(
+                    duckdb::types::TimeUnit::Microsecond,
+                    change.at.timestamp_micros()
+                ),
+                context.aliases.canonical(&change.provider),
+                change.provider,
+                change.model,
+                change.route_group,
+                change.workflow,
+                name(change.state),
+                change.reason,
+                context.seq,
+            ])?;
+            if inserted > 0 {
+                stats[b].inserted += 1;
+            } else {
+                stats[b].duplicates += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `rows` with the write's number as the last column.
@@ -548,6 +602,11 @@ pub(super) fn reapply_aliases(conn: &Connection, aliases: &ProviderAliases) -> R
     )?;
     // Only rows whose names move are written (and counted): an unchanged
     // table changes nothing, and derives nothing again.
+    conn.execute(
+        "UPDATE circuit_changes SET provider = canonical(provider_received)
+         WHERE provider IS DISTINCT FROM canonical(provider_received)",
+        [],
+    )?;
     let changed = conn.execute(
         "UPDATE attempts SET
              provider = canonical(attempts.provider_received),

@@ -197,7 +197,7 @@ proptest! {
             let framing = if declared_lines { Framing::Lines } else { Framing::Document };
             let decoded = decode_body(&text, framing, named.then_some(format)).unwrap();
             let stats = store
-                .write_batches(&[Batch { attempts: &decoded.attempts, spans: &decoded.spans }])
+                .write_batches(&[Batch { attempts: &decoded.attempts, spans: &decoded.spans, circuits: &decoded.circuits }])
                 .unwrap()
                 .pop()
                 .unwrap();

@@ -68,7 +68,7 @@ fn writes_acknowledged_but_not_derived_are_derived_when_the_database_is_opened_a
         let store = Store::open(&path).unwrap();
         let (first, rest) = decoded.attempts.split_at(decoded.attempts.len() / 2);
         store.write_batch(first).unwrap();
-        let stored = store.store_batches(&[Batch { attempts: rest, spans: &[] }]).unwrap();
+        let stored = store.store_batches(&[Batch { attempts: rest, ..Batch::default() }]).unwrap();
         assert!(stored.seq.is_some());
         let pending = store.pending().unwrap();
         assert_eq!((pending.commits, pending.attempts), (1, rest.len() as u64));
@@ -386,16 +386,16 @@ fn pruning_gives_label_room_back_and_a_late_span_of_a_pruned_trace_revives_nothi
         .collect();
     let store = Store::open_in_memory().unwrap().with_label_limit(2).unwrap();
     store.write_batch(&jsonl::decode_lines(&lines.join("\n"), 1).attempts).unwrap();
-    store.write_batches(&[Batch { attempts: &[], spans: &traced }]).unwrap();
+    store.write_batches(&[Batch { spans: &traced, ..Batch::default() }]).unwrap();
     assert_eq!(store.attempt_count().unwrap(), 6);
 
     let cut = chrono::DateTime::parse_from_rfc3339("2026-11-28T02:02:00Z").unwrap().to_utc();
     assert_eq!(store.prune(cut).unwrap(), (3, 4));
-    store.write_batches(&[Batch { attempts: &[], spans: &late }]).unwrap();
+    store.write_batches(&[Batch { spans: &late, ..Batch::default() }]).unwrap();
 
     let fresh = Store::open_in_memory().unwrap().with_label_limit(2).unwrap();
     fresh.write_batch(&jsonl::decode_lines(&lines[2..].join("\n"), 1).attempts).unwrap();
-    fresh.write_batches(&[Batch { attempts: &[], spans: &late }]).unwrap();
+    fresh.write_batches(&[Batch { spans: &late, ..Batch::default() }]).unwrap();
     assert_eq!(store.attempt_count().unwrap(), 2, "the late span brought pruned attempts back");
     assert_eq!(store.admitted_labels().unwrap(), fresh.admitted_labels().unwrap());
     let names: Vec<Option<String>> =
@@ -583,6 +583,7 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
         conn.execute_batch(&format!(
             "DELETE FROM schema_migrations WHERE version >= 19;
              DROP TABLE bill_buckets; DROP TABLE bill_facts; DROP TABLE workflow_headroom;
+             DROP TABLE circuit_changes; ALTER TABLE workflow_spend DROP COLUMN off_primary;
              ALTER TABLE workflow_spend DROP COLUMN limit_kind;
              ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
              ALTER TABLE total_attempts DROP COLUMN limit_kind;

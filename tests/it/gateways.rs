@@ -362,7 +362,11 @@ fn report_of_fixture(name: &str) -> Value {
         assert!(!span.contains("private"), "{name}: message text reached the stored span");
     }
     let store = attempt_ledger::store::Store::open_in_memory().unwrap();
-    let batch = attempt_ledger::store::Batch { attempts: &decoded.attempts, spans: &decoded.spans };
+    let batch = attempt_ledger::store::Batch {
+        attempts: &decoded.attempts,
+        spans: &decoded.spans,
+        circuits: &decoded.circuits,
+    };
     store.write_batches(&[batch]).unwrap();
     serde_json::to_value(crate::report_of(&store, &attempt_core::request::ReportFilter::default())).unwrap()
 }
@@ -465,10 +469,10 @@ fn a_trace_stores_at_most_the_documented_number_of_spans() {
     };
     let store = Store::open_in_memory().unwrap();
     let first: Vec<SpanRecord> = (0..MAX_SPANS_PER_TRACE + 1).map(link).collect();
-    let stats = store.write_batches(&[Batch { attempts: &[], spans: &first }]).unwrap();
+    let stats = store.write_batches(&[Batch { spans: &first, ..Batch::default() }]).unwrap();
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (MAX_SPANS_PER_TRACE as u64, 1));
     let again = [link(0), link(MAX_SPANS_PER_TRACE + 7)];
-    let stats = store.write_batches(&[Batch { attempts: &[], spans: &again }]).unwrap();
+    let stats = store.write_batches(&[Batch { spans: &again, ..Batch::default() }]).unwrap();
     assert_eq!((stats[0].spans_stored, stats[0].spans_refused), (0, 1), "a stored span is no refusal");
 
     let answer =

@@ -8,6 +8,7 @@ mod accounting;
 mod ai_sdk;
 mod alerts;
 mod audit;
+mod circuits;
 mod cli;
 mod dashboard;
 mod derived;

@@ -168,7 +168,7 @@ fn ingest_in_batches(lines: &[String], batch: usize) -> Store {
 
 /// Cases of a property: all of them in the full suite (CI), a sixth in the
 /// fast tier (`scripts/test.sh --fast`): the same strategies, fewer draws.
-fn cases(full: u32) -> u32 {
+pub(crate) fn cases(full: u32) -> u32 {
     if std::env::var("ATTEMPT_LEDGER_TEST_FAST").as_deref() == Ok("1") { (full / 6).max(4) } else { full }
 }
 
@@ -331,7 +331,7 @@ proptest! {
         let crash_after = crash_after.map(|i| i.index(chunks.len()));
         for (i, chunk) in chunks.iter().enumerate() {
             let decoded = jsonl::decode_lines(&chunk.join("\n"), 1);
-            store.store_batches(&[Batch { attempts: &decoded.attempts, spans: &[] }]).unwrap();
+            store.store_batches(&[Batch { attempts: &decoded.attempts, ..Batch::default() }]).unwrap();
             // After each write, some rounds of some size (or none).
             let (count, max_rows) = rounds[i % rounds.len()];
             for _ in 0..count {

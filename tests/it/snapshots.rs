@@ -46,6 +46,7 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "shapes.sql",
         "shape_rollups.sql",
         "bounds.sql",
+        "circuit_timeline.sql",
     ];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's

@@ -63,6 +63,11 @@ pub enum RuleKind {
     /// remaining / limit a response stated in the window; fires below
     /// `threshold` (default 0.10), before the 429s begin.
     RatelimitHeadroom,
+    /// Per route and caller (`provider` / `model` narrow it to a route):
+    /// how long, in seconds, the route's breaker has been open at the
+    /// evaluation; fires above `threshold` (default 0: while open), so with
+    /// `for` it fires once a breaker stayed open longer than `for`.
+    CircuitOpen,
     /// Per billing provider (`provider` names one; default: each): the
     /// ledger's drift from the imported bill over the window's settled,
     /// compared day cells (`reconcile`), |drift| in percent of the billed
@@ -78,7 +83,10 @@ impl RuleKind {
     /// The threshold used when the rule gives none; `None`: required.
     fn default_threshold(self) -> Option<f64> {
         match self {
-            RuleKind::FallbackActivation | RuleKind::QuotaExhausted | RuleKind::PolicyViolation => Some(0.0),
+            RuleKind::FallbackActivation
+            | RuleKind::QuotaExhausted
+            | RuleKind::PolicyViolation
+            | RuleKind::CircuitOpen => Some(0.0),
             RuleKind::RetryRatio | RuleKind::RatelimitHeadroom => Some(0.10),
             _ => None,
         }
@@ -104,7 +112,13 @@ impl RuleKind {
 
     /// Whether `provider` and `model` narrow the rule to routes.
     fn takes_route(self) -> bool {
-        matches!(self, RuleKind::PrimarySuccess | RuleKind::RatelimitHeadroom | RuleKind::ErrorRate)
+        matches!(
+            self,
+            RuleKind::PrimarySuccess
+                | RuleKind::RatelimitHeadroom
+                | RuleKind::ErrorRate
+                | RuleKind::CircuitOpen
+        )
     }
 }
 

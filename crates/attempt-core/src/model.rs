@@ -79,6 +79,52 @@ pub enum Circuit {
     HalfOpen,
 }
 
+/// One breaker state change a gateway or caller reported (docs/record-format.md,
+/// "Breaker timelines"): from `at`, the breaker of one route (`route_group`
+/// when given, else provider and model) is in `state`, for the callers named
+/// `workflow` (all callers when `None`), until the route's next change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CircuitChange {
+    pub at: DateTime<Utc>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub route_group: Option<String>,
+    pub workflow: Option<String>,
+    pub state: Circuit,
+    pub reason: Option<String>,
+}
+
+impl CircuitChange {
+    /// What identifies a change, so a redelivered export is stored once:
+    /// a hash of every field, `at` as an instant, length-prefixed.
+    pub fn id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let instant =
+            self.at.timestamp_nanos_opt().map(|n| n.to_string()).unwrap_or_else(|| self.at.to_rfc3339());
+        let mut hasher = Sha256::new();
+        let parts = [
+            Some(instant.as_str()),
+            Some(self.provider.as_str()),
+            self.model.as_deref(),
+            self.route_group.as_deref(),
+            self.workflow.as_deref(),
+            Some(name(self.state)),
+            self.reason.as_deref(),
+        ];
+        for part in parts {
+            match part {
+                // Absent and empty differ: a marker no length can be.
+                None => hasher.update(u64::MAX.to_le_bytes()),
+                Some(part) => {
+                    hasher.update((part.len() as u64).to_le_bytes());
+                    hasher.update(part.as_bytes());
+                }
+            }
+        }
+        hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
 /// Upper bounds (seconds) of the latency and time-to-first-token histograms the
 /// store keeps and `/metrics` exposes:
 /// from a cached short answer to a long generation that hits a deadline.

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Decoded, jsonl, litellm, openrouter, otlp};
+use super::{Decoded, circuit, jsonl, litellm, openrouter, otlp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
@@ -30,7 +30,12 @@ impl Format {
         };
         let candidates: Vec<Format> = [
             (Format::Otlp, map.contains_key("resourceSpans") || map.contains_key("resource_spans")),
-            (Format::Attempts, map.contains_key("workflow_id") || map.contains_key("started_at")),
+            (
+                Format::Attempts,
+                map.contains_key("workflow_id")
+                    || map.contains_key("started_at")
+                    || map.get("type").and_then(Value::as_str) == Some(circuit::RECORD_TYPE),
+            ),
             (Format::Litellm, litellm::looks_like(&map)),
             (Format::Openrouter, openrouter::looks_like(&map)),
         ]
@@ -74,6 +79,9 @@ impl Format {
     /// array, or a whole body) into `into`, its notes at `number`.
     pub fn decode_record(self, text: &str, number: u64, into: &mut Decoded) {
         match self {
+            Format::Attempts if circuit::is_circuit_line(text) => {
+                into.push_circuit(number, circuit::decode_line(text))
+            }
             Format::Attempts => into.push_built(number, jsonl::decode_record(text)),
             Format::Litellm => {
                 super::decode_json_record(text, number, |v| litellm::decode_value(v).map(|b| vec![b]), into)

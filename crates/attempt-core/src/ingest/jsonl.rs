@@ -1,4 +1,5 @@
-//! JSONL attempt records (docs/record-format.md, "Fields") to domain `Attempt`s.
+//! JSONL attempt records (docs/record-format.md, "Fields") to domain `Attempt`s;
+//! a line of `"type": "circuit"` is a breaker state change (`circuit.rs`).
 //!
 //! Decoding never fails a whole input: each line is either an attempt or a
 //! rejection naming the field and what was wrong with it.
@@ -32,7 +33,12 @@ pub fn decode_lines(body: &str, first_line: u64) -> Decoded {
         if line.trim().is_empty() {
             continue;
         }
-        decoded.push_built(first_line + index as u64, decode_record(line));
+        let number = first_line + index as u64;
+        if super::circuit::is_circuit_line(line) {
+            decoded.push_circuit(number, super::circuit::decode_line(line));
+        } else {
+            decoded.push_built(number, decode_record(line));
+        }
     }
     decoded
 }

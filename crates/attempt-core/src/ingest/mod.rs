@@ -6,6 +6,7 @@
 //! derived id, the derived error class, cross-field checks) live here in
 //! `build_attempt`, so JSONL and OTLP cannot drift apart.
 
+pub mod circuit;
 pub mod format;
 pub mod framing;
 pub mod jsonl;
@@ -20,8 +21,8 @@ use sha2::{Digest, Sha256};
 
 use crate::classify::derive_error_class;
 use crate::model::{
-    Attempt, Circuit, CommitState, Decision, ErrorClass, Layer, PicoUsd, Route, SpanRecord, Status, Tokens,
-    name,
+    Attempt, Circuit, CircuitChange, CommitState, Decision, ErrorClass, Layer, PicoUsd, Route, SpanRecord,
+    Status, Tokens, name,
 };
 
 /// One record that could not be ingested: where it was and why.
@@ -52,6 +53,9 @@ pub struct Decoded {
     /// spans, so they do not depend on how the spans were split across
     /// exports.
     pub spans: Vec<SpanRecord>,
+    /// Breaker state changes (JSONL `"type": "circuit"` lines, OTLP
+    /// `circuit.state_change` events).
+    pub circuits: Vec<CircuitChange>,
     /// The first `MAX_KEPT_NOTES` rejections, in input order.
     pub rejections: Vec<Rejection>,
     /// Every rejection.
@@ -61,7 +65,7 @@ pub struct Decoded {
     /// Every warning.
     pub warned: u64,
     /// Records kept: one per attempt built, one per model-call span kept
-    /// (its attempts are derived with its trace). With `rejected`, every
+    /// (its attempts are derived with its trace), one per state change. With `rejected`, every
     /// record the input held (`received`).
     pub records: u64,
 }
@@ -114,6 +118,17 @@ impl Decoded {
         }
     }
 
+    /// Keeps a breaker state change, or its rejection, at `line`.
+    pub fn push_circuit(&mut self, line: u64, change: Result<CircuitChange, String>) {
+        match change {
+            Ok(change) => {
+                self.circuits.push(change);
+                self.records += 1;
+            }
+            Err(reason) => self.reject(line, reason),
+        }
+    }
+
     /// Appends `other` (what followed in the same input).
     pub fn append(&mut self, other: Decoded) {
         self.append_renumbered(other, None);
@@ -128,6 +143,7 @@ impl Decoded {
     fn append_renumbered(&mut self, other: Decoded, line: Option<u64>) {
         self.attempts.extend(other.attempts);
         self.spans.extend(other.spans);
+        self.circuits.extend(other.circuits);
         self.records += other.records;
         let (unlisted_rejections, unlisted_warnings) =
             (other.rejected - other.rejections.len() as u64, other.warned - other.warnings.len() as u64);

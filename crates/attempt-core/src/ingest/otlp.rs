@@ -32,8 +32,8 @@ use opentelemetry_proto::tonic::trace::v1::span::Event;
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use prost::Message;
 
-use super::{AttemptFields, Built, Decoded, build_attempt};
-use crate::model::{Attempt, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
+use super::{AttemptFields, Built, Decoded, build_attempt, circuit};
+use crate::model::{Attempt, CircuitChange, Layer, PicoUsd, SpanFacts, SpanKind, SpanRecord, Status, Tokens};
 use crate::ratelimit::{self, Headroom};
 pub use calls::{
     CallChanges, CallSpans, SpanLink, TraceCalls, resent_attempt_id, span_attempt_id, trace_calls,
@@ -233,6 +233,12 @@ impl SpanSorter {
     pub fn push(&mut self, span: &Span) {
         self.pushed += 1;
         let line = self.pushed;
+        for event in span.events.iter().filter(|e| e.name == circuit::EVENT_NAME) {
+            self.out.decoded.push_circuit(
+                line,
+                circuit_event(event).map_err(|e| format!("span {}: {e}", hex(&span.span_id))),
+            );
+        }
         let Some(ids) = self.checked_ids(span, line) else { return };
         let kind = if is_model_call(span) {
             self.out.model_spans += 1;
@@ -972,6 +978,37 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
             "llm.token_count.prompt_details.cache_creation",
             "ai.usage.inputTokenDetails.cacheWriteTokens",
         ])?,
+    })
+}
+
+/// A `circuit.state_change` span event: its time is the change's `at`, its
+/// `attempt.*` attributes the record's fields.
+fn circuit_event(event: &Event) -> Result<CircuitChange, String> {
+    let text = |name: &str| -> Result<Option<&str>, String> {
+        let key = format!("attempt.{name}");
+        match event
+            .attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+        {
+            None => Ok(None),
+            Some(any_value::Value::StringValue(s)) => Ok(Some(s.as_str())),
+            Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", shown(other))),
+        }
+    };
+    let at = match event.time_unix_nano {
+        0 => None,
+        n => Some(nanos(n).map_err(|e| format!("circuit record: at: {e}"))?),
+    };
+    circuit::build(circuit::CircuitFields {
+        at,
+        provider: text("provider")?,
+        model: text("model")?,
+        route_group: text("route_group")?,
+        workflow: text("workflow")?,
+        state: text("state")?,
+        reason: text("reason")?,
     })
 }
 
