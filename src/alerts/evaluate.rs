@@ -199,6 +199,32 @@ pub fn observe_audit(index: usize, rule: &Rule, audit: &Audit) -> Vec<Observatio
         .collect()
 }
 
+/// One activation as an alert names it: the route change, why (with the
+/// limit a 429 hit), how many, who served, what it cost against the
+/// primary's price, and whether the primary's breaker was open.
+fn fallback_summary(f: &crate::report::FallbackActivation) -> String {
+    let mut reason = f.reason.map_or("none", name).to_string();
+    if !f.limit_kinds.is_empty() {
+        reason = format!("{reason} [{}]", f.limit_kinds.join(", "));
+    }
+    let mut text = format!("{} -> {} ({reason}: {}", f.primary(), f.fallback(), f.workflows);
+    if !f.served_models.is_empty() {
+        text += &format!(", served by {}", f.served_models.join(", "));
+    }
+    if let Some(cost) = f.fallback_cost_usd {
+        text += &match f.primary_cost_usd {
+            Some(primary) => {
+                format!(", ${cost:.4} against ${primary:.4} at the primary's price ({:+.4})", cost - primary)
+            }
+            None => format!(", ${cost:.4} (no price for the primary)"),
+        };
+    }
+    if let Some(open) = f.breaker_open_workflows.filter(|n| *n > 0) {
+        text += &format!(", {open} while its breaker was open");
+    }
+    text + ")"
+}
+
 /// One open breaker: how long it has been open, and what the workflows
 /// that started meanwhile did and cost.
 fn circuit_observation(
@@ -289,7 +315,7 @@ pub fn observe(index: usize, rule: &Rule, r: &Report, now: DateTime<Utc>) -> Vec
                 .fallbacks
                 .iter()
                 .take(SUMMARY_ROUTES)
-                .map(|f| format!("{} -> {} ({}: {})", f.primary(), f.fallback(), f.reason.map_or("none", name), f.workflows))
+                .map(fallback_summary)
                 .collect();
             if r.fallbacks.len() > SUMMARY_ROUTES {
                 routes.push(format!("and {} more", r.fallbacks.len() - SUMMARY_ROUTES));

@@ -131,19 +131,24 @@ impl Tracker {
             {
                 a.event.state = AlertState::Resolved;
                 a.event.at = now;
-                // The resolved notification says what the value is now.
-                match calm.get(&key) {
+                // The resolved notification says how long the episode
+                // lasted (from its first breaching evaluation) and what the
+                // value is now.
+                let lasted = (now - a.event.active_since).to_std().unwrap_or_default();
+                let lasted = humantime::format_duration(Duration::from_secs(lasted.as_secs()));
+                let now_text = match calm.get(&key) {
                     Some(o) => {
                         a.event.value = o.value;
-                        a.event.summary = o.summary.clone();
                         a.event.details = o.details.clone();
+                        o.summary.clone()
                     }
                     None => {
                         a.event.value = None;
-                        a.event.summary = "no data in the window".into();
                         a.event.details = serde_json::Value::Null;
+                        "no data in the window".into()
                     }
-                }
+                };
+                a.event.summary = format!("resolved after {lasted}: {now_text}");
                 out.push((Transition::Resolved, a.event));
             }
         }
@@ -230,6 +235,7 @@ mod tests {
         let resolved = tracker.observe(&rules, &reading(0.0), at(20), hour);
         assert_eq!(resolved.len(), 1);
         assert_eq!(resolved[0].1.active_since, at(0));
+        assert!(resolved[0].1.summary.starts_with("resolved after 20s: "), "{}", resolved[0].1.summary);
     }
 
     #[test]

@@ -76,7 +76,7 @@ impl Candidate {
 
 /// The report queries alert rules read; the rest of the report is not
 /// computed for them.
-const ALERT_QUERIES: [Query; 9] = [
+const ALERT_QUERIES: [Query; 10] = [
     Query::Outcomes,
     Query::Waste,
     Query::RetryBudget,
@@ -86,6 +86,7 @@ const ALERT_QUERIES: [Query; 9] = [
     Query::Headroom,
     Query::ServedErrors,
     Query::Circuits,
+    Query::FallbackCosts,
 ];
 
 /// A read connection with the prices and the recovery policy every answer

@@ -47,12 +47,18 @@ pub const ERROR_RATE_ROWS: usize = 100;
 /// intervals are counted in `circuits_omitted`.
 pub const CIRCUIT_ROWS: usize = 200;
 
+/// Latency rows listed (route, status and metric), most observed first; a
+/// percentile of several routes' buckets is not theirs, so the rest are
+/// left out rather than merged.
+pub const LATENCY_ROWS: usize = 200;
+
 /// `rows` with every list folded to its bound.
 pub fn fold_lists(rows: &ReportRows) -> ReportRows {
     let mut rows = rows.clone();
     let over = rows.circuits.len().saturating_sub(CIRCUIT_ROWS);
     rows.circuits.drain(..over);
     rows.circuits_omitted += over as u64;
+    rows.latency.truncate(LATENCY_ROWS);
     let (totals, mut by_name): (Vec<OutcomeRow>, Vec<OutcomeRow>) =
         std::mem::take(&mut rows.outcomes).into_iter().partition(|r| r.is_total);
     fold(

@@ -45,6 +45,9 @@ pub struct Report {
     /// Per served provider and model, the share of its attempts that failed
     /// with each error class.
     pub error_rates: Vec<ServedErrorRate>,
+    /// Attempt duration and time-to-first-token percentiles by requested
+    /// route and status (bucket bounds: `model::LATENCY_BUCKETS`).
+    pub latency: Vec<LatencyPercentiles>,
     /// Breaker timelines: each route's open and half-open intervals in the
     /// window (the latest `fold::CIRCUIT_ROWS`), oldest first.
     pub circuits: Vec<CircuitInterval>,
@@ -350,6 +353,17 @@ pub struct FallbackActivation {
     pub workflows: i64,
     /// Of those, workflows whose outcome is `fallback_recovery`.
     pub recovered: i64,
+    /// What happened, for a listed activation (empty / null on the row
+    /// that folds the rest): the limit kinds of the primary's 429s, the
+    /// provider/models that served the fallbacks, what those attempts cost
+    /// and what the same tokens would have cost at the primary's price
+    /// (null: no price for it), and how many of the workflows started while
+    /// the primary's breaker was open.
+    pub limit_kinds: Vec<String>,
+    pub served_models: Vec<String>,
+    pub fallback_cost_usd: Option<f64>,
+    pub primary_cost_usd: Option<f64>,
+    pub breaker_open_workflows: Option<i64>,
 }
 
 /// The attempts one served route failed with one error class, of all it
@@ -426,6 +440,23 @@ impl Headroom {
             warning_seconds,
         }
     }
+}
+
+/// Duration or time-to-first-token of one requested route and status: each
+/// percentile is the upper bound of the histogram bucket it fell in (null:
+/// above the last bound), the mean exact.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencyPercentiles {
+    pub provider: String,
+    pub model: String,
+    pub status: String,
+    /// `duration` or `ttft`.
+    pub metric: String,
+    pub observations: i64,
+    pub p50_seconds: Option<f64>,
+    pub p90_seconds: Option<f64>,
+    pub p99_seconds: Option<f64>,
+    pub mean_seconds: f64,
 }
 
 /// One open or half-open interval of one route's breaker
@@ -646,7 +677,15 @@ impl Report {
             fallbacks: rows
                 .fallbacks
                 .iter()
-                .map(|r| FallbackActivation {
+                .map(|r| {
+                    (
+                        r,
+                        rows.fallback_costs.iter().find(|c| {
+                            c.primary == r.primary && c.fallback == r.fallback && c.reason == r.reason
+                        }),
+                    )
+                })
+                .map(|(r, cost)| FallbackActivation {
                     primary_route_group: r.primary.route_group.clone(),
                     primary_provider: r.primary.provider.clone(),
                     primary_model: r.primary.model.clone(),
@@ -656,6 +695,11 @@ impl Report {
                     reason: r.reason,
                     workflows: r.workflows,
                     recovered: r.recovered,
+                    limit_kinds: cost.map(|c| c.limit_kinds.clone()).unwrap_or_default(),
+                    served_models: cost.map(|c| c.served_models.clone()).unwrap_or_default(),
+                    fallback_cost_usd: cost.map(|c| usd(c.fallback_cost_pusd)),
+                    primary_cost_usd: cost.and_then(|c| c.primary_cost_pusd.map(usd)),
+                    breaker_open_workflows: cost.map(|c| c.breaker_open_workflows),
                 })
                 .collect(),
             rate_limits: rows
@@ -679,6 +723,21 @@ impl Report {
                     failed: r.failed,
                     attempts: r.attempts,
                     rate: share(r.failed as f64, r.attempts as f64),
+                })
+                .collect(),
+            latency: rows
+                .latency
+                .iter()
+                .map(|r| LatencyPercentiles {
+                    provider: r.provider.clone(),
+                    model: r.model.clone(),
+                    status: r.status.clone(),
+                    metric: r.metric.clone(),
+                    observations: r.observations,
+                    p50_seconds: r.p50_seconds,
+                    p90_seconds: r.p90_seconds,
+                    p99_seconds: r.p99_seconds,
+                    mean_seconds: r.mean_seconds,
                 })
                 .collect(),
             circuits: rows.circuits.iter().map(CircuitInterval::of).collect(),

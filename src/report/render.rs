@@ -412,6 +412,26 @@ fn table(r: &Report) -> String {
         out += "\n";
     }
 
+    if !r.latency.is_empty() {
+        out += "\nLatency by requested route (a percentile is its histogram bucket's upper bound)\n";
+        let mut t = new_table(&["route", "status", "metric", "attempts", "p50", "p90", "p99", "mean"]);
+        let seconds = |s: Option<f64>| s.map_or("> 300 s".to_string(), |s| format!("{s} s"));
+        for l in &r.latency {
+            t.add_row(vec![
+                Cell::new(format!("{}/{}", l.provider, l.model)),
+                Cell::new(&l.status),
+                Cell::new(&l.metric),
+                right(l.observations),
+                right(seconds(l.p50_seconds)),
+                right(seconds(l.p90_seconds)),
+                right(seconds(l.p99_seconds)),
+                right(format!("{:.3} s", l.mean_seconds)),
+            ]);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+
     if !r.circuits.is_empty() {
         out += "\nCircuit breakers (open and half-open intervals)\n";
         let mut t = new_table(&[

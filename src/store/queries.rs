@@ -39,10 +39,12 @@ pub enum Query {
     Headroom,
     ServedErrors,
     Circuits,
+    FallbackCosts,
+    Latency,
 }
 
 impl Query {
-    pub const ALL: [Query; 13] = [
+    pub const ALL: [Query; 15] = [
         Query::Outcomes,
         Query::Waste,
         Query::CostByServed,
@@ -56,6 +58,8 @@ impl Query {
         Query::Headroom,
         Query::ServedErrors,
         Query::Circuits,
+        Query::FallbackCosts,
+        Query::Latency,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -73,6 +77,8 @@ impl Query {
             Query::Headroom => "headroom.sql",
             Query::ServedErrors => "served_errors.sql",
             Query::Circuits => "circuits.sql",
+            Query::FallbackCosts => "fallback_costs.sql",
+            Query::Latency => "latency.sql",
         }
     }
 
@@ -91,6 +97,8 @@ impl Query {
             Query::Headroom => include_str!("../../queries/headroom.sql"),
             Query::ServedErrors => include_str!("../../queries/served_errors.sql"),
             Query::Circuits => include_str!("../../queries/circuits.sql"),
+            Query::FallbackCosts => include_str!("../../queries/fallback_costs.sql"),
+            Query::Latency => include_str!("../../queries/latency.sql"),
         }
     }
 }
@@ -381,6 +389,40 @@ row_struct! {
 }
 
 row_struct! {
+    /// What one fallback activation was and cost (`fallback_costs.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct FallbackCostRow {
+        pub primary: RouteKey => route_key,
+        pub fallback: RouteKey => route_key,
+        pub reason: Option<ErrorClass> => spelled_or_none,
+        pub workflows: i64,
+        pub limit_kinds: Vec<String> => texts,
+        pub served_models: Vec<String> => texts,
+        pub fallback_cost_pusd: i128,
+        pub primary_cost_pusd: Option<i128>,
+        pub unknown_cost_attempts: i64,
+        pub breaker_open_workflows: i64,
+    }
+}
+
+row_struct! {
+    /// Duration or time-to-first-token percentiles of one requested route
+    /// and status (`latency.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct LatencyRow {
+        pub provider: String,
+        pub model: String,
+        pub status: String,
+        pub metric: String,
+        pub observations: i64,
+        pub p50_seconds: Option<f64>,
+        pub p90_seconds: Option<f64>,
+        pub p99_seconds: Option<f64>,
+        pub mean_seconds: f64,
+    }
+}
+
+row_struct! {
     /// Rate-limited attempts by the limit they hit (`rate_limits.sql`).
     #[derive(Debug, Clone, PartialEq)]
     pub struct RateLimitRow {
@@ -488,6 +530,8 @@ pub struct ReportRows {
     pub error_classes: Vec<ErrorClassRow>,
     pub routes: Vec<RouteRow>,
     pub fallbacks: Vec<FallbackRow>,
+    pub fallback_costs: Vec<FallbackCostRow>,
+    pub latency: Vec<LatencyRow>,
     pub rate_limits: Vec<RateLimitRow>,
     pub headroom: Vec<HeadroomRow>,
     pub served_errors: Vec<ServedErrorRow>,
@@ -514,6 +558,8 @@ pub(super) fn report_rows(
         error_classes: rows(conn, wanted, Query::ErrorClasses, [])?,
         routes: rows(conn, wanted, Query::Routes, [])?,
         fallbacks: rows(conn, wanted, Query::Fallbacks, [])?,
+        fallback_costs: rows(conn, wanted, Query::FallbackCosts, [])?,
+        latency: rows(conn, wanted, Query::Latency, [])?,
         rate_limits: rows(conn, wanted, Query::RateLimits, [])?,
         headroom: rows(conn, wanted, Query::Headroom, [])?,
         served_errors: rows(conn, wanted, Query::ServedErrors, [])?,

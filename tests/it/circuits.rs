@@ -98,7 +98,15 @@ fn incident() -> Vec<(Format, String)> {
         jsonl(attempt("w0", 1, -10, "gpt-4o", "ok", json!({"input_tokens": 10, "output_tokens": 1}))),
         // Started while open: one fell back (its first attempt says the
         // breaker was open), one failed closed, one (second interval) degraded.
-        jsonl(attempt("w1", 1, 5, "gpt-4o", "error", json!({"circuit": "open", "decision": "fallback"}))),
+        jsonl(attempt(
+            "w1",
+            1,
+            5,
+            "gpt-4o",
+            "error",
+            json!({"circuit": "open", "decision": "fallback", "http_status": 429,
+                   "ratelimit_remaining_requests": 0, "ratelimit_limit_requests": 100}),
+        )),
         jsonl(attempt(
             "w1",
             2,
@@ -238,6 +246,14 @@ fn breaker_intervals_from_records_events_and_attempts_in_any_order() {
         assert_eq!((c[3].workflows_started, c[3].outcomes.degraded, c[3].fallback_cost_usd), (2, 1, 0.0));
         assert_eq!((c[4].probes, c[4].probes_succeeded), (1, 1));
         assert_eq!(report.circuits_omitted, 0);
+        // The fallback activation says what it was and cost.
+        let f = &report.fallbacks[0];
+        assert_eq!((f.workflows, f.reason.map(name)), (1, Some("rate_limit")));
+        assert_eq!(f.limit_kinds, vec!["requests".to_string()]);
+        assert_eq!(f.served_models, vec!["anthropic/claude-sonnet-4-5".to_string()]);
+        assert!((f.fallback_cost_usd.unwrap() - fallback_cost).abs() < 1e-12);
+        assert!((f.primary_cost_usd.unwrap() - at_primary_price).abs() < 1e-12);
+        assert_eq!(f.breaker_open_workflows, Some(1));
     }
 }
 

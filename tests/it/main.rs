@@ -21,6 +21,7 @@ mod lake;
 mod lake_damage;
 mod lake_kit;
 mod lake_writers;
+mod latency;
 mod licences;
 mod prometheus;
 mod properties;
