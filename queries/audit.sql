@@ -20,8 +20,8 @@
 --   a minute) and retry_budget_floor (retries a minute may have whatever
 --   the ratio); max_retries_sdk, _gateway, _app, _queue and
 --   max_route_attempts NULL for no limit; fallback; fallback_on as values
---   joined by chr(31), NULL for any class); temp.prices and the macros of
---   cost.sql.
+--   joined by chr(31), NULL for any class; pinned; no_costlier_fallback);
+--   temp.prices and the macros of cost.sql.
 -- Columns of temp.audit_findings, one row per finding with at least one
 --   workflow (or minute):
 --   finding                  nonretryable_retried | fallback_after_policy |
@@ -31,7 +31,8 @@
 --                            over_time_budget | over_cost_budget |
 --                            unapproved_fallback | queued_forbidden |
 --                            over_retry_budget | over_layer_retries |
---                            over_route_attempts | fallback_forbidden
+--                            over_route_attempts | fallback_forbidden |
+--                            pinned_fallback | costlier_fallback
 --   workflows                workflows with that finding (NULL for
 --                            over_retry_budget, which is about minutes)
 --   minutes                  over_retry_budget: the (workflow name, minute)
@@ -61,7 +62,8 @@ SELECT workflow_name,
        string_split(approved_fallbacks, chr(31)) AS approved_fallbacks,
        max_total_attempts, max_elapsed_ms, max_extra_cost_pusd::HUGEINT AS max_extra_cost_pusd, queue_allowed,
        retry_budget, retry_budget_floor, max_retries_sdk, max_retries_gateway, max_retries_app, max_retries_queue,
-       max_route_attempts, fallback, string_split(fallback_on, chr(31)) AS fallback_on
+       max_route_attempts, fallback, string_split(fallback_on, chr(31)) AS fallback_on, pinned,
+       no_costlier_fallback
 FROM temp.audit_policy;
 
 -- A row joins audit_named by its name (no row: the default's), then
@@ -209,11 +211,11 @@ SET VARIABLE audit_any_step_limit = (
     SELECT count(*) > 0 FROM temp.audit_rules
     WHERE coalesce(max_retries_sdk, max_retries_gateway, max_retries_app, max_retries_queue,
                    max_route_attempts) IS NOT NULL
-       OR NOT fallback OR fallback_on IS NOT NULL);
+       OR NOT fallback OR fallback_on IS NOT NULL OR pinned OR no_costlier_fallback);
 CREATE OR REPLACE TEMP TABLE audit_step_rows AS
 WITH limited AS NOT MATERIALIZED (
     SELECT s.*, p.max_retries_sdk, p.max_retries_gateway, p.max_retries_app, p.max_retries_queue,
-           p.max_route_attempts, p.fallback, p.fallback_on
+           p.max_route_attempts, p.fallback, p.fallback_on, p.pinned, p.no_costlier_fallback
     FROM workflow_steps s
     LEFT JOIN temp.audit_named n ON n.workflow_name = s.workflow_name
     JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
@@ -234,6 +236,23 @@ offending AS (
     FROM limited
     WHERE effective_route = 'fallback' AND seq > 1
       AND (NOT fallback OR (NOT retry AND fallback_on IS NOT NULL AND NOT list_contains(fallback_on, after_class)))
+    UNION ALL BY NAME
+    -- Any attempt on a fallback route of a workflow pinned to its model.
+    SELECT 'pinned_fallback' AS finding, route_key AS class, *
+    FROM limited
+    WHERE effective_route = 'fallback' AND pinned
+    UNION ALL BY NAME
+    -- An attempt on a fallback route whose served model charges more per
+    -- input or output token than the one that served the workflow's first
+    -- attempt (both priced; an unpriced model is no finding).
+    SELECT 'costlier_fallback' AS finding, l.route_key AS class, l.*
+    FROM (SELECT *, first_value(served_provider) OVER by_seq AS primary_served_provider,
+                 first_value(served_model) OVER by_seq AS primary_served_model
+          FROM limited WHERE no_costlier_fallback
+          WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq)) l
+    JOIN temp.prices f ON f.served_provider = l.served_provider AND f.served_model = l.served_model
+    JOIN temp.prices q ON q.served_provider = l.primary_served_provider AND q.served_model = l.primary_served_model
+    WHERE l.effective_route = 'fallback' AND (f.input_pusd > q.input_pusd OR f.output_pusd > q.output_pusd)
 )
 SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, 1::BIGINT AS attempts,
        input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd,

@@ -830,7 +830,8 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
              approved_fallbacks VARCHAR, max_total_attempts BIGINT, max_elapsed_ms DOUBLE,
              max_extra_cost_pusd VARCHAR, queue_allowed BOOLEAN, retry_budget DOUBLE, retry_budget_floor BIGINT,
              max_retries_sdk BIGINT, max_retries_gateway BIGINT, max_retries_app BIGINT, max_retries_queue BIGINT,
-             max_route_attempts BIGINT, fallback BOOLEAN, fallback_on VARCHAR);",
+             max_route_attempts BIGINT, fallback BOOLEAN, fallback_on VARCHAR, pinned BOOLEAN,
+             no_costlier_fallback BOOLEAN);",
         filter.examples
     ))?;
     // Every value bound, lists joined by a character the policy file may
@@ -840,7 +841,7 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
     let named = filter.policy.workflows.iter().map(|(name, policy)| (Some(name.as_str()), policy));
     for (name, policy) in std::iter::once((None, &filter.policy.default)).chain(named) {
         conn.execute(
-            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO temp.audit_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             params![
                 name,
                 joined(policy.retryable.iter().map(|c| <&'static str>::from(*c)).collect()),
@@ -866,6 +867,8 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
                     .fallback_on
                     .as_ref()
                     .map(|classes| joined(classes.iter().map(|c| <&'static str>::from(*c)).collect())),
+                policy.pinned,
+                policy.no_costlier_fallback,
             ],
         )?;
     }

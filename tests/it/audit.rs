@@ -687,3 +687,78 @@ fn a_window_cutting_minutes_equals_the_audit_of_its_workflows_alone() {
         assert_eq!(windowed, alone, "[{since}, {until})");
     }
 }
+
+/// `pinned = true`: any fallback of that workflow is a finding, whatever the
+/// route; `no_costlier_fallback = true`: a fallback whose model charges more
+/// per token than the one that served the first attempt is one, a cheaper
+/// one is not.
+#[test]
+fn pinned_and_costlier_fallbacks_are_findings_where_the_policy_says() {
+    let named = |name: &str, extra: Value| {
+        let mut fields = extra;
+        fields["workflow"] = json!(name);
+        fields
+    };
+    let lines = vec![
+        // cron (pinned): gpt-4o-mini, a 429, then claude-sonnet-4-5.
+        failed(
+            0,
+            0,
+            named("cron", json!({"workflow_id": "cron-1", "http_status": 429, "decision": "fallback"})),
+        ),
+        ok(
+            1,
+            1,
+            named(
+                "cron",
+                json!({"workflow_id": "cron-1", "provider": "anthropic", "model": "claude-sonnet-4-5"}),
+            ),
+        ),
+        // chat: claude-sonnet-4-5 down, then the cheaper gpt-4o-mini.
+        failed(
+            0,
+            2,
+            named(
+                "chat",
+                json!({"workflow_id": "chat-1", "provider": "anthropic", "model": "claude-sonnet-4-5",
+                                 "http_status": 529, "decision": "fallback"}),
+            ),
+        ),
+        ok(1, 3, named("chat", json!({"workflow_id": "chat-1"}))),
+        // chat again, onto the costlier model.
+        failed(
+            0,
+            4,
+            named("chat", json!({"workflow_id": "chat-2", "http_status": 529, "decision": "fallback"})),
+        ),
+        ok(
+            1,
+            5,
+            named(
+                "chat",
+                json!({"workflow_id": "chat-2", "provider": "anthropic", "model": "claude-sonnet-4-5"}),
+            ),
+        ),
+    ];
+    let got = |audit: &Audit, name: &str| {
+        audit.findings.iter().find(|f| f.finding.name() == name).map_or((0, 0), |f| (f.count(), f.attempts))
+    };
+    let none = audit_of(&lines);
+    assert_eq!(
+        (got(&none, "pinned_fallback"), got(&none, "costlier_fallback")),
+        ((0, 0), (0, 0)),
+        "not by default"
+    );
+    let policy = "[default]\nno_costlier_fallback = true\n\n[[workflow]]\nname = \"cron\"\npinned = true\n";
+    let audit = audit_with(&lines, policy);
+    assert_eq!(got(&audit, "pinned_fallback"), (1, 1));
+    assert_eq!(finding(&audit, "pinned_fallback").examples, ["cron-1"]);
+    assert_eq!(got(&audit, "costlier_fallback"), (2, 2), "cron-1 and chat-2, not chat-1");
+    let mut examples = finding(&audit, "costlier_fallback").examples.clone();
+    examples.sort();
+    assert_eq!(examples, ["chat-2", "cron-1"]);
+    // A replay cannot price a fallback route: tune refuses the key.
+    let refused =
+        attempt_core::policy::Limits::from_assignments(&["no_costlier_fallback=true".into()]).unwrap_err();
+    assert!(refused.to_string().contains("audit rule"), "{refused}");
+}

@@ -272,13 +272,14 @@ fn a_limits_replay_changes_the_workflows_the_audit_finds_breaking_it() {
     use attempt_core::policy::LoadedPolicy;
     use attempt_core::policy::PolicySet;
     use attempt_core::request::Window;
-    let cases: [(&str, &str, FindingKind); 6] = [
+    let cases: [(&str, &str, FindingKind); 7] = [
         ("max_retries.sdk=2", "max_retries = { sdk = 2 }", FindingKind::OverLayerRetries),
         ("max_retries.app=1", "max_retries = { app = 1 }", FindingKind::OverLayerRetries),
         ("max_route_attempts=4", "max_route_attempts = 4", FindingKind::OverRouteAttempts),
         ("fallback=false", "fallback = false", FindingKind::FallbackForbidden),
         ("fallback_on=rate_limit", "fallback_on = [\"rate_limit\"]", FindingKind::FallbackForbidden),
         ("max_total_attempts=3", "max_total_attempts = 3", FindingKind::OverAttemptBudget),
+        ("pinned=true", "pinned = true", FindingKind::PinnedFallback),
     ];
     let mut found = 0;
     for scenario in [Scenario::NaiveRetries, Scenario::RateLimitFallback, Scenario::UnsafeFallback] {

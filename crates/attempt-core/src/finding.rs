@@ -40,6 +40,8 @@ pub enum FindingKind {
     OverLayerRetries,
     OverRouteAttempts,
     FallbackForbidden,
+    PinnedFallback,
+    CostlierFallback,
 }
 
 impl FindingKind {
@@ -91,6 +93,14 @@ impl FindingKind {
             FindingKind::FallbackForbidden => {
                 "attempts on a fallback route where the policy has fallback = false, or moves onto one after a class \
          its fallback_on does not list"
+            }
+            FindingKind::PinnedFallback => {
+                "attempts on a fallback route by a workflow the policy pins to its model (pinned = true): it \
+         silently answered with another model"
+            }
+            FindingKind::CostlierFallback => {
+                "attempts on a fallback route whose model charges more per input or output token than the \
+         primary's, where the policy has no_costlier_fallback = true"
             }
             FindingKind::OverRetryBudget => {
                 "minutes in which a workflow's retries passed its retry budget (10 % of its first attempts, and more \

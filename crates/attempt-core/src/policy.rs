@@ -71,6 +71,13 @@ pub struct Policy {
     pub fallback: bool,
     /// Classes after which a workflow may move to a fallback route; `None`: any.
     pub fallback_on: Option<Vec<ErrorClass>>,
+    /// The workflow must stay on its model (a pinned cron job, an
+    /// evaluation): any attempt on a fallback route is `pinned_fallback`.
+    pub pinned: bool,
+    /// A fallback may not cost more: an attempt on a fallback route whose
+    /// served model's input or output price per token is above the
+    /// primary's is `costlier_fallback`.
+    pub no_costlier_fallback: bool,
 }
 
 /// The built-in retry budget: the report's default, gRPC's 10 %.
@@ -111,6 +118,8 @@ impl Default for Policy {
             max_route_attempts: None,
             fallback: true,
             fallback_on: None,
+            pinned: false,
+            no_costlier_fallback: false,
         }
     }
 }
@@ -154,6 +163,10 @@ pub struct Limits {
     pub queue_allowed: Option<bool>,
     pub retry_budget: Option<f64>,
     pub retry_budget_floor: Option<u64>,
+    /// A replay stops where a pinned workflow would have fallen back.
+    pub pinned: Option<bool>,
+    /// An audit rule only: a replay has no price of each fallback route.
+    pub no_costlier_fallback: Option<bool>,
 }
 
 impl Limits {
@@ -184,6 +197,8 @@ impl Limits {
             queue_allowed: self.queue_allowed.or(base.queue_allowed),
             retry_budget: self.retry_budget.or(base.retry_budget),
             retry_budget_floor: self.retry_budget_floor.or(base.retry_budget_floor),
+            pinned: self.pinned.or(base.pinned),
+            no_costlier_fallback: self.no_costlier_fallback.or(base.no_costlier_fallback),
         }
     }
 
@@ -216,6 +231,8 @@ impl Limits {
             max_route_attempts: self.max_route_attempts.or(base.max_route_attempts),
             fallback: self.fallback.unwrap_or(base.fallback),
             fallback_on: self.fallback_on.clone().or_else(|| base.fallback_on.clone()),
+            pinned: self.pinned.unwrap_or(base.pinned),
+            no_costlier_fallback: self.no_costlier_fallback.unwrap_or(base.no_costlier_fallback),
         }
     }
 
@@ -255,6 +272,15 @@ impl Limits {
                 return Err(PolicyError::Assignment {
                     assignment: assignment.clone(),
                     message: format!("`{key}` is set twice: give each key once"),
+                });
+            }
+            if key == "no_costlier_fallback" {
+                return Err(PolicyError::Assignment {
+                    assignment: assignment.clone(),
+                    message:
+                        "no_costlier_fallback is an audit rule: a replay does not know each fallback route's \
+                              price, so it cannot say where a workflow would have stopped"
+                            .into(),
                 });
             }
             if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
@@ -440,6 +466,8 @@ struct RawRules {
     queue_allowed: Option<bool>,
     retry_budget: Option<f64>,
     retry_budget_floor: Option<u64>,
+    pinned: Option<bool>,
+    no_costlier_fallback: Option<bool>,
 }
 
 fn names<T: FromStr>(
@@ -551,6 +579,8 @@ impl RawRules {
             queue_allowed: self.queue_allowed,
             retry_budget: self.retry_budget,
             retry_budget_floor: self.retry_budget_floor,
+            pinned: self.pinned,
+            no_costlier_fallback: self.no_costlier_fallback,
         })
     }
 }

@@ -450,7 +450,7 @@ impl Replay<'_> {
                     limits.retryable.as_ref().is_some_and(|allowed| !allowed.contains(&class))
                         || listed(&limits.no_retry_on, class)
                 }))
-            || (step.on_fallback && limits.fallback == Some(false))
+            || (step.on_fallback && (limits.fallback == Some(false) || limits.pinned == Some(true)))
             || (step.on_fallback
                 && !retry
                 && limits
