@@ -54,6 +54,34 @@ pub fn default_start() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-28T02:00:00Z").expect("valid constant").with_timezone(&Utc)
 }
 
+/// Writes the state changes of the scenario's gateway breaker (JSONL
+/// records of `"type": "circuit"`, docs/record-format.md, "Breaker
+/// timelines"), apart from its attempts so that a reader of attempt lines
+/// never meets another kind of record; returns how many (none for a
+/// scenario without a breaker).
+pub fn simulate_breaker(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
+    let spec = ScenarioSpec::of(options.scenario);
+    let arrivals = options.span.filter(|s| s.num_milliseconds() > 0).unwrap_or(spec.span);
+    let mut line = Vec::with_capacity(256);
+    let mut written = 0;
+    for (elapsed, state) in spec.breaker {
+        let at =
+            options.start + Duration::milliseconds((arrivals.num_milliseconds() as f64 * elapsed) as i64);
+        let change = serde_json::json!({
+            "type": "circuit", "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "provider": spec.primary.provider, "model": spec.primary.model, "state": state,
+            "reason": if *state == "open" { "429s from the primary" } else { "cooldown elapsed" },
+        });
+        line.clear();
+        serde_json::to_writer(&mut line, &change)?;
+        line.push(b'\n');
+        out.write_all(&line)?;
+        written += 1;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
 /// Writes the scenario's records; returns how many.
 pub fn simulate(options: &SimOptions, out: &mut impl Write) -> io::Result<u64> {
     run(options, out, false).map(|(written, _)| written)
@@ -170,20 +198,6 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
         }
     }
     truth.add_retry_minutes(&minutes);
-    for (elapsed, state) in spec.breaker {
-        let at =
-            options.start + Duration::milliseconds((arrivals.num_milliseconds() as f64 * elapsed) as i64);
-        let change = serde_json::json!({
-            "type": "circuit", "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "provider": spec.primary.provider, "model": spec.primary.model, "state": state,
-            "reason": if *state == "open" { "429s from the primary" } else { "cooldown elapsed" },
-        });
-        line.clear();
-        serde_json::to_writer(&mut line, &change)?;
-        line.push(b'\n');
-        out.write_all(&line)?;
-        written += 1;
-    }
     out.flush()?;
     Ok((written, truth))
 }

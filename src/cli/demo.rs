@@ -12,7 +12,7 @@ use anyhow::Context;
 use crate::pipeline::ingest_sources;
 use crate::read::Reader;
 use crate::report::{Format, render};
-use crate::simulate::{Scenario, SimOptions, default_start, simulate};
+use crate::simulate::{Scenario, SimOptions, default_start, simulate, simulate_breaker};
 use crate::store::Store;
 use attempt_core::ingest::source::Source;
 use attempt_core::pricing::PriceTable;
@@ -77,8 +77,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let options =
             SimOptions { scenario, workflows: None, seed: args.seed, start: default_start(), span: None };
         let records = simulate(&options, &mut out)?;
-        eprintln!("simulated {file_name}: {records} records -> {}", path.display());
+        eprintln!("simulated {file_name}: {records} attempts -> {}", path.display());
         sources.push(Source::File(path));
+        // The gateway's breaker, a file of its own as a gateway would log it.
+        let breaker = dir.join(format!("{file_name}-breaker.jsonl"));
+        let mut changes = Vec::new();
+        if simulate_breaker(&options, &mut changes)? > 0 {
+            std::fs::write(&breaker, &changes)
+                .with_context(|| format!("cannot write {}", breaker.display()))?;
+            eprintln!("simulated {file_name}'s breaker -> {}", breaker.display());
+            sources.push(Source::File(breaker));
+        }
     }
     let store = Store::open(&db)?;
     let summary = ingest_sources(&store, &sources, None, true)?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::simulate::{Scenario, SimOptions, default_start, simulate};
+use crate::simulate::{Scenario, SimOptions, default_start, simulate, simulate_breaker};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,6 +23,10 @@ pub struct Args {
     /// hours ("30s", "10m"): replays an incident into a live service quickly.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<chrono::Duration>,
+    /// After the attempts, the scenario's breaker state changes (records of
+    /// `"type": "circuit"`; rate-limit-fallback has them, others none).
+    #[arg(long)]
+    breaker: bool,
 }
 
 fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
@@ -46,7 +50,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-    match simulate(&options, &mut out).and_then(|_| out.flush()) {
+    let written = simulate(&options, &mut out)
+        .and_then(|_| if args.breaker { simulate_breaker(&options, &mut out).map(|_| ()) } else { Ok(()) });
+    match written.and_then(|()| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // A closed pipe (`| head`) is the reader's choice, not a failure.
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),

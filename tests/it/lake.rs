@@ -148,8 +148,21 @@ const SECTIONS: [&str; 12] = [
     "fallbacks",
 ];
 
+/// Keys of a `fallbacks` row the engines do not derive: what an activation
+/// cost and why, from each workflow's spend and breaker timeline
+/// (docs/lake.md, "Reading it").
+const FALLBACK_DETAILS: [&str; 5] =
+    ["limit_kinds", "served_models", "fallback_cost_usd", "primary_cost_usd", "breaker_open_workflows"];
+
 pub(crate) fn sections(report: &Value) -> Value {
-    Value::Object(SECTIONS.iter().map(|k| (k.to_string(), report[*k].clone())).collect())
+    let mut sections: serde_json::Map<String, Value> =
+        SECTIONS.iter().map(|k| (k.to_string(), report[*k].clone())).collect();
+    if let Some(Value::Array(rows)) = sections.get_mut("fallbacks") {
+        for row in rows.iter_mut().filter_map(Value::as_object_mut) {
+            FALLBACK_DETAILS.iter().for_each(|key| drop(row.remove(*key)));
+        }
+    }
+    Value::Object(sections)
 }
 
 /// Where two reports differ, by JSON path (the first few): a failure names

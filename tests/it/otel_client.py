@@ -100,7 +100,7 @@ def chat(workflow_id, provider_name, model, start, end, ok=True, tokens=(0, 0), 
             record[key.split(".")[1] if key != "attempt.index" else "attempt"] = attrs[key]
     if not children:
         expected.append(dict(record, attempt_id=trace_id + span_id, started_at=rfc3339(start),
-                             status="ok" if ok else "error", input_tokens=tokens[0], output_tokens=tokens[1],
+                             duration_ms=(end - start) / 1e6, status="ok" if ok else "error", input_tokens=tokens[0], output_tokens=tokens[1],
                              **({"http_status": attrs["http.response.status_code"]} if "http.response.status_code" in attrs else {}),
                              **({"error_code": attrs["error.type"]} if "error.type" in attrs else {})))
     delivered = False
@@ -117,6 +117,7 @@ def chat(workflow_id, provider_name, model, start, end, ok=True, tokens=(0, 0), 
         got = child_ok and not delivered
         delivered = delivered or child_ok
         rec = dict(record, attempt_id=trace_id + child_id, started_at=rfc3339(c_start), layer="sdk",
+                   duration_ms=(c_end - c_start) / 1e6,
                    status="ok" if child_ok else "error", http_status=status_code,
                    input_tokens=tokens[0] if got else 0, output_tokens=tokens[1] if got else 0)
         rec.pop("decision", None)

@@ -52,13 +52,6 @@ pub fn decode_line(line: &str) -> Result<CircuitChange, String> {
 }
 
 fn decode_map(map: &Map<String, Value>) -> Result<CircuitChange, String> {
-    let text = |key: &str| -> Result<Option<&str>, String> {
-        match map.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", kind(other))),
-        }
-    };
     let at = match map.get("at") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(
@@ -78,15 +71,34 @@ fn decode_map(map: &Map<String, Value>) -> Result<CircuitChange, String> {
             ));
         }
     };
-    build(CircuitFields {
-        at,
-        provider: text("provider")?,
-        model: text("model")?,
-        route_group: text("route_group")?,
-        workflow: text("workflow")?,
-        state: text("state")?,
-        reason: text("reason")?,
-    })
+    build(CircuitFields::read(at, |key| text(map, key))?)
+}
+
+fn text<'m>(map: &'m Map<String, Value>, key: &str) -> Result<Option<&'m str>, String> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", kind(other))),
+    }
+}
+
+impl<'a> CircuitFields<'a> {
+    /// The fields by name from `text` (a record's keys, an event's
+    /// `attempt.*` attributes), each a string or absent.
+    pub fn read(
+        at: Option<DateTime<Utc>>,
+        text: impl Fn(&str) -> Result<Option<&'a str>, String>,
+    ) -> Result<Self, String> {
+        Ok(CircuitFields {
+            at,
+            provider: text("provider")?,
+            model: text("model")?,
+            route_group: text("route_group")?,
+            workflow: text("workflow")?,
+            state: text("state")?,
+            reason: text("reason")?,
+        })
+    }
 }
 
 /// The rules every wire's change passes: `at`, `provider` and `state` are

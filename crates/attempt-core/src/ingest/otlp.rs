@@ -984,32 +984,21 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
 /// A `circuit.state_change` span event: its time is the change's `at`, its
 /// `attempt.*` attributes the record's fields.
 fn circuit_event(event: &Event) -> Result<CircuitChange, String> {
-    let text = |name: &str| -> Result<Option<&str>, String> {
-        let key = format!("attempt.{name}");
-        match event
-            .attributes
-            .iter()
-            .find(|kv| kv.key == key)
-            .and_then(|kv| kv.value.as_ref()?.value.as_ref())
-        {
-            None => Ok(None),
-            Some(any_value::Value::StringValue(s)) => Ok(Some(s.as_str())),
-            Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", shown(other))),
-        }
-    };
     let at = match event.time_unix_nano {
         0 => None,
         n => Some(nanos(n).map_err(|e| format!("circuit record: at: {e}"))?),
     };
-    circuit::build(circuit::CircuitFields {
-        at,
-        provider: text("provider")?,
-        model: text("model")?,
-        route_group: text("route_group")?,
-        workflow: text("workflow")?,
-        state: text("state")?,
-        reason: text("reason")?,
-    })
+    circuit::build(circuit::CircuitFields::read(at, |name| event_text(event, name))?)
+}
+
+/// An event's `attempt.<name>` attribute, a string or absent.
+fn event_text<'e>(event: &'e Event, name: &str) -> Result<Option<&'e str>, String> {
+    let key = format!("attempt.{name}");
+    match event.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()?.value.as_ref()) {
+        None => Ok(None),
+        Some(any_value::Value::StringValue(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", shown(other))),
+    }
 }
 
 fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a any_value::Value> {
