@@ -233,11 +233,7 @@ fn circuit_observation(
     c: &crate::report::CircuitInterval,
     open_seconds: f64,
 ) -> Observation {
-    let route = match (&c.route_group, &c.provider, &c.model) {
-        (Some(group), _, _) => group.clone(),
-        (None, Some(provider), Some(model)) => format!("{provider}/{model}"),
-        _ => "?".into(),
-    };
+    let route = c.route().to_string();
     let mut labels = BTreeMap::from([("route".to_string(), route.clone())]);
     for (key, value) in [
         ("provider", &c.provider),

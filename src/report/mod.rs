@@ -489,6 +489,15 @@ pub struct CircuitInterval {
 }
 
 impl CircuitInterval {
+    /// The route, named as every other section names routes.
+    pub fn route(&self) -> attempt_core::request::RouteKey {
+        attempt_core::request::RouteKey {
+            route_group: self.route_group.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+        }
+    }
+
     fn of(r: &crate::store::queries::CircuitRow) -> CircuitInterval {
         let instant = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
         CircuitInterval {

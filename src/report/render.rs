@@ -449,11 +449,7 @@ fn table(r: &Report) -> String {
             "probes ok",
         ]);
         for c in &r.circuits {
-            let route = match (&c.route_group, &c.provider, &c.model) {
-                (Some(group), _, _) => group.clone(),
-                (None, Some(provider), Some(model)) => format!("{provider}/{model}"),
-                _ => "-".into(),
-            };
+            let route = c.route().to_string();
             let open = c.state == "open";
             let dash_unless = |shown: bool, text: String| if shown { text } else { "-".into() };
             t.add_row(vec![
