@@ -159,12 +159,13 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
     let mut written = 0;
     let mut line = Vec::with_capacity(512);
     let mut minutes = std::collections::BTreeMap::new();
+    let mut payment_due = spec.payment_required_at;
     for index in 0..workflows {
         let arrival = arrivals.num_milliseconds() as f64 * index as f64 / workflows.max(1) as f64;
         let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
         let elapsed = (start - options.start).num_milliseconds() as f64 / arrivals.num_milliseconds() as f64;
         let workflow_id = format!("{}-{index:06}", spec.prefix);
-        let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut rng);
+        let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut payment_due, &mut rng);
         truth.add(&tally.finish());
         if keep_attempts {
             let attempts = records
@@ -284,6 +285,11 @@ struct ScenarioSpec {
     /// changes, written as state-change records at their instants. Fixed
     /// instants, never of the random draws, so no other figure moves.
     breaker: &'static [(f64, &'static str)],
+    /// The account runs out of balance once: the first primary attempt
+    /// started at or after this elapsed share is answered 402
+    /// `insufficient_balance`, which no retry fixes, so the caller falls
+    /// back (another provider bills another account) without retrying.
+    payment_required_at: Option<f64>,
 }
 
 /// Requests a minute the simulated account may send.
@@ -327,6 +333,7 @@ impl ScenarioSpec {
             reroutes: &[],
             headroom: |_, _| None,
             breaker: &[],
+            payment_required_at: None,
         };
         match scenario {
             Scenario::Steady => base,
@@ -400,6 +407,9 @@ impl ScenarioSpec {
                     (0.70, "half_open"),
                     (0.71, "closed"),
                 ],
+                // Late in the night, after the 429s, the account's balance
+                // runs out for a moment: one 402.
+                payment_required_at: Some(0.85),
                 ..base
             },
             Scenario::QuotaExhausted => ScenarioSpec {
@@ -547,7 +557,20 @@ struct Record<'a> {
 /// Failures a retry of the same request cannot fix (classes quota,
 /// request, policy, auth: what the audit's built-in policy never retries).
 fn retryable(code: &str) -> bool {
-    !matches!(code, "insufficient_quota" | "context_length_exceeded" | "content_filter" | "invalid_api_key")
+    !matches!(
+        code,
+        "insufficient_quota"
+            | "insufficient_balance"
+            | "context_length_exceeded"
+            | "content_filter"
+            | "invalid_api_key"
+    )
+}
+
+/// Failures of the account, not of the request: another provider, billed to
+/// another account, can answer, though the same route cannot.
+fn another_account_answers(code: &str) -> bool {
+    matches!(code, "insufficient_quota" | "insufficient_balance")
 }
 
 fn run_workflow<'a>(
@@ -555,6 +578,7 @@ fn run_workflow<'a>(
     workflow_id: &'a str,
     start: DateTime<Utc>,
     elapsed: f64,
+    payment_due: &mut Option<f64>,
     rng: &mut ChaCha8Rng,
 ) -> (Vec<Record<'a>>, Tally) {
     let mut records: Vec<Record<'a>> = Vec::new();
@@ -574,7 +598,13 @@ fn run_workflow<'a>(
     loop {
         let route = if route_index == 0 { spec.primary } else { spec.fallback.unwrap_or(spec.primary) };
         let now_elapsed = elapsed + (t - start).num_milliseconds() as f64 / span_ms;
-        let result = (spec.health)(route_index, now_elapsed, rng);
+        let result = match (spec.health)(route_index, now_elapsed, rng) {
+            _ if route_index == 0 && payment_due.is_some_and(|at| now_elapsed >= at) => {
+                *payment_due = None;
+                Result_::fail(Some(402), "insufficient_balance")
+            }
+            result => result,
+        };
         let rerouted = (layer == "gateway" || spec.entry_layer == "gateway")
             .then(|| {
                 let p: f64 = rng.random();
@@ -673,7 +703,7 @@ fn run_workflow<'a>(
                     layer = spec.entry_layer;
                 } else if route_index == 0
                     && spec.fallback.is_some()
-                    && (retryable(code) || spec.fallback_on_any)
+                    && (retryable(code) || another_account_answers(code) || spec.fallback_on_any)
                 {
                     if code == "content_filter" {
                         tally.count(FindingKind::FallbackAfterPolicy);

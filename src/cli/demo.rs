@@ -104,6 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for warning in headroom_warnings(&report) {
         println!("\n{warning}");
     }
+    for refusal in quota_refusals(&report) {
+        println!("\n{refusal}");
+    }
     if let Some(breaker) = breaker_summary(&report) {
         println!("\n{breaker}");
     }
@@ -126,6 +129,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         storm_file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Attempts the account itself was refused (a 402, an exhausted quota):
+/// counted apart from rate limits, since no retry or wait fixes them.
+fn quota_refusals(report: &crate::report::Report) -> Vec<String> {
+    report
+        .error_classes
+        .iter()
+        .filter(|e| e.error_class == attempt_core::model::ErrorClass::Quota)
+        .map(|e| {
+            format!(
+                "Quota: {} attempts to {} were refused for the account (HTTP 402 or an exhausted quota: class \
+                 quota, never rate_limit), which no retry fixes; the audit's nonretryable_retried counts those \
+                 retried anyway.",
+                e.attempts, e.provider
+            )
+        })
+        .collect()
 }
 
 /// The primary's breaker over the night: how long it stayed open, how

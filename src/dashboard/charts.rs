@@ -253,6 +253,73 @@ pub fn timeline(spans: &[Span]) -> Result<String, String> {
     Ok(out)
 }
 
+/// One row of a state timeline: its label and the bars on it.
+#[derive(Debug, Clone)]
+pub struct StateRow {
+    pub label: String,
+    /// From, until (clipped to the chart's range by the caller) and color.
+    pub bars: Vec<(DateTime<Utc>, DateTime<Utc>, RGBColor)>,
+}
+
+/// Rows of states over a clock axis (a breaker's open and half-open
+/// intervals over the page's range), first row on top.
+pub fn state_timeline(
+    rows: &[StateRow],
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<String, String> {
+    if rows.is_empty() || until <= from {
+        return Err("no states to draw".to_string());
+    }
+    let count = rows.len();
+    let height = (60 + 26 * count as u32).min(4000);
+    let time_format = if until - from > Duration::days(2) { "%m-%d %H:%M" } else { "%H:%M" };
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(220)
+            .build_cartesian_2d(from..until, 0.0..count as f64)
+            .map_err(failed)?;
+        let label_of = |y: &f64| {
+            let i = count as f64 - y - 0.5;
+            if (i - i.round()).abs() < 1e-9 && i >= 0.0 && (i as usize) < count {
+                rows[i as usize].label.clone()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            // Fine steps, so the rows' middles (k + 0.5) are among the
+            // points plotters labels, whatever the number of rows.
+            .y_labels(count * 10 + 1)
+            .y_label_formatter(&label_of)
+            .x_labels(8)
+            .x_label_formatter(&|t| t.format(time_format).to_string())
+            .light_line_style(RGBColor(238, 238, 238))
+            .draw()
+            .map_err(failed)?;
+        // A state shorter than a pixel still shows as a sliver.
+        let sliver = (until - from) / 500;
+        chart
+            .draw_series(rows.iter().enumerate().flat_map(|(i, row)| {
+                let top = (count - i) as f64 - 0.15;
+                row.bars.iter().map(move |(start, end, color)| {
+                    let right = (*end).max(*start + sliver);
+                    Rectangle::new([(*start, top), (right, top - 0.7)], color.filled())
+                })
+            }))
+            .map_err(failed)?;
+        root.present().map_err(failed)?;
+    }
+    Ok(out)
+}
+
 /// The colour of a reconciliation cause, on its bar and in its legend.
 pub fn cause_color(cause: &str) -> &'static str {
     match cause {

@@ -6,6 +6,7 @@
 //! with HTML auto-escaping (`templates/`). This module renders only; the
 //! handlers in `service::pages` fetch.
 
+pub mod capacity;
 pub mod charts;
 pub mod view;
 
@@ -40,6 +41,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("overview.html", include_str!("templates/overview.html")),
         ("cost.html", include_str!("templates/cost.html")),
         ("attempts.html", include_str!("templates/attempts.html")),
+        ("capacity.html", include_str!("templates/capacity.html")),
         ("alerts.html", include_str!("templates/alerts.html")),
         ("workflow.html", include_str!("templates/workflow.html")),
         ("audit.html", include_str!("templates/audit.html")),
@@ -79,10 +81,11 @@ pub enum PageError {
 }
 
 /// The dashboard's pages, for the navigation bar.
-const PAGES: [(&str, &str); 8] = [
+const PAGES: [(&str, &str); 9] = [
     ("overview", "/"),
     ("cost", "/cost"),
     ("attempts", "/attempts"),
+    ("capacity", "/capacity"),
     ("audit", "/audit"),
     ("reconcile", "/reconcile"),
     ("tune", "/tune"),
@@ -665,10 +668,26 @@ pub fn workflow(
         let start_of = |t: &str| DateTime::parse_from_rfc3339(t).ok().map(|t| t.with_timezone(&Utc));
         let first = detail.attempts.iter().filter_map(|a| start_of(&a.started_at)).min();
         if let Some(first) = first {
-            let spans: Vec<Span> = detail
+            let from_first = |t: &str| start_of(t).map(|t| (t - first).num_milliseconds() as f64);
+            let last_end = detail
                 .attempts
                 .iter()
-                .map(|a| {
+                .filter_map(|a| Some(from_first(&a.started_at)? + a.duration_ms.unwrap_or(0.0)))
+                .fold(0.0_f64, f64::max);
+            // The breakers its routes were in, on rows above the attempts,
+            // clipped to the workflow's own span.
+            let breakers = detail.circuits.iter().filter_map(|c| {
+                let start = from_first(&c.from)?.max(0.0);
+                let end = c.until.as_deref().and_then(from_first).unwrap_or(last_end).min(last_end);
+                Some(Span {
+                    start_ms: start,
+                    end_ms: end.max(start),
+                    color: if c.state == "open" { capacity::OPEN_COLOR } else { capacity::HALF_OPEN_COLOR },
+                    label: format!("breaker {} {}", c.route(), c.state),
+                })
+            });
+            let spans: Vec<Span> = breakers
+                .chain(detail.attempts.iter().map(|a| {
                     let start_ms =
                         start_of(&a.started_at).map_or(0.0, |t| (t - first).num_milliseconds() as f64);
                     Span {
@@ -677,7 +696,7 @@ pub fn workflow(
                         color: attempt_color(a.delivered, &a.status),
                         label: format!("#{} {} {}/{}", a.seq, a.layer, a.provider, a.model),
                     }
-                })
+                }))
                 .collect();
             timeline = Some(Value::from_safe_string(charts::timeline(&spans).map_err(PageError::Chart)?));
         }
@@ -689,7 +708,9 @@ pub fn workflow(
         context! { asked => asked, detail => detail, timeline => timeline,
         colors => context! { delivered => hex(attempt_color(true, "ok")),
                              failed => hex(attempt_color(false, "error")),
-                             superseded => hex(attempt_color(false, "ok")) } },
+                             superseded => hex(attempt_color(false, "ok")),
+                             open => hex(capacity::OPEN_COLOR),
+                             half_open => hex(capacity::HALF_OPEN_COLOR) } },
     )
 }
 

@@ -207,8 +207,8 @@ impl<S: Borrow<Store>> Reader<S> {
 
     /// Every attempt of one workflow; `None` when no workflow has this id.
     pub fn workflow(&self, workflow_id: &str) -> Result<Option<WorkflowDetail>, ReadError> {
-        let rows = self.store().workflow_attempts(workflow_id, &self.prices)?;
-        Ok(WorkflowDetail::from_rows(workflow_id, &rows))
+        let (rows, circuits) = self.store().workflow_attempts(workflow_id, &self.prices)?;
+        Ok(WorkflowDetail::from_rows(workflow_id, &rows, &circuits))
     }
 
     /// The newest `limit` alert events, newest first.

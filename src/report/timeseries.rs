@@ -65,6 +65,13 @@ pub struct Bucket {
     pub attempts_by_layer: BTreeMap<&'static str, i64>,
     /// By metric; `duration` and `ttft` when observed.
     pub latency: BTreeMap<String, LatencySummary>,
+    /// By `served_provider/served_model` (the routes of
+    /// `cost_by_served_model`, the rest as `(other)`): the lowest
+    /// remaining / limit of any kind stated by a response to an attempt
+    /// started in the bucket; absent where none stated one.
+    pub headroom_min_ratio: BTreeMap<String, f64>,
+    /// 429s that started in the bucket, by the limit they hit.
+    pub rate_limited: BTreeMap<String, i64>,
 }
 
 /// Percentiles from the stored histogram: each is the upper bound of the
@@ -207,6 +214,19 @@ impl Timeseries {
                     if let Some(b) = buckets.get_mut(bucket) {
                         b.first_attempts += first_attempts;
                         b.retries += retries;
+                    }
+                }
+                SeriesRow::Headroom { bucket, served_provider, served_model, min_ratio } => {
+                    if let Some(b) = buckets.get_mut(bucket) {
+                        b.headroom_min_ratio
+                            .entry(kept.model(served_provider, served_model))
+                            .and_modify(|lowest| *lowest = lowest.min(*min_ratio))
+                            .or_insert(*min_ratio);
+                    }
+                }
+                SeriesRow::RateLimit { bucket, kind, attempts } => {
+                    if let Some(b) = buckets.get_mut(bucket) {
+                        *b.rate_limited.entry(kind.clone()).or_default() += attempts;
                     }
                 }
                 SeriesRow::Latency { bucket, metric, le, observations } => {

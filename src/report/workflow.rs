@@ -6,7 +6,7 @@ use attempt_core::request::RouteKey;
 use serde::Serialize;
 
 use super::usd;
-use crate::store::queries::WorkflowAttemptRow;
+use crate::store::queries::{WorkflowAttemptRow, WorkflowCircuitRow};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkflowDetail {
@@ -23,6 +23,36 @@ pub struct WorkflowDetail {
     pub wasted_cost_usd: f64,
     /// Attempts whose cost is unknown (not in `cost_usd`).
     pub unknown_cost_attempts: usize,
+    /// The open and half-open breaker intervals of the routes its attempts
+    /// asked that overlap the workflow (docs/record-format.md, "Breaker
+    /// timelines"), oldest first.
+    pub circuits: Vec<WorkflowCircuit>,
+}
+
+/// A breaker interval a workflow met.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkflowCircuit {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub route_group: Option<String>,
+    /// Whose breaker: a workflow name, or every caller's (null).
+    pub workflow: Option<String>,
+    pub state: String,
+    pub from: String,
+    /// Null while it lasts.
+    pub until: Option<String>,
+    /// This workflow's attempts to the route that started in it.
+    pub attempts: i64,
+}
+
+impl WorkflowCircuit {
+    pub fn route(&self) -> RouteKey {
+        RouteKey {
+            route_group: self.route_group.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,7 +94,13 @@ pub struct AttemptView {
 
 impl WorkflowDetail {
     /// `None` when there are no rows (no workflow has this id).
-    pub fn from_rows(workflow_id: &str, rows: &[WorkflowAttemptRow]) -> Option<WorkflowDetail> {
+    pub fn from_rows(
+        workflow_id: &str,
+        rows: &[WorkflowAttemptRow],
+        circuits: &[WorkflowCircuitRow],
+    ) -> Option<WorkflowDetail> {
+        let instant =
+            |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let first = rows.first()?;
         let attempts: Vec<AttemptView> = rows
             .iter()
@@ -115,6 +151,19 @@ impl WorkflowDetail {
             wasted_cost_usd: usd(known().filter(|(delivered, _)| !delivered).map(|(_, c)| c).sum()),
             unknown_cost_attempts: rows.iter().filter(|r| r.cost_pusd.is_none()).count(),
             attempts,
+            circuits: circuits
+                .iter()
+                .map(|c| WorkflowCircuit {
+                    provider: c.provider.clone(),
+                    model: c.model.clone(),
+                    route_group: c.route_group.clone(),
+                    workflow: c.workflow_name.clone(),
+                    state: c.state.clone(),
+                    from: instant(c.from),
+                    until: c.until.map(instant),
+                    attempts: c.attempts,
+                })
+                .collect(),
         })
     }
 }

@@ -1,7 +1,7 @@
-//! OTLP/gRPC `TraceService`: the same mapping and writer as OTLP/HTTP,
-//! bounded like it.
+//! OTLP/gRPC `TraceService` and `LogsService`: the same mapping and writer
+//! as OTLP/HTTP, bounded like it.
 //!
-//! The service is written out here rather than taken from the generated
+//! The services are written out here rather than taken from the generated
 //! `TraceServiceServer` for two things the generated one cannot do: admit a
 //! message against the byte budget from its 5-byte length prefix, before a
 //! byte of it is buffered (`Admitted`), and hand the message over as bytes
@@ -10,11 +10,14 @@
 //! `INVALID_ARGUMENT` as OTLP/HTTP answers 400, not with the `INTERNAL`
 //! that exporters take for a server bug.
 
+use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body::{Body, Frame};
+use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -31,13 +34,62 @@ use super::otlp_receiver::{Encoding, OtlpReceiver};
 use super::writer::{WriteError, WriterHandle};
 use crate::telemetry::events::{IngestRequest, Receiver, Refusal, WriteRefused};
 
-const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// One OTLP signal's service: its name, and what an export of it does.
+pub trait Signal: Send + Sync + 'static {
+    const NAME: &'static str;
+    const EXPORT_PATH: &'static str;
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: prost::Message + Default + Send + 'static;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        message: Bytes,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a;
+}
 
-/// The gRPC service, gzip in both directions, messages up to `body_limit`.
-#[derive(Clone)]
-pub struct TraceServer {
+pub struct Traces;
+pub struct Logs;
+
+impl Signal for Traces {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+    type Request = ExportTraceServiceRequest;
+    type Response = ExportTraceServiceResponse;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        message: Bytes,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
+        receiver.export(held, message, Encoding::Protobuf)
+    }
+}
+
+impl Signal for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    type Request = ExportLogsServiceRequest;
+    type Response = ExportLogsServiceResponse;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        message: Bytes,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
+        receiver.export_logs(held, message, Encoding::Protobuf)
+    }
+}
+
+/// The gRPC service of signal `S`, gzip in both directions, messages up
+/// to `body_limit`.
+pub struct OtlpServer<S> {
     inner: Arc<Export>,
     body_limit: usize,
+    signal: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for OtlpServer<S> {
+    fn clone(&self) -> Self {
+        OtlpServer { inner: self.inner.clone(), body_limit: self.body_limit, signal: PhantomData }
+    }
 }
 
 struct Export {
@@ -46,20 +98,20 @@ struct Export {
     tokens: Arc<Tokens>,
 }
 
-pub fn service(
+pub fn service<S: Signal>(
     writer: WriterHandle,
     tokens: Arc<Tokens>,
     body_limit: usize,
     byte_budget: ByteBudget,
-) -> TraceServer {
-    TraceServer { inner: Arc::new(Export { writer, byte_budget, tokens }), body_limit }
+) -> OtlpServer<S> {
+    OtlpServer { inner: Arc::new(Export { writer, byte_budget, tokens }), body_limit, signal: PhantomData }
 }
 
-impl tonic::server::NamedService for TraceServer {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+impl<S: Signal> tonic::server::NamedService for OtlpServer<S> {
+    const NAME: &'static str = S::NAME;
 }
 
-impl<B> Service<http::Request<B>> for TraceServer
+impl<S: Signal, B> Service<http::Request<B>> for OtlpServer<S>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<StdError> + Send + 'static,
@@ -73,9 +125,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != EXPORT_PATH {
+        if request.uri().path() != S::EXPORT_PATH {
             return Box::pin(async {
-                Ok(Status::unimplemented("only TraceService/Export is served").into_http())
+                Ok(Status::unimplemented(format!("only {} is served", S::EXPORT_PATH)).into_http())
             });
         }
         let (inner, limit) = (self.inner.clone(), self.body_limit);
@@ -95,24 +147,24 @@ where
             let request = http::Request::from_parts(parts, body);
             let mut encodings = EnabledCompressionEncodings::default();
             encodings.enable(CompressionEncoding::Gzip);
-            let mut grpc = tonic::server::Grpc::new(OtlpCodec)
+            let mut grpc = tonic::server::Grpc::new(OtlpCodec::<S>(PhantomData))
                 .apply_compression_config(encodings, encodings)
                 .apply_max_message_size_config(Some(limit), None);
-            Ok(grpc.unary(ExportMethod(inner), request).await)
+            Ok(grpc.unary(ExportMethod::<S>(inner, PhantomData), request).await)
         })
     }
 }
 
-struct ExportMethod(Arc<Export>);
+struct ExportMethod<S>(Arc<Export>, PhantomData<fn() -> S>);
 
-impl tonic::server::UnaryService<Bytes> for ExportMethod {
-    type Response = ExportTraceServiceResponse;
+impl<S: Signal> tonic::server::UnaryService<Bytes> for ExportMethod<S> {
+    type Response = S::Response;
     type Future = BoxFuture<Response<Self::Response>, Status>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let inner = self.0.clone();
         Box::pin(async move {
-            super::traced::traced(EXPORT_PATH, inner.export(request), |status| {
+            super::traced::traced(S::EXPORT_PATH, inner.export::<S>(request), |status| {
                 let code = status.code();
                 (code as i64, matches!(code, Code::Internal | Code::Unknown | Code::DataLoss))
             })
@@ -122,7 +174,7 @@ impl tonic::server::UnaryService<Bytes> for ExportMethod {
 }
 
 impl Export {
-    async fn export(&self, request: Request<Bytes>) -> Result<Response<ExportTraceServiceResponse>, Status> {
+    async fn export<S: Signal>(&self, request: Request<Bytes>) -> Result<Response<S::Response>, Status> {
         // What the message took of the budget as it arrived (its declared,
         // maybe compressed, length), held from here to the answer.
         let held = request.extensions().get::<SharedHeld>().cloned().unwrap_or_default();
@@ -144,23 +196,23 @@ impl Export {
         held.release(arrived);
         let exporter =
             OtlpReceiver { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
-        let answer = exporter.export(&held, message, Encoding::Protobuf).await?;
+        let answer = S::export(&exporter, &held, message).await?;
         Ok(Response::new(answer))
     }
 }
 
-/// The message's bytes as they came, to be decoded a span at a time
+/// The message's bytes as they came, to be decoded within the budget
 /// (`otlp_receiver.rs`); prost's encoder for the answer.
-struct OtlpCodec;
+struct OtlpCodec<S>(PhantomData<fn() -> S>);
 
-impl Codec for OtlpCodec {
-    type Encode = ExportTraceServiceResponse;
+impl<S: Signal> Codec for OtlpCodec<S> {
+    type Encode = S::Response;
     type Decode = Bytes;
-    type Encoder = <ProstCodec<ExportTraceServiceResponse, ExportTraceServiceRequest> as Codec>::Encoder;
+    type Encoder = <ProstCodec<S::Response, S::Request> as Codec>::Encoder;
     type Decoder = MessageBytes;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstCodec::<ExportTraceServiceResponse, ExportTraceServiceRequest>::default().encoder()
+        ProstCodec::<S::Response, S::Request>::default().encoder()
     }
 
     fn decoder(&mut self) -> Self::Decoder {

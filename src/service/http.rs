@@ -39,6 +39,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/attempts", post(post_attempts).layer(admit()))
         .route("/v1/litellm", post(post_litellm).layer(admit()))
         .route("/v1/traces", post(post_traces).layer(admit()))
+        .route("/v1/logs", post(post_logs).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/audit", get(get_audit))
@@ -50,6 +51,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(super::pages::overview))
         .route("/cost", get(super::pages::cost))
         .route("/attempts", get(super::pages::attempts))
+        .route("/capacity", get(super::pages::capacity))
         .route("/alerts", get(super::pages::alerts))
         .route("/audit", get(super::pages::audit))
         .route("/reconcile", get(super::pages::reconcile))
@@ -466,20 +468,54 @@ async fn post_traces(
     body: Bytes,
 ) -> Response {
     IngestRequest { receiver: Receiver::OtlpHttp }.emit();
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let encoding = match content_type.split(';').next().unwrap_or("").trim() {
-        "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
-        "application/json" => Encoding::Json,
-        other => {
-            let message =
-                format!("unsupported Content-Type `{other}`: use application/x-protobuf or application/json");
-            return otlp_error(Encoding::Json, Kind::Unsupported, message);
-        }
+    let encoding = match otlp_encoding(&headers) {
+        Ok(encoding) => encoding,
+        Err(message) => return otlp_error(Encoding::Json, Kind::Unsupported, message),
     };
     let held = held.map(|Extension(held)| held).unwrap_or_default();
     let exporter =
         OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
-    match exporter.export(&held, body, encoding).await {
+    otlp_answer(encoding, exporter.export(&held, body, encoding).await)
+}
+
+/// OTLP/HTTP logs: breaker state changes kept, other records ignored
+/// (`otlp_receiver::export_logs`); answered as traces are.
+async fn post_logs(
+    State(state): State<AppState>,
+    held: Option<Extension<SharedHeld>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    IngestRequest { receiver: Receiver::OtlpHttp }.emit();
+    let encoding = match otlp_encoding(&headers) {
+        Ok(encoding) => encoding,
+        Err(message) => return otlp_error(Encoding::Json, Kind::Unsupported, message),
+    };
+    let held = held.map(|Extension(held)| held).unwrap_or_default();
+    let exporter =
+        OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
+    otlp_answer(encoding, exporter.export_logs(&held, body, encoding).await)
+}
+
+/// The encoding an OTLP/HTTP request declares in its Content-Type, or
+/// the message that refuses it.
+fn otlp_encoding(headers: &HeaderMap) -> Result<Encoding, String> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    match content_type.split(';').next().unwrap_or("").trim() {
+        "application/x-protobuf" | "application/protobuf" => Ok(Encoding::Protobuf),
+        "application/json" => Ok(Encoding::Json),
+        other => {
+            Err(format!("unsupported Content-Type `{other}`: use application/x-protobuf or application/json"))
+        }
+    }
+}
+
+/// An export's answer in the request's encoding.
+fn otlp_answer<M: Message + serde::Serialize>(
+    encoding: Encoding,
+    answer: Result<M, ServiceError>,
+) -> Response {
+    match answer {
         Ok(response) => {
             let bytes = match encoding {
                 Encoding::Protobuf => response.encode_to_vec(),

@@ -342,7 +342,13 @@ async fn serve_until_stopped(
     let until_stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let grpc = grpc::service(
+    let grpc_traces = grpc::service::<grpc::Traces>(
+        state.writer.clone(),
+        state.tokens.clone(),
+        config.body_limit,
+        state.byte_budget.clone(),
+    );
+    let grpc_logs = grpc::service::<grpc::Logs>(
         state.writer.clone(),
         state.tokens.clone(),
         config.body_limit,
@@ -369,7 +375,8 @@ async fn serve_until_stopped(
         // hyper's own default, which tonic replaces with "no limit".
         .max_concurrent_streams(GRPC_MAX_STREAMS)
         .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
-        .add_service(grpc)
+        .add_service(grpc_traces)
+        .add_service(grpc_logs)
         .serve_with_incoming_shutdown(
             grpc_listen::incoming(grpc_listener, grpc_limits),
             until_stopped(stopped.clone()),

@@ -11,6 +11,9 @@
 //! delay), or as too large (413 / `RESOURCE_EXHAUSTED`) when it needs more
 //! than the whole budget.
 
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -20,7 +23,7 @@ use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
 use super::writer::WriterHandle;
 use crate::store::MAX_SPANS_PER_TRACE;
-use crate::telemetry::events::{Receiver, RecordsRejected, Refusal, WriteRefused};
+use crate::telemetry::events::{Receiver, RecordsIgnored, RecordsRejected, Refusal, WriteRefused};
 use attempt_core::ingest::Decoded;
 use attempt_core::ingest::otlp::{self, DecodedSpans, ProtobufError};
 
@@ -43,6 +46,12 @@ impl Encoding {
 /// its parsed tree (40,000 small spans took 1.5 times their 20 MiB of JSON)
 /// and what is kept of it (about once the body).
 pub const JSON_PER_BODY_BYTE: usize = 3;
+
+/// Bytes a logs export may hold while decoded, per byte of its body: a JSON
+/// body's parsed tree, or a protobuf body's kept state changes (decoded a
+/// record at a time: the smallest valid change, about 107 bytes on the
+/// wire, is about 210 bytes kept, twice that while their list grows).
+pub const LOGS_PER_BODY_BYTE: usize = 5;
 
 /// What an export needs of the service.
 pub struct OtlpReceiver<'a> {
@@ -84,6 +93,64 @@ impl OtlpReceiver<'_> {
         let stats =
             self.writer.write(spans.decoded.attempts, spans.decoded.spans, spans.decoded.circuits).await?;
         Ok(export_response(&notes, stats.spans_refused))
+    }
+}
+
+impl OtlpReceiver<'_> {
+    /// Decodes a logs export `body`, whose bytes `held` holds, stores its
+    /// breaker state changes (`otlp::logs`) and answers; the other records
+    /// are counted as ignored. Decoding may hold `LOGS_PER_BODY_BYTE` times
+    /// the body, taken before it begins.
+    pub async fn export_logs(
+        &self,
+        held: &SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> Result<ExportLogsServiceResponse, ServiceError> {
+        let decoding = body.len().saturating_mul(LOGS_PER_BODY_BYTE);
+        if !held.take(self.budget, decoding) {
+            WriteRefused { by: Refusal::Bytes }.emit();
+            return Err(ServiceError::no_room(held.bytes() + decoding, self.budget));
+        }
+        let body_bytes = body.len();
+        let decoded = tokio::task::spawn_blocking(move || match encoding {
+            Encoding::Protobuf => otlp::logs::decode_protobuf(&body),
+            Encoding::Json => serde_json::from_slice::<ExportLogsServiceRequest>(&body)
+                .map(|request| otlp::logs::decode_request(&request))
+                .map_err(|e| format!("undecodable JSON ExportLogsServiceRequest: {e}")),
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()));
+        held.release(decoding + body_bytes);
+        let mut logs = decoded?.map_err(ServiceError::BadRequest)?;
+        let d = &logs.decoded;
+        super::traced::decoded(d.circuits.len() as u64 + d.rejected + logs.ignored);
+        RecordsRejected { receiver: self.receiver, records: d.rejected }.emit();
+        RecordsIgnored { receiver: self.receiver, records: logs.ignored }.emit();
+        let notes = logs.decoded.take_notes();
+        if !logs.decoded.circuits.is_empty() {
+            self.writer.write(Vec::new(), Vec::new(), logs.decoded.circuits).await?;
+        }
+        Ok(logs_response(&notes))
+    }
+}
+
+/// OTLP partial success for logs: the state changes rejected and why.
+/// Ignored records are not rejected: nothing was wrong with them.
+fn logs_response(decoded: &Decoded) -> ExportLogsServiceResponse {
+    if decoded.rejected == 0 {
+        return ExportLogsServiceResponse { partial_success: None };
+    }
+    let mut reasons: Vec<String> = decoded.rejections.iter().take(5).map(|r| r.reason.clone()).collect();
+    let more = decoded.rejected.saturating_sub(reasons.len() as u64);
+    if more > 0 {
+        reasons.push(format!("and {more} more"));
+    }
+    ExportLogsServiceResponse {
+        partial_success: Some(ExportLogsPartialSuccess {
+            rejected_log_records: i64::try_from(decoded.rejected).unwrap_or(i64::MAX),
+            error_message: reasons.join("; "),
+        }),
     }
 }
 

@@ -85,6 +85,7 @@ macro_rules! time_page {
 time_page!(overview, dashboard::overview);
 time_page!(cost, dashboard::cost);
 time_page!(attempts, dashboard::attempts);
+time_page!(capacity, dashboard::capacity::capacity);
 
 pub async fn audit(State(state): State<AppState>, Query(params): Params) -> Page {
     let view = match view_of(&state, &params).await {

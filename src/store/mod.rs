@@ -130,6 +130,8 @@ fn label_limit() -> Result<u64, StoreError> {
 
 /// First and last instant of something stored (an inclusive time range).
 pub type TimeBounds = (DateTime<Utc>, DateTime<Utc>);
+/// One workflow's attempts and the breaker intervals they met.
+pub type WorkflowRows = (Vec<queries::WorkflowAttemptRow>, Vec<queries::WorkflowCircuitRow>);
 
 /// What the writer keeps between writes: shared by every connection of a
 /// `Store`, held for a whole write, so writes are numbered in commit order.
@@ -715,14 +717,15 @@ impl Store {
 
     /// Every attempt of one workflow, in its order, with what the
     /// derivation decided of each (route, delivered, cost kind) and its
-    /// cost; empty when no workflow has this id. The workflow is derived
+    /// cost, and the breaker intervals its routes were in while it ran;
+    /// empty when no workflow has this id. The workflow is derived
     /// again here by `facts.sql`, on this connection's temp tables, so the
     /// page shows exactly the rules the reports count with.
     pub fn workflow_attempts(
         &self,
         workflow_id: &str,
         prices: &PriceTable,
-    ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
+    ) -> Result<WorkflowRows, StoreError> {
         self.snapshot(prices, |snapshot| self.derive_one_workflow(snapshot, workflow_id))
     }
 
@@ -730,7 +733,7 @@ impl Store {
         &self,
         snapshot: &Snapshot,
         workflow_id: &str,
-    ) -> Result<Vec<queries::WorkflowAttemptRow>, StoreError> {
+    ) -> Result<WorkflowRows, StoreError> {
         let range: Option<(i64, i64)> = self
             .conn
             .prepare(
@@ -739,7 +742,7 @@ impl Store {
             .query_map([workflow_id], |r| Ok((r.get(0)?, r.get(1)?)))?
             .next()
             .transpose()?;
-        let Some((from, until)) = range else { return Ok(Vec::new()) };
+        let Some((from, until)) = range else { return Ok((Vec::new(), Vec::new())) };
         derived::create_scratch(&self.conn, self.label_limit)?;
         let at = |us: i64| chrono::DateTime::from_timestamp_micros(us);
         derived::set_time_variable(&self.conn, "fact_from", at(from))?;
@@ -756,10 +759,11 @@ impl Store {
         snapshot.priced()?;
         self.conn.execute_batch(queries::COST_SQL)?;
         let rows = queries::workflow_rows(&self.conn)?;
+        let circuits = queries::workflow_circuit_rows(&self.conn)?;
         self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;
         self.conn.execute_batch(&derived_tables::drop_new())?;
         self.conn.execute_batch("DROP VIEW temp.fact_input; DROP TABLE temp.detail_workflow;")?;
-        Ok(rows)
+        Ok((rows, circuits))
     }
 
     /// The recovery findings of the workflows `filter` selects

@@ -707,6 +707,33 @@ pub(super) fn workflow_rows(conn: &Connection) -> Result<Vec<WorkflowAttemptRow>
     Ok(rows)
 }
 
+const WORKFLOW_CIRCUITS_SQL: &str = include_str!("../../queries/workflow_circuits.sql");
+
+row_struct! {
+    /// A breaker interval one workflow met (`queries/workflow_circuits.sql`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowCircuitRow {
+        pub provider: Option<String>,
+        pub model: Option<String>,
+        pub route_group: Option<String>,
+        pub workflow_name: Option<String>,
+        pub state: String,
+        pub from: DateTime<Utc> => |r: &Row, _| micros_at(r, "from_us"),
+        pub until: Option<DateTime<Utc>> => |r: &Row, _| {
+            Ok::<_, duckdb::Error>(r.get::<_, Option<i64>>("until_us")?.and_then(DateTime::from_timestamp_micros))
+        },
+        pub attempts: i64,
+    }
+}
+
+/// `workflow_circuits.sql` over the workflow `facts.sql` has just derived.
+pub(super) fn workflow_circuit_rows(conn: &Connection) -> Result<Vec<WorkflowCircuitRow>, StoreError> {
+    conn.execute_batch(CIRCUIT_TIMELINE_SQL)?;
+    let mut statement = conn.prepare(WORKFLOW_CIRCUITS_SQL)?;
+    let rows = statement.query_map([], WorkflowCircuitRow::from_row)?.collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 const TIMESERIES_SQL: &str = include_str!("../../queries/timeseries.sql");
 
 /// One row of `queries/timeseries.sql`.
@@ -742,6 +769,20 @@ pub enum SeriesRow {
         /// Upper bound in seconds; `None` above the last bound.
         le: Option<f64>,
         observations: i64,
+    },
+    /// The lowest headroom a response stated, by the minute each attempt
+    /// started.
+    Headroom {
+        bucket: DateTime<Utc>,
+        served_provider: String,
+        served_model: String,
+        min_ratio: f64,
+    },
+    /// 429s by the limit they hit, by the minute each started.
+    RateLimit {
+        bucket: DateTime<Utc>,
+        kind: String,
+        attempts: i64,
     },
 }
 
@@ -783,6 +824,15 @@ pub(super) fn series_rows(conn: &Connection, range: &SeriesRange) -> Result<Vec<
                     first_attempts: r.get("first_attempts")?,
                     retries: r.get("retries")?,
                 },
+                "headroom" => SeriesRow::Headroom {
+                    bucket,
+                    served_provider: r.get("key")?,
+                    served_model: r.get("served_model")?,
+                    min_ratio: r.get("min_ratio")?,
+                },
+                "rate_limit" => {
+                    SeriesRow::RateLimit { bucket, kind: r.get("key")?, attempts: r.get("attempts")? }
+                }
                 _ => SeriesRow::Latency {
                     bucket,
                     metric: r.get("key")?,

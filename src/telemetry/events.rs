@@ -54,6 +54,23 @@ impl RecordsRejected {
     }
 }
 
+/// OTLP log records that are not breaker state changes: counted, not
+/// stored (an SDK exporting every log loses nothing it needs).
+pub struct RecordsIgnored {
+    pub receiver: Receiver,
+    pub records: u64,
+}
+
+impl RecordsIgnored {
+    pub fn emit(self) {
+        if self.records == 0 {
+            return;
+        }
+        tracing::debug!(receiver = self.receiver.name(), records = self.records, "records ignored");
+        families().ingest_records.get_or_create(&labels(&[("result", "ignored")])).inc_by(self.records);
+    }
+}
+
 /// Where a write was refused for want of room: the answer is 503 with
 /// Retry-After (gRPC: UNAVAILABLE), and the client resends.
 #[derive(Debug, Clone, Copy)]

@@ -122,7 +122,10 @@ fn transitions(bodies: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-const EXPECTED_ALERTS: [&str; 3] = ["fallback", "primary{model=\"gpt-4o\",provider=\"openai\"}", "retries"];
+/// The incident's alerts: its 429s and fallbacks, and the one 402 of the
+/// simulated account's balance (class quota: a human must act).
+const EXPECTED_ALERTS: [&str; 4] =
+    ["fallback", "primary{model=\"gpt-4o\",provider=\"openai\"}", "quota", "retries"];
 
 #[test]
 fn a_fallback_incident_notifies_firing_then_resolved_once_per_alert() {
@@ -169,8 +172,8 @@ max_tries = 3
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
 
     // Every expected alert fires, then resolves once the incident leaves the window.
-    wait_for("three resolved notifications", Duration::from_secs(60), || {
-        transitions(&receiver.bodies("/hook")).iter().filter(|(s, _)| s == "resolved").count() >= 3
+    wait_for("four resolved notifications", Duration::from_secs(60), || {
+        transitions(&receiver.bodies("/hook")).iter().filter(|(s, _)| s == "resolved").count() >= 4
     });
     // Further evaluations with nothing in the window send nothing more.
     let evaluations = || {
@@ -188,38 +191,38 @@ max_tries = 3
         expected.push(("firing".into(), alert.into()));
         expected.push(("resolved".into(), alert.into()));
     }
-    assert_eq!(hook.len(), 6, "quota must not fire: {hook:?}");
+    assert_eq!(hook.len(), 8, "one episode each: {hook:?}");
 
     // The firing fallback alert names the routes and the reason.
     let firing = receiver.bodies("/hook").into_iter().find(|b| b["alert"]["key"] == "fallback").unwrap();
     let summary = firing["alert"]["summary"].as_str().unwrap();
     assert!(summary.contains("openai/gpt-4o -> anthropic/claude-sonnet-4-5 (rate_limit"), "{summary}");
 
-    // Slack and Alertmanager receivers got the same six, in their own shapes.
+    // Slack and Alertmanager receivers got the same eight, in their own shapes.
     let slack = receiver.bodies("/slack");
-    assert_eq!(slack.len(), 6);
+    assert_eq!(slack.len(), 8);
     assert!(
         slack
             .iter()
             .all(|b| b["text"].as_str().is_some_and(|t| t.contains("[FIRING]") || t.contains("[RESOLVED]")))
     );
     let am = receiver.bodies("/api/v2/alerts");
-    assert_eq!(am.len(), 6);
+    assert_eq!(am.len(), 8);
     let alertnames: std::collections::BTreeSet<&str> =
         am.iter().map(|b| b[0]["labels"]["alertname"].as_str().unwrap()).collect();
-    assert_eq!(alertnames, ["fallback", "primary", "retries"].into());
+    assert_eq!(alertnames, ["fallback", "primary", "quota", "retries"].into());
     assert!(am.iter().all(|b| b[0]["startsAt"].is_string() && b[0]["endsAt"].is_string()));
 
-    // The receiver that is down held up nobody: all six reached the others
+    // The receiver that is down held up nobody: all eight reached the others
     // while it was still backing off (3 tries, 2 s then 4 s apart, for
-    // each of its six notifications), and ingest still answers.
+    // each of its eight notifications), and ingest still answers.
     let metrics = get(&format!("{}/metrics", service.http));
     let down_failed = metrics
         .lines()
         .find(|l| l.starts_with("attempt_ledger_notifications_total{receiver=\"down\",result=\"failed\"}"))
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .unwrap();
-    assert!(down_failed < 6.0, "the down receiver already gave up everything: {down_failed}");
+    assert!(down_failed < 8.0, "the down receiver already gave up everything: {down_failed}");
     assert!(metrics.contains("attempt_ledger_notification_retries_total{receiver=\"down\"}"), "{metrics}");
     // (Last night's steady traffic: outside every window, so it fires nothing.)
     let steady = run(&["simulate", "--scenario", "steady", "--workflows", "50"]);
@@ -228,7 +231,7 @@ max_tries = 3
 
     // History: the API and, after the service stops, the CLI.
     let api: Value = serde_json::from_str(&get(&format!("{}/api/v1/alerts", service.http))).unwrap();
-    assert_eq!(api["history"].as_array().unwrap().len(), 6, "{api}");
+    assert_eq!(api["history"].as_array().unwrap().len(), 8, "{api}");
     assert!(service.terminate().success());
     let history: Value =
         serde_json::from_str(&run(&["alerts", "--db", db.to_str().unwrap(), "--format", "json"])).unwrap();
@@ -318,6 +321,13 @@ fn the_offline_check_replays_the_same_alerts_and_agrees_with_the_report() {
     assert_eq!(primary["value"], route["primary_success_rate"]);
     let retries = firing("retries");
     assert_eq!(retries["value"], report_at(retries)["retry_budget"]["ratio"]);
+    // The quota alert is the 402 alone: the 429s are rate limits, not quota.
+    let quota = firing("quota");
+    let classes = report_at(quota)["error_classes"].clone();
+    let refused: Vec<&Value> =
+        classes.as_array().unwrap().iter().filter(|c| c["error_class"] == "quota").collect();
+    assert_eq!(refused.len(), 1, "{classes}");
+    assert_eq!((quota["value"].as_f64().unwrap(), refused[0]["attempts"].as_i64().unwrap()), (1.0, 1));
 }
 
 fn python_parse(exposition: &str) -> Value {
@@ -616,8 +626,8 @@ fn a_real_alertmanager_receives_the_alerts_and_sees_them_resolve() {
     let (status, _, _) = service.post("/v1/attempts", "application/x-ndjson", None, records.as_bytes());
     assert_eq!(status, 200);
 
-    wait_for("the three alerts active in Alertmanager", Duration::from_secs(60), || {
-        active().is_some_and(|names| names == ["fallback", "primary", "retries"])
+    wait_for("the four alerts active in Alertmanager", Duration::from_secs(60), || {
+        active().is_some_and(|names| names == ["fallback", "primary", "quota", "retries"])
     });
     wait_for("every alert resolved in Alertmanager", Duration::from_secs(60), || {
         active().is_some_and(|names| names.is_empty())

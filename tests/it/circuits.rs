@@ -254,6 +254,31 @@ fn breaker_intervals_from_records_events_and_attempts_in_any_order() {
         assert!((f.fallback_cost_usd.unwrap() - fallback_cost).abs() < 1e-12);
         assert!((f.primary_cost_usd.unwrap() - at_primary_price).abs() < 1e-12);
         assert_eq!(f.breaker_open_workflows, Some(1));
+        // Each workflow's page marks the breaker states its routes were in
+        // while it ran: its caller's or every caller's, never another's.
+        let met = |id: &str| -> Vec<(Shape, i64)> {
+            let (rows, circuits) = store.workflow_attempts(id, &prices).unwrap();
+            let detail =
+                attempt_ledger::report::workflow::WorkflowDetail::from_rows(id, &rows, &circuits).unwrap();
+            let instant = |t: &str| t.parse::<DateTime<Utc>>().unwrap().to_rfc3339();
+            detail
+                .circuits
+                .iter()
+                .map(|c| {
+                    let route = c.route_group.clone().unwrap_or_else(|| c.route().to_string());
+                    let until = c.until.as_deref().map(instant);
+                    ((route, c.workflow.clone(), c.state.clone(), instant(&c.from), until), c.attempts)
+                })
+                .collect()
+        };
+        let open = |route: &str, caller: Option<&str>, state: &str, from: i64, until: Option<i64>| {
+            ((route.to_string(), caller.map(String::from), state.to_string(), at(from), until.map(at)), 1)
+        };
+        assert_eq!(met("w1"), vec![open("openai/gpt-4o", None, "open", 0, Some(30))], "split {split}");
+        assert_eq!(met("p1"), vec![open("openai/gpt-4o", None, "half_open", 30, Some(32))]);
+        assert_eq!(met("w5"), vec![open("smart", Some("nightly"), "open", 20, None)]);
+        assert_eq!(met("w6"), vec![], "another caller's group breaker");
+        assert_eq!(met("w4"), vec![], "after it closed");
     }
 }
 
@@ -508,4 +533,207 @@ fn bad_state_change_records_are_rejected_by_line_and_the_rest_kept() {
     Format::Otlp.decode_record(&otlp, 7, &mut into);
     assert_eq!(into.rejected, 1);
     assert!(into.rejections[0].reason.contains("model or route_group is required"), "{:?}", into.rejections);
+}
+
+/// The incident the logs client sends: open at 02:37:12 for 60 s, then
+/// half-open for 1 s (its last change, closed, ends it).
+fn logged_intervals(report: &serde_json::Value) -> Vec<(String, String, String)> {
+    report["circuits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["state"].as_str().unwrap().to_string(),
+                c["from"].as_str().unwrap().to_string(),
+                c["until"].to_string(),
+            )
+        })
+        .collect()
+}
+
+fn ignored_log_records(service: &crate::service::ServiceProcess) -> f64 {
+    service
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("attempt_ledger_ingest_records_total{") && l.contains("result=\"ignored\""))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The OpenTelemetry Python SDK's log exporter, over gRPC and over HTTP:
+/// its `circuit.state_change` events become the route's timeline, and the
+/// application logs around them are ignored without failing the export.
+#[test]
+fn breaker_changes_arrive_as_log_records_from_the_python_sdk() {
+    for protocol in ["grpc", "http"] {
+        let dir = tempfile::tempdir().unwrap();
+        // A process of its own: its counters are this export's alone.
+        let service = crate::service::ServiceProcess::start(&dir.path().join("s.duckdb"), &[]);
+        let endpoint = if protocol == "grpc" { service.grpc.clone() } else { service.http.clone() };
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/otel_logs_client.py");
+        let out = crate::python().args([script, protocol, &endpoint]).output().unwrap();
+        assert!(out.status.success(), "{protocol}: {}", String::from_utf8_lossy(&out.stderr));
+        let report = service.report("");
+        assert_eq!(
+            logged_intervals(&report),
+            vec![
+                ("open".into(), "2026-11-28T02:37:12.000Z".into(), "\"2026-11-28T02:38:12.000Z\"".into()),
+                (
+                    "half_open".into(),
+                    "2026-11-28T02:38:12.000Z".into(),
+                    "\"2026-11-28T02:38:13.000Z\"".into()
+                ),
+            ],
+            "{protocol}"
+        );
+        assert_eq!(report["circuits"][0]["provider"], "openai");
+        assert_eq!(ignored_log_records(&service), 2.0, "{protocol}: the two application logs");
+    }
+}
+
+fn log_export(records: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]})).unwrap()
+}
+
+fn log_change(nanos: &str, state: &str) -> serde_json::Value {
+    json!({"timeUnixNano": nanos, "eventName": "circuit.state_change", "attributes": [
+        {"key": "attempt.provider", "value": {"stringValue": "openai"}},
+        {"key": "attempt.model", "value": {"stringValue": "gpt-4o"}},
+        {"key": "attempt.state", "value": {"stringValue": state}}]})
+}
+
+/// OTLP/HTTP logs as JSON, gzipped or not: a bad change is a partial
+/// success naming its record and field, the good ones are stored, a
+/// redelivery stores nothing twice, and a body that is no export is a 400.
+#[test]
+fn otlp_http_logs_answer_partial_success_and_keep_what_was_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = crate::service::Service::start(&dir.path().join("s.duckdb"), &[]);
+    let body = log_export(json!([
+        log_change("1795833432000000000", "open"),
+        log_change("1795833433000000000", "ajar"),
+        {"body": {"stringValue": "not a change"}},
+        log_change("1795833492000000000", "closed"),
+    ]));
+    let (status, answer, _) = service.post("/v1/logs", "application/json", None, &body);
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["partialSuccess"]["rejectedLogRecords"], 1, "{answer}");
+    let message = answer["partialSuccess"]["errorMessage"].as_str().unwrap();
+    assert!(message.starts_with("log record 2: circuit record: state"), "{message}");
+    let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gzipped, &body).unwrap();
+    let (status, _, _) =
+        service.post("/v1/logs", "application/json", Some("gzip"), &gzipped.finish().unwrap());
+    assert_eq!(status, 200, "the same export again, gzipped");
+    let report = service.report("");
+    assert_eq!(
+        logged_intervals(&report),
+        vec![("open".into(), "2026-11-28T02:37:12.000Z".into(), "\"2026-11-28T02:38:12.000Z\"".into())]
+    );
+    let (status, answer, _) = service.post("/v1/logs", "application/x-protobuf", None, b"\xff\xff\xff");
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+    let (status, _, _) = service.post("/v1/logs", "text/plain", None, b"{}");
+    assert_eq!(status, 415);
+    let (status, answer, _) = service.post("/v1/logs", "application/json", None, &log_export(json!([])));
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert!(
+        answer.get("partialSuccess").is_none_or(|p| p.is_null()),
+        "an empty export is a plain success: {answer}"
+    );
+}
+
+/// One drawn attempt for the capacity charts: its second, served model,
+/// whether it was a 429, and (remaining, limit) per kind, if stated.
+type Stated = (i64, bool, bool, [Option<(i64, i64)>; 4]);
+
+fn stated() -> impl Strategy<Value = Stated> {
+    let kind = prop_oneof![
+        Just(None),
+        (0i64..=100, prop_oneof![Just(0i64), Just(100), Just(1000)]).prop_map(|(r, l)| Some((r.min(l), l))),
+    ];
+    (0i64..300, any::<bool>(), any::<bool>(), [kind.clone(), kind.clone(), kind.clone(), kind])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// The capacity page's charts: per bucket and served route, the lowest
+    /// remaining / limit any response stated (a limit of 0 states no
+    /// share), as a model computes it from the records; and the 429s by
+    /// the limit they hit add up to the report's `rate_limits`.
+    #[test]
+    fn the_charts_show_each_bucket_s_lowest_headroom_and_its_429s(drawn in prop::collection::vec(stated(), 1..40)) {
+        const KINDS: [&str; 4] = ["requests", "tokens", "input_tokens", "output_tokens"];
+        let lines: Vec<(Format, String)> = drawn
+            .iter()
+            .enumerate()
+            .map(|(i, (second, mini, limited, kinds))| {
+                let model = if *mini { "gpt-4o-mini" } else { "gpt-4o" };
+                let mut extra = if *limited {
+                    json!({"http_status": 429})
+                } else {
+                    json!({"input_tokens": 10, "output_tokens": 1})
+                };
+                for (kind, stated) in KINDS.iter().zip(kinds) {
+                    if let Some((remaining, limit)) = stated {
+                        extra[format!("ratelimit_remaining_{kind}")] = json!(remaining);
+                        extra[format!("ratelimit_limit_{kind}")] = json!(limit);
+                    }
+                }
+                let status = if *limited { "error" } else { "ok" };
+                (Format::Attempts, attempt(&format!("w{i}"), 1, *second, model, status, extra))
+            })
+            .collect();
+        let store = store_of(&lines.iter().collect::<Vec<_>>(), 7);
+        let prices = PriceTable::load(None).unwrap();
+        let report = report_of(&store, &ReportFilter::default());
+        for step_minutes in [1i64, 2] {
+            let range = attempt_core::request::SeriesRange::new(
+                t0(),
+                t0() + Duration::minutes(6),
+                Some(std::time::Duration::from_secs(60 * step_minutes as u64)),
+                None,
+                None,
+            )
+            .unwrap();
+            let series = attempt_ledger::report::timeseries::Timeseries::from_rows(
+                &range,
+                &store.timeseries(&range, &prices).unwrap(),
+            );
+            let mut model: BTreeMap<(usize, String), f64> = BTreeMap::new();
+            for (second, mini, _, kinds) in &drawn {
+                let bucket = (*second / (60 * step_minutes)) as usize;
+                let route = format!("openai/{}", if *mini { "gpt-4o-mini" } else { "gpt-4o" });
+                for (remaining, limit) in kinds.iter().flatten() {
+                    if *limit > 0 {
+                        let ratio = *remaining as f64 / *limit as f64;
+                        let low = model.entry((bucket, route.clone())).or_insert(ratio);
+                        *low = low.min(ratio);
+                    }
+                }
+            }
+            let drawn_by_chart: BTreeMap<(usize, String), f64> = series
+                .buckets
+                .iter()
+                .enumerate()
+                .flat_map(|(i, b)| b.headroom_min_ratio.iter().map(move |(route, low)| ((i, route.clone()), *low)))
+                .collect();
+            prop_assert_eq!(&drawn_by_chart, &model, "step {} min", step_minutes);
+            let mut charted: BTreeMap<String, i64> = BTreeMap::new();
+            for b in &series.buckets {
+                for (kind, n) in &b.rate_limited {
+                    *charted.entry(kind.clone()).or_default() += n;
+                }
+            }
+            let mut reported: BTreeMap<String, i64> = BTreeMap::new();
+            for r in &report.rate_limits {
+                *reported.entry(r.kind.clone()).or_default() += r.attempts;
+            }
+            prop_assert_eq!(&charted, &reported);
+            prop_assert_eq!(charted.values().sum::<i64>(), drawn.iter().filter(|d| d.2).count() as i64);
+        }
+    }
 }

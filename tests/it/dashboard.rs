@@ -95,7 +95,7 @@ fn every_page_renders_in_chromium_and_shows_the_reports_numbers() {
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the browser test failed:\n{said}");
     println!("{said}");
-    for page in ["overview", "cost", "attempts", "audit", "tune", "workflow", "alerts"] {
+    for page in ["overview", "cost", "attempts", "capacity", "audit", "tune", "workflow", "alerts"] {
         let png = std::fs::read(shots.join(format!("{page}.png"))).unwrap();
         assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{page}.png is {} bytes", png.len());
     }
@@ -125,7 +125,9 @@ fn a_hostile_url_is_escaped_or_named_in_an_html_error() {
     let service = Service::start(&dir.path().join("d.duckdb"), &[]);
     let script = "<script>alert(1)</script>";
     let query = serde_urlencoded::to_string([("workflow", script), ("route", "\"><img src=x>")]).unwrap();
-    for page in ["/", "/cost", "/attempts", "/audit", "/reconcile", "/tune", "/alerts", "/workflow"] {
+    for page in
+        ["/", "/cost", "/attempts", "/capacity", "/audit", "/reconcile", "/tune", "/alerts", "/workflow"]
+    {
         let (status, headers, body) = get(&format!("{}{page}?{query}", service.http), None);
         assert_eq!(status, 200, "{page}");
         assert!(headers["content-type"].starts_with("text/html"));

@@ -239,6 +239,35 @@ def main():
         same_rows(driver, "amplification", report["amplification"], ["attempts", "per_workflow.max"], "attempts")
         same_rows(driver, "error_classes", report["error_classes"], ["attempts", "cost_usd"], "attempts")
 
+        # Capacity: the headroom and 429 charts say what the report's sections
+        # say, and the breakers are drawn and listed as the report has them.
+        visit(driver, "/capacity" + NIGHT, "capacity")
+        charts_drawn(driver, "capacity", ["headroom", "rate-limited", "breakers"])
+        limited = column_sums(driver, "rate-limited")
+        by_kind = {}
+        for row in report["rate_limits"]:
+            by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["attempts"]
+        check(by_kind and {k: v for k, v in limited.items() if v} == by_kind,
+              f"capacity: 429s drawn by kind {limited}, the report's rate_limits {by_kind}")
+        lowest = {}
+        for column, raw in collect(driver, "table[data-series='headroom'] td", "data-column", "data-value"):
+            if value_of(raw) is not None:
+                lowest[column] = min(lowest.get(column, 1.0), value_of(raw))
+        for row in report["headroom"]:
+            route = f"{row['served_provider']}/{row['served_model']}"
+            if row["min_ratio"] is not None:
+                check(lowest.get(route) is not None and lowest[route] <= row["min_ratio"],
+                      f"capacity: {route} drawn as low as {lowest.get(route)}, its {row['kind']} at {row['min_ratio']}")
+        check(min(lowest.values()) == min(r["min_ratio"] for r in report["headroom"] if r["min_ratio"] is not None),
+              f"capacity: the lowest drawn {lowest}, the report's lowest differ")
+        same_rows(driver, "headroom", report["headroom"], ["min_ratio", "attempts_below_10pct", "rate_limited"], "capacity")
+        same_rows(driver, "circuits", report["circuits"],
+                  ["workflows_started", "outcomes.fallback_recovery", "fallback_cost_usd", "primary_cost_usd", "probes"],
+                  "capacity")
+        bars = driver.execute_script(
+            "return document.querySelector(\"figure[data-chart='breakers'] > svg\").querySelectorAll('rect').length;")
+        check(bars >= len(report["circuits"]), f"capacity: {bars} bars for {len(report['circuits'])} breaker intervals")
+
         # The audit: the same findings as its JSON route, and an example opens
         # its workflow.
         visit(driver, "/attempts" + NIGHT)
@@ -309,9 +338,13 @@ def main():
                 check(value_of(raw) == detail[path], f"workflow: {path} {raw} vs {detail[path]}")
             elif path in ("workflow_id", "outcome"):
                 check(raw == detail[path], f"workflow: {path} {raw} vs {detail[path]}")
+        # Its routes' breakers: listed and drawn above its attempts.
+        check(detail["circuits"], "workflow: the busiest workflow of the 429s met no breaker")
+        same_rows(driver, "circuits", detail["circuits"], ["attempts"], "workflow")
         bars = driver.execute_script(
             "return document.querySelector(\"figure[data-chart='timeline'] > svg\").querySelectorAll('rect').length;")
-        check(bars >= len(shown_ids), f"workflow: {bars} bars for {len(shown_ids)} attempts")
+        check(bars >= len(shown_ids) + len(detail["circuits"]),
+              f"workflow: {bars} bars for {len(shown_ids)} attempts and {len(detail['circuits'])} breaker states")
         # A search for an id nobody sent says so (the 404 is logged: not an error here).
         driver.get(BASE + "/workflow?id=no-such-workflow")
         check(driver.find_elements(By.CSS_SELECTOR, "[data-not-found]"), "workflow: unknown id not reported")

@@ -49,7 +49,8 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "circuit_timeline.sql",
     ];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
-    // workflow.sql's is workflow_pages_of_the_fixture, timeseries.sql's
+    // workflow.sql's is workflow_pages_of_the_fixture (workflow_circuits.sql's
+    // is checked by circuits.rs against each incident workflow), timeseries.sql's
     // timeseries_of_the_fixture_adds_up_to_the_report, audit.sql's
     // audit_of_the_fixture (and a case per finding in audit.rs);
     // tune_curve.sql's, step_rollups.sql's, tune_shapes.sql's,
@@ -60,7 +61,14 @@ fn every_query_file_has_a_snapshot_and_a_header() {
     let known: Vec<&str> = Query::ALL
         .iter()
         .map(|q| q.file_name())
-        .chain(["metrics.sql", "groups.sql", "workflow.sql", "timeseries.sql", "audit.sql"])
+        .chain([
+            "metrics.sql",
+            "groups.sql",
+            "workflow.sql",
+            "workflow_circuits.sql",
+            "timeseries.sql",
+            "audit.sql",
+        ])
         .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql"])
         .chain(["tune_outcome_counts.sql", "tune_steps.sql"])
         // reconcile_of_the_bill_fixtures (and reconcile.rs, by hand).
@@ -142,11 +150,11 @@ fn workflow_pages_of_the_fixture() {
     let prices = PriceTable::load(None).unwrap();
     let mut pages = Vec::new();
     for id in ["wf-retry", "wf-fallback", "wf-reroute", "wf-unknown-model"] {
-        let rows = store.workflow_attempts(id, &prices).unwrap();
-        pages.push(WorkflowDetail::from_rows(id, &rows).unwrap());
+        let (rows, circuits) = store.workflow_attempts(id, &prices).unwrap();
+        pages.push(WorkflowDetail::from_rows(id, &rows, &circuits).unwrap());
     }
     insta::assert_snapshot!("workflow_pages", serde_json::to_string_pretty(&pages).unwrap());
-    assert!(store.workflow_attempts("wf-nobody", &prices).unwrap().is_empty());
+    assert!(store.workflow_attempts("wf-nobody", &prices).unwrap().0.is_empty());
 }
 
 /// The pages price with the reports' rule: over every workflow, their costs
@@ -167,7 +175,8 @@ fn workflow_pages_add_up_to_the_report() {
     let (mut cost, mut wasted, mut unknown) = (0.0, 0.0, 0);
     let mut outcomes = std::collections::BTreeMap::<String, i64>::new();
     for id in &ids {
-        let page = WorkflowDetail::from_rows(id, &store.workflow_attempts(id, &prices).unwrap()).unwrap();
+        let (rows, circuits) = store.workflow_attempts(id, &prices).unwrap();
+        let page = WorkflowDetail::from_rows(id, &rows, &circuits).unwrap();
         cost += page.cost_usd;
         wasted += page.wasted_cost_usd;
         unknown += page.unknown_cost_attempts as i64;

@@ -20,6 +20,7 @@
 //! count gets that many failed attempts before its own.
 
 mod calls;
+pub mod logs;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -984,17 +985,26 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
 /// A `circuit.state_change` span event: its time is the change's `at`, its
 /// `attempt.*` attributes the record's fields.
 fn circuit_event(event: &Event) -> Result<CircuitChange, String> {
-    let at = match event.time_unix_nano {
+    circuit_change_of(event.time_unix_nano, &event.attributes)
+}
+
+/// A state change from an OTLP span event or log record: `time_unix_nano`
+/// (0: none) is its `at`, the `attempt.*` attributes its fields.
+pub(crate) fn circuit_change_of(
+    time_unix_nano: u64,
+    attributes: &[KeyValue],
+) -> Result<CircuitChange, String> {
+    let at = match time_unix_nano {
         0 => None,
         n => Some(nanos(n).map_err(|e| format!("circuit record: at: {e}"))?),
     };
-    circuit::build(circuit::CircuitFields::read(at, |name| event_text(event, name))?)
+    circuit::build(circuit::CircuitFields::read(at, |name| attribute_text(attributes, name))?)
 }
 
-/// An event's `attempt.<name>` attribute, a string or absent.
-fn event_text<'e>(event: &'e Event, name: &str) -> Result<Option<&'e str>, String> {
+/// The `attempt.<name>` attribute, a string or absent.
+fn attribute_text<'a>(attributes: &'a [KeyValue], name: &str) -> Result<Option<&'a str>, String> {
     let key = format!("attempt.{name}");
-    match event.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()?.value.as_ref()) {
+    match attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()?.value.as_ref()) {
         None => Ok(None),
         Some(any_value::Value::StringValue(s)) => Ok(Some(s.as_str())),
         Some(other) => Err(format!("circuit record: {key}: expected a string, got {}", shown(other))),

@@ -70,8 +70,10 @@ pub fn kept_bytes_at_most(body: &[u8]) -> Result<usize, ProtobufError> {
 }
 
 /// Calls `on_span` with the bytes of each span of the request in `body`,
-/// in order, checking the envelopes around them.
-fn each_span(
+/// in order, checking the envelopes around them. A logs export has the same
+/// three envelopes at the same tags (`ResourceLogs`, `ScopeLogs`, then its
+/// log records), so this walks its records too (`otlp::logs`).
+pub(super) fn each_span(
     body: &[u8],
     on_span: &mut dyn FnMut(&[u8]) -> Result<(), ProtobufError>,
 ) -> Result<(), ProtobufError> {
