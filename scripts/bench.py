@@ -236,7 +236,7 @@ def load(binary_env: str, db, seconds: int):
 
 # The demo's day, where the simulated traffic is.
 DAY = "?since=2026-11-28T00:00:00Z&until=2026-11-29T00:00:00Z"
-PAGES = ["/", "/cost", "/attempts", "/audit", "/alerts"]
+PAGES = ["/", "/cost", "/attempts", "/capacity", "/audit", "/alerts"]
 
 
 def page_timings(http: str) -> dict:
