@@ -139,6 +139,8 @@ fn breaker_timeline(
     if rows.is_empty() {
         return Ok(None);
     }
-    let svg = charts::state_timeline(&rows, from, until).map_err(PageError::Chart)?;
+    let format = if until - from > chrono::Duration::days(2) { "%m-%d %H:%M" } else { "%H:%M" };
+    let clock = |t: DateTime<Utc>| t.format(format).to_string();
+    let svg = charts::state_timeline(&rows, from, until, &clock).map_err(PageError::Chart)?;
     Ok(Some(Value::from_safe_string(svg)))
 }

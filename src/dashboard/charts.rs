@@ -201,56 +201,25 @@ pub struct Span {
 }
 
 /// Every attempt of a workflow as a bar on its own row, first on top; the
-/// gaps between bars are the waits.
+/// gaps between bars are the waits. The axis counts from the first start.
 pub fn timeline(spans: &[Span]) -> Result<String, String> {
-    let rows = spans.len();
-    if rows == 0 {
+    if spans.is_empty() {
         return Err("no attempts to draw".to_string());
     }
     let end = spans.iter().map(|s| s.end_ms.max(s.start_ms)).fold(1.0_f64, f64::max) * 1.02;
-    let height = (40 + 26 * rows as u32).min(4000);
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(failed)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(220)
-            .build_cartesian_2d(0.0..end, 0.0..rows as f64)
-            .map_err(failed)?;
-        let label_of = |y: &f64| {
-            // Row i is drawn from the top: y = rows - i - 0.5 at its middle.
-            let i = rows as f64 - y - 0.5;
-            if (i - i.round()).abs() < 1e-9 && i >= 0.0 && (i as usize) < rows {
-                spans[i as usize].label.clone()
-            } else {
-                String::new()
-            }
-        };
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(rows * 2 + 1)
-            .y_label_formatter(&label_of)
-            .x_labels(8)
-            .x_label_formatter(&|ms| {
-                if end >= 10_000.0 { format!("{:.0}s", ms / 1000.0) } else { format!("{ms:.0}ms") }
-            })
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(failed)?;
-        chart
-            .draw_series(spans.iter().enumerate().map(|(i, s)| {
-                let top = (rows - i) as f64 - 0.15;
-                // A zero-length attempt still shows as a sliver.
-                let right = s.end_ms.max(s.start_ms + end * 0.002);
-                Rectangle::new([(s.start_ms, top), (right, top - 0.7)], s.color.filled())
-            }))
-            .map_err(failed)?;
-        root.present().map_err(failed)?;
-    }
-    Ok(out)
+    // An instant for each millisecond offset: the rows share the clock axis
+    // of `state_timeline`, labelled as offsets.
+    let origin = DateTime::<Utc>::UNIX_EPOCH;
+    let at = |ms: f64| origin + Duration::microseconds((ms * 1000.0) as i64);
+    let rows: Vec<StateRow> = spans
+        .iter()
+        .map(|s| StateRow { label: s.label.clone(), bars: vec![(at(s.start_ms), at(s.end_ms), s.color)] })
+        .collect();
+    let offset = |t: DateTime<Utc>| {
+        let ms = (t - origin).num_milliseconds() as f64;
+        if end >= 10_000.0 { format!("{:.0}s", ms / 1000.0) } else { format!("{ms:.0}ms") }
+    };
+    state_timeline(&rows, origin, at(end), &offset)
 }
 
 /// One row of a state timeline: its label and the bars on it.
@@ -261,19 +230,20 @@ pub struct StateRow {
     pub bars: Vec<(DateTime<Utc>, DateTime<Utc>, RGBColor)>,
 }
 
-/// Rows of states over a clock axis (a breaker's open and half-open
-/// intervals over the page's range), first row on top.
+/// Rows of bars over a time axis (a breaker's open and half-open intervals
+/// over the page's range, a workflow's attempts), first row on top; `tick`
+/// labels the axis.
 pub fn state_timeline(
     rows: &[StateRow],
     from: DateTime<Utc>,
     until: DateTime<Utc>,
+    tick: &dyn Fn(DateTime<Utc>) -> String,
 ) -> Result<String, String> {
     if rows.is_empty() || until <= from {
         return Err("no states to draw".to_string());
     }
     let count = rows.len();
     let height = (60 + 26 * count as u32).min(4000);
-    let time_format = if until - from > Duration::days(2) { "%m-%d %H:%M" } else { "%H:%M" };
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
@@ -300,11 +270,11 @@ pub fn state_timeline(
             .y_labels(count * 10 + 1)
             .y_label_formatter(&label_of)
             .x_labels(8)
-            .x_label_formatter(&|t| t.format(time_format).to_string())
+            .x_label_formatter(&|t| tick(*t))
             .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(failed)?;
-        // A state shorter than a pixel still shows as a sliver.
+        // A bar shorter than a pixel still shows as a sliver.
         let sliver = (until - from) / 500;
         chart
             .draw_series(rows.iter().enumerate().flat_map(|(i, row)| {

@@ -10,17 +10,12 @@
 //! `INVALID_ARGUMENT` as OTLP/HTTP answers 400, not with the `INTERNAL`
 //! that exporters take for a server bug.
 
-use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http_body::{Body, Frame};
-use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
 use tonic::body::Body as TonicBody;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings};
 use tonic::codegen::{BoxFuture, Bytes, Service, StdError, http};
@@ -30,53 +25,9 @@ use tonic_prost::ProstCodec;
 use super::auth::{Denied, Scope, Tokens};
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
-use super::otlp_receiver::{Encoding, OtlpReceiver};
+use super::otlp_receiver::{Encoding, OtlpReceiver, Signal};
 use super::writer::{WriteError, WriterHandle};
 use crate::telemetry::events::{IngestRequest, Receiver, Refusal, WriteRefused};
-
-/// One OTLP signal's service: its name, and what an export of it does.
-pub trait Signal: Send + Sync + 'static {
-    const NAME: &'static str;
-    const EXPORT_PATH: &'static str;
-    type Request: prost::Message + Default + Send + 'static;
-    type Response: prost::Message + Default + Send + 'static;
-    fn export<'a>(
-        receiver: &'a OtlpReceiver<'a>,
-        held: &'a SharedHeld,
-        message: Bytes,
-    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a;
-}
-
-pub struct Traces;
-pub struct Logs;
-
-impl Signal for Traces {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
-    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-    type Request = ExportTraceServiceRequest;
-    type Response = ExportTraceServiceResponse;
-    fn export<'a>(
-        receiver: &'a OtlpReceiver<'a>,
-        held: &'a SharedHeld,
-        message: Bytes,
-    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
-        receiver.export(held, message, Encoding::Protobuf)
-    }
-}
-
-impl Signal for Logs {
-    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
-    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
-    type Request = ExportLogsServiceRequest;
-    type Response = ExportLogsServiceResponse;
-    fn export<'a>(
-        receiver: &'a OtlpReceiver<'a>,
-        held: &'a SharedHeld,
-        message: Bytes,
-    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
-        receiver.export_logs(held, message, Encoding::Protobuf)
-    }
-}
 
 /// The gRPC service of signal `S`, gzip in both directions, messages up
 /// to `body_limit`.
@@ -196,7 +147,7 @@ impl Export {
         held.release(arrived);
         let exporter =
             OtlpReceiver { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
-        let answer = S::export(&exporter, &held, message).await?;
+        let answer = S::export(&exporter, &held, message, Encoding::Protobuf).await?;
         Ok(Response::new(answer))
     }
 }

@@ -19,7 +19,7 @@ use super::auth::{self, Denied, Scope};
 use super::body::{BodyError, inflate};
 use super::budget::SharedHeld;
 use super::error::{self, Kind, ServiceError};
-use super::otlp_receiver::{Encoding, OtlpReceiver};
+use super::otlp_receiver::{Encoding, Logs, OtlpReceiver, Signal, Traces};
 use super::session;
 use super::state::AppState;
 use super::writer::WriteError;
@@ -38,8 +38,8 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/attempts", post(post_attempts).layer(admit()))
         .route("/v1/litellm", post(post_litellm).layer(admit()))
-        .route("/v1/traces", post(post_traces).layer(admit()))
-        .route("/v1/logs", post(post_logs).layer(admit()))
+        .route("/v1/traces", post(post_otlp::<Traces>).layer(admit()))
+        .route("/v1/logs", post(post_otlp::<Logs>).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/audit", get(get_audit))
@@ -459,9 +459,10 @@ struct RpcStatus {
     message: String,
 }
 
-/// OTLP/HTTP: the answer is encoded like the request; errors carry a
-/// google.rpc.Status; retryable refusals say when to retry.
-async fn post_traces(
+/// OTLP/HTTP, traces or logs (`Signal`): the answer is encoded like the
+/// request; errors carry a google.rpc.Status; retryable refusals say when
+/// to retry.
+async fn post_otlp<S: Signal>(
     State(state): State<AppState>,
     held: Option<Extension<SharedHeld>>,
     headers: HeaderMap,
@@ -475,26 +476,7 @@ async fn post_traces(
     let held = held.map(|Extension(held)| held).unwrap_or_default();
     let exporter =
         OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
-    otlp_answer(encoding, exporter.export(&held, body, encoding).await)
-}
-
-/// OTLP/HTTP logs: breaker state changes kept, other records ignored
-/// (`otlp_receiver::export_logs`); answered as traces are.
-async fn post_logs(
-    State(state): State<AppState>,
-    held: Option<Extension<SharedHeld>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    IngestRequest { receiver: Receiver::OtlpHttp }.emit();
-    let encoding = match otlp_encoding(&headers) {
-        Ok(encoding) => encoding,
-        Err(message) => return otlp_error(Encoding::Json, Kind::Unsupported, message),
-    };
-    let held = held.map(|Extension(held)| held).unwrap_or_default();
-    let exporter =
-        OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
-    otlp_answer(encoding, exporter.export_logs(&held, body, encoding).await)
+    otlp_answer(encoding, S::export(&exporter, &held, body, encoding).await)
 }
 
 /// The encoding an OTLP/HTTP request declares in its Content-Type, or

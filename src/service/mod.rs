@@ -342,13 +342,13 @@ async fn serve_until_stopped(
     let until_stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let grpc_traces = grpc::service::<grpc::Traces>(
+    let grpc_traces = grpc::service::<otlp_receiver::Traces>(
         state.writer.clone(),
         state.tokens.clone(),
         config.body_limit,
         state.byte_budget.clone(),
     );
-    let grpc_logs = grpc::service::<grpc::Logs>(
+    let grpc_logs = grpc::service::<otlp_receiver::Logs>(
         state.writer.clone(),
         state.tokens.clone(),
         config.body_limit,

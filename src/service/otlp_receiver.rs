@@ -11,6 +11,8 @@
 //! delay), or as too large (413 / `RESOURCE_EXHAUSTED`) when it needs more
 //! than the whole budget.
 
+use std::future::Future;
+
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
@@ -52,6 +54,54 @@ pub const JSON_PER_BODY_BYTE: usize = 3;
 /// record at a time: the smallest valid change, about 107 bytes on the
 /// wire, is about 210 bytes kept, twice that while their list grows).
 pub const LOGS_PER_BODY_BYTE: usize = 5;
+
+/// One OTLP signal: its gRPC service's name and path, its messages, and
+/// what an export of it does (the same over HTTP and gRPC).
+pub trait Signal: Send + Sync + 'static {
+    const NAME: &'static str;
+    const EXPORT_PATH: &'static str;
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: prost::Message + serde::Serialize + Default + Send + 'static;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a;
+}
+
+pub struct Traces;
+pub struct Logs;
+
+impl Signal for Traces {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+    type Request = ExportTraceServiceRequest;
+    type Response = ExportTraceServiceResponse;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
+        receiver.export(held, body, encoding)
+    }
+}
+
+impl Signal for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    type Request = ExportLogsServiceRequest;
+    type Response = ExportLogsServiceResponse;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
+        receiver.export_logs(held, body, encoding)
+    }
+}
 
 /// What an export needs of the service.
 pub struct OtlpReceiver<'a> {
