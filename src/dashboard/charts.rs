@@ -265,9 +265,9 @@ pub fn state_timeline(
         chart
             .configure_mesh()
             .disable_y_mesh()
-            // Fine steps, so the rows' middles (k + 0.5) are among the
-            // points plotters labels, whatever the number of rows.
-            .y_labels(count * 10 + 1)
+            // Half-row steps: the rows' middles (k + 0.5) are among the
+            // points plotters labels.
+            .y_labels(count * 2 + 1)
             .y_label_formatter(&label_of)
             .x_labels(8)
             .x_label_formatter(&|t| tick(*t))

@@ -345,6 +345,13 @@ def main():
             "return document.querySelector(\"figure[data-chart='timeline'] > svg\").querySelectorAll('rect').length;")
         check(bars >= len(shown_ids) + len(detail["circuits"]),
               f"workflow: {bars} bars for {len(shown_ids)} attempts and {len(detail['circuits'])} breaker states")
+        # Each row is labelled once, with its own attempt.
+        labels = driver.execute_script(
+            "return Array.from(document.querySelector(\"figure[data-chart='timeline'] > svg\").querySelectorAll('text'))"
+            ".map(t => t.textContent.trim());")
+        for a in detail["attempts"]:
+            own = f"#{a['seq']} {a['layer']} {a['provider']}/{a['model']}"
+            check(labels.count(own) == 1, f"workflow: the row label {own!r} appears {labels.count(own)} times in {labels}")
         # A search for an id nobody sent says so (the 404 is logged: not an error here).
         driver.get(BASE + "/workflow?id=no-such-workflow")
         check(driver.find_elements(By.CSS_SELECTOR, "[data-not-found]"), "workflow: unknown id not reported")
