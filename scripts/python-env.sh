@@ -1,11 +1,12 @@
 # Sourced by scripts/test.sh and scripts/bench.sh: makes sure the Python
 # virtual environments with the pinned, hash-checked packages of
-# tests/python/requirements.txt, tests/python/openlit/requirements.txt and
-# tests/python/litellm_proxy/requirements.txt and
+# tests/python/requirements.txt, tests/python/openlit/requirements.txt,
+# tests/python/litellm_proxy/requirements.txt,
+# tests/python/frameworks/requirements.txt and
 # tests/python/lake/requirements.txt exist (in the cargo target directory),
 # and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
-# ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY
-# and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
+# ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY,
+# ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -50,6 +51,10 @@ ensure_venv "$venv-openlit" tests/python/openlit/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT="$venv-openlit/bin/python"
 ensure_venv "$venv-litellm-proxy" tests/python/litellm_proxy/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY="$venv-litellm-proxy/bin/python"
+# LangChain and LlamaIndex with Arize OpenInference's instrumentations of
+# them pin an older openai SDK than the main environment's.
+ensure_venv "$venv-frameworks" tests/python/frameworks/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS="$venv-frameworks/bin/python"
 # Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs;
 # not in the fast tier).
 if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then

@@ -87,14 +87,14 @@ pub(crate) fn metrics_counting(service: &ServiceProcess, report: &Value) -> Stri
     metrics
 }
 
-fn gauge(metrics: &str, name: &str) -> f64 {
+pub(crate) fn gauge(metrics: &str, name: &str) -> f64 {
     let line =
         metrics.lines().find(|l| l.starts_with(&format!("{name}{{"))).unwrap_or_else(|| panic!("{name}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 /// gpt-4o-mini at $0.15/M input and $0.60/M output, on each answered request.
-fn cost_of(truth: &Value) -> f64 {
+pub(crate) fn cost_of(truth: &Value) -> f64 {
     let answered = truth["tokens"]["output"].as_f64().unwrap() / 30.0;
     answered * (120.0 * 0.15 + 30.0 * 0.60) / 1e6
 }

@@ -12,6 +12,7 @@ mod circuits;
 mod cli;
 mod dashboard;
 mod derived;
+mod frameworks;
 mod gateways;
 mod grpc_bounds;
 mod headroom;
@@ -107,6 +108,12 @@ pub fn python() -> std::process::Command {
 /// OpenLIT's own environment: it pins older SDKs.
 pub fn python_openlit() -> std::process::Command {
     pinned_python("ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT", "tests/python/openlit/requirements.txt")
+}
+
+/// The framework instrumentations' own environment (LangChain and
+/// LlamaIndex pin the openai SDK below the main environment's).
+pub fn python_frameworks() -> std::process::Command {
+    pinned_python("ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS", "tests/python/frameworks/requirements.txt")
 }
 
 /// The LiteLLM proxy's own environment: an older litellm, whose proxy extra

@@ -369,6 +369,12 @@ pub struct SpanFacts {
     /// sent again.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resends: u32,
+    /// The call's token counts, when the span states them: two model spans
+    /// of one call agree on them, two calls seldom do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -90,6 +90,22 @@ const INFERENCE_OPERATIONS: [&str; 12] = [
 const MODEL_KEYS: [&str; 4] =
     ["gen_ai.request.model", "llm.model_name", "embedding.model_name", "gen_ai.response.model"];
 
+/// Where a span states its input and output tokens, first spelling first.
+const INPUT_TOKEN_KEYS: [&str; 5] = [
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "ai.usage.inputTokens",
+    "ai.usage.promptTokens",
+];
+const OUTPUT_TOKEN_KEYS: [&str; 5] = [
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "ai.usage.outputTokens",
+    "ai.usage.completionTokens",
+];
+
 /// A span's resend count above this is a bad value, not retries: no SDK
 /// resends a request a hundred times. Counted up to it, with a warning.
 pub const MAX_RESENDS: u32 = 100;
@@ -411,10 +427,18 @@ pub fn facts_of(span: &Span) -> SpanFacts {
             &["gen_ai.response.id", "ai.response.id", "attempt.provider_request_id", "anthropic.request.id"],
         )
         .map(String::from),
+        // The model asked for, as the attempt's `model` reads it: a failed
+        // OpenInference SDK span names it only in its invocation parameters.
         model: str_attr(span, &MODEL_KEYS[..1])
-            .or_else(|| str_attr(span, &MODEL_KEYS[1..]))
-            .map(String::from),
+            .map(String::from)
+            .or_else(|| {
+                str_attr(span, &["llm.invocation_parameters", "embedding.invocation_parameters"])
+                    .and_then(invocation_model)
+            })
+            .or_else(|| str_attr(span, &MODEL_KEYS[1..]).map(String::from)),
         resends: resend_count(span).map_or(0, |n| n.clamp(0, i64::from(MAX_RESENDS)) as u32),
+        input_tokens: int_attr(span, &INPUT_TOKEN_KEYS),
+        output_tokens: int_attr(span, &OUTPUT_TOKEN_KEYS),
     }
 }
 
@@ -453,11 +477,13 @@ fn host(span: &Span) -> Option<String> {
 pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &SpanRecord>) -> Vec<Attempt> {
     let decode = |id: &str| spans.get(id).and_then(|r| Span::decode(r.span.as_deref()?).ok());
     let Some(mut call) = decode(call_id) else { return Vec::new() };
+    let mut members = vec![call.clone()];
     // Another instrumentation's span of the same call fills in what this
     // one lacks (its attributes are looked up after the call's own).
     for same in shape.same.iter().filter_map(|id| decode(id)) {
-        call.attributes.extend(same.attributes);
-        call.events.extend(same.events);
+        call.attributes.extend(same.attributes.iter().cloned());
+        call.events.extend(same.events.iter().cloned());
+        members.push(same);
     }
     let around: Vec<Span> = shape.around.iter().filter_map(|id| decode(id)).collect();
     let around: Vec<&Span> = around.iter().collect();
@@ -467,15 +493,26 @@ pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &Span
     } else if http.is_empty() {
         map_call(&call, &around).map(|built| vec![built.attempt])
     } else {
+        // In the order they were sent: a call's HTTP spans may come from
+        // several SDK calls (a framework's own retries around the SDK's),
+        // each counting its resends from 0.
         http.sort_by_key(|s| {
             (
-                int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
                 s.start_time_unix_nano,
+                int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
                 s.span_id.clone(),
             )
         });
         let http: Vec<&Span> = http.iter().collect();
-        map_hidden_retries(&call, &around, &http)
+        // A span of the call that states tokens and has HTTP children
+        // (each SDK call of a framework's tries) gives its own tokens to
+        // the child that delivered; the others take the call's.
+        let stating: Vec<&Span> = members
+            .iter()
+            .filter(|m| has_attr_any(m, &INPUT_TOKEN_KEYS) || has_attr_any(m, &OUTPUT_TOKEN_KEYS))
+            .collect();
+        let source = |child: &Span| stating.iter().copied().find(|m| m.span_id == child.parent_span_id);
+        map_hidden_retries(&call, &around, &http, &source)
     };
     match result {
         Ok(mapped) => mapped,
@@ -499,6 +536,14 @@ fn is_model_call(span: &Span) -> bool {
     }
 }
 
+/// LangChain's own name of the provider (`ls_provider` in the `metadata`
+/// JSON OpenInference's LangChain tracers copy onto a span): LangChain.js's
+/// spans name the provider nowhere else.
+fn langchain_provider(span: &Span) -> Option<String> {
+    let metadata: serde_json::Value = serde_json::from_str(str_attr(span, &["metadata"])?).ok()?;
+    metadata.get("ls_provider")?.as_str().filter(|p| !p.trim().is_empty()).map(String::from)
+}
+
 fn is_http_client(span: &Span) -> bool {
     has_attr(span, "http.request.method") || has_attr(span, "http.method")
 }
@@ -511,11 +556,18 @@ fn kept(span: &Span) -> Span {
         .iter()
         .filter(|kv| {
             KEPT_KEYS.contains(&kv.key.as_str())
+                || kv.key == "metadata"
                 || kv.key.starts_with("attempt.")
                 || is_ratelimit_header(&kv.key)
         })
-        .map(|kv| {
+        .filter_map(|kv| {
             let mut kv = kv.clone();
+            if kv.key == "metadata" {
+                // Of LangChain's metadata (which may hold anything the
+                // application put there), only the provider's name is kept.
+                let value = serde_json::json!({ "ls_provider": langchain_provider(span)? }).to_string();
+                kv.value = Some(AnyValue { value: Some(any_value::Value::StringValue(value)) });
+            }
             if let Some(AnyValue { value: Some(any_value::Value::StringValue(s)) }) = kv.value.as_mut()
                 && s.len() > MAX_KEPT_VALUE_BYTES
             {
@@ -525,7 +577,7 @@ fn kept(span: &Span) -> Span {
                 }
                 s.truncate(cut);
             }
-            kv
+            Some(kv)
         })
         .collect();
     // Of the events, only an exception's type is read (never its message).
@@ -618,10 +670,18 @@ fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<At
     Ok(attempts)
 }
 
-fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<Vec<Attempt>, String> {
+/// The attempts of a call with HTTP spans, in order. Each delivering
+/// source's tokens (the span `token_source` names for a child, else the
+/// call) go once, to the first child that delivered under it.
+fn map_hidden_retries<'a>(
+    call: &Span,
+    around: &[&Span],
+    http: &[&Span],
+    token_source: &dyn Fn(&Span) -> Option<&'a Span>,
+) -> Result<Vec<Attempt>, String> {
     let base_index = int_attr(call, &["attempt.index"]);
     let mut attempts = Vec::with_capacity(http.len());
-    let mut delivered = false;
+    let mut delivered: HashSet<Option<&[u8]>> = HashSet::new();
     for (i, child) in http.iter().enumerate() {
         let mut fields = call_fields(call, around)?;
         fields.attempt_id = Some(span_attempt_id(&hex(&child.trace_id), &hex(&child.span_id)));
@@ -641,9 +701,9 @@ fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<V
             // The caller's decision applies to what came after the SDK gave up.
             fields.decision = None;
         }
-        if status == Status::Ok && !delivered {
-            fields.tokens = tokens(call, &mut fields.warnings)?;
-            delivered = true;
+        let source = token_source(child);
+        if status == Status::Ok && delivered.insert(source.map(|s| s.span_id.as_slice())) {
+            fields.tokens = tokens(source.unwrap_or(call), &mut fields.warnings)?;
         } else {
             fields.tokens = Tokens::default();
             fields.cost = None;
@@ -656,8 +716,10 @@ fn map_hidden_retries(call: &Span, around: &[&Span], http: &[&Span]) -> Result<V
 /// Fields that come from the model span's attributes (and its wrappers').
 fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
     let view = CallView { span, around };
-    let provider = str_attr(span, &PROVIDER_KEYS).ok_or(
-        "no provider (gen_ai.provider.name, gen_ai.system, gen_ai.model.provider, llm.provider or llm.system)",
+    let langchain = langchain_provider(span);
+    let provider = str_attr(span, &PROVIDER_KEYS).or(langchain.as_deref()).ok_or(
+        "no provider (gen_ai.provider.name, gen_ai.system, gen_ai.model.provider, llm.provider, llm.system \
+         or LangChain's ls_provider in metadata)",
     )?;
     // OpenInference's llm.model_name is the model that answered; the one
     // asked for is inside the invocation parameters.
@@ -950,20 +1012,8 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
         }
     };
     Ok(Tokens {
-        input: count(&[
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.prompt_tokens",
-            "llm.token_count.prompt",
-            "ai.usage.inputTokens",
-            "ai.usage.promptTokens",
-        ])?,
-        output: count(&[
-            "gen_ai.usage.output_tokens",
-            "gen_ai.usage.completion_tokens",
-            "llm.token_count.completion",
-            "ai.usage.outputTokens",
-            "ai.usage.completionTokens",
-        ])?,
+        input: count(&INPUT_TOKEN_KEYS)?,
+        output: count(&OUTPUT_TOKEN_KEYS)?,
         cached_input: count(&[
             "gen_ai.usage.cache_read.input_tokens",
             "gen_ai.usage.cache_read_input_tokens",
@@ -1017,6 +1067,10 @@ fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a any_value::Value> {
         .find(|kv: &&KeyValue| kv.key == key)
         .and_then(|kv| kv.value.as_ref())
         .and_then(|v: &AnyValue| v.value.as_ref())
+}
+
+fn has_attr_any(span: &Span, keys: &[&str]) -> bool {
+    keys.iter().any(|k| has_attr(span, k))
 }
 
 fn has_attr(span: &Span, key: &str) -> bool {
@@ -1115,5 +1169,7 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+#[cfg(test)]
+mod parentage_tests;
 #[cfg(test)]
 mod tests;
