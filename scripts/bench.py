@@ -20,7 +20,8 @@ storm), then times, each as its own process:
 - the full report, a 1-hour-window report, `tune` (the curve, and with a
   replay) against the full report, the recovery audit (built-in and
   example policy, against the full report), and one evaluation of every rule
-  in examples/alerts.toml (`alerts --check` over a single instant);
+  in examples/alerts.toml (`alerts --check` over a single instant), and of
+  each rule alone (its kind's cost by name);
 - HTTP ingest latency: `serve` on an empty database and on the loaded one,
   each sent the same 50 batches of 1,000 new records one after another
   (p50 and p99 of the answers, and the ratio loaded / empty); the time of
@@ -96,6 +97,28 @@ def run(args, stdout=subprocess.DEVNULL, with_stderr=False, env=None):
         return seconds, usage.ru_maxrss / 1024, stderr
     return seconds, usage.ru_maxrss / 1024
 
+
+
+def alert_rule_costs(work, binary, db, since, until):
+    """One evaluation of each rule of examples/alerts.toml alone, as its own
+    process (the file's header and receivers kept), so a rule kind that
+    grows with history shows by name; the seconds include the process's
+    start and the database's open, the same for every rule."""
+    text = (ROOT / "examples/alerts.toml").read_text()
+    header, *rules = text.split("\n[[rule]]\n")
+    costs = {}
+    for rule in rules:
+        name = re.search(r'^name = "([^"]+)"', rule, re.M).group(1)
+        kind = re.search(r'^kind = "([^"]+)"', rule, re.M).group(1)
+        alone = work / f"rule-{name}.toml"
+        alone.write_text(f"{header}\n[[rule]]\n{rule}")
+        seconds, _ = run(
+            [binary, "alerts", "--check", "--db", db, "--rules", alone,
+             "--since", since, "--until", until, "--step", "1s", "--format", "json"]
+        )
+        costs[f"{name} ({kind})"] = round(seconds, 3)
+        print(f"  alert rule {name} ({kind}) alone: {seconds:.3f} s", flush=True)
+    return costs
 
 def peer_load(file: Path, db: Path):
     """DuckDB's own JSON loader, in a child process so its RSS is its own."""
@@ -475,6 +498,7 @@ def main():
          "--since", since, "--until", until, "--step", "1s", "--format", "json"]
     )
     record("alert evaluation (example rules, once)", seconds, rss)
+    results["alert_rule_seconds"] = alert_rule_costs(work, binary, db, since, until)
 
     # tune: the curve alone, and with the README's replay, beside the full
     # report (the curve reads step sums; the replay the window's shapes,
