@@ -9,6 +9,7 @@ import pathlib
 import re
 
 from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -45,6 +46,38 @@ for path in sorted((FIXTURES / "gateways").glob("*.json")):
     put("ingest_file", f"otlp-{path.stem}", line + "\n")
     message = json_format.ParseDict(export, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     put("otlp_protobuf", path.stem, message.SerializeToString())
+
+# Log records of each kind the logs receiver keeps or ignores: a breaker
+# state change, a GenAI exception event, access logs with and without span
+# ids, an application log.
+def attrs(**values):
+    out = []
+    for key, value in values.items():
+        key = key.replace("__", ".")
+        kind = "intValue" if isinstance(value, int) else "doubleValue" if isinstance(value, float) else "stringValue"
+        out.append({"key": key, "value": {kind: value}})
+    return out
+
+
+trace, span = "cd" * 16, "ab" * 8
+access = attrs(gen_ai__operation__name="chat", gen_ai__provider__name="openai", gen_ai__request__model="gpt-4o-mini",
+               gen_ai__usage__input_tokens=120, gen_ai__usage__output_tokens=8, http__response__status_code=429,
+               attempt__duration_ms=350.0)
+records = [
+    {"timeUnixNano": "1795831200000000000", "eventName": "circuit.state_change",
+     "attributes": attrs(attempt__provider="openai", attempt__model="gpt-4o", attempt__state="open")},
+    {"timeUnixNano": "1795831201000000000", "eventName": "gen_ai.client.operation.exception", "traceId": trace,
+     "spanId": span, "severityNumber": 13,
+     "attributes": attrs(error__type="RateLimitError", exception__message="Rate limit reached")},
+    {"timeUnixNano": "1795831202000000000", "traceId": trace, "spanId": "ef" * 8, "attributes": access},
+    {"timeUnixNano": "1795831203000000000", "attributes": access + attrs(attempt__workflow_id="job-7")},
+    {"timeUnixNano": "1795831204000000000", "body": {"stringValue": "GET /health 200"}},
+]
+logs = json_format.ParseDict({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}, ExportLogsServiceRequest())
+put("otlp_logs", "every-kind", logs.SerializeToString())
+for i, record in enumerate(records):
+    one = json_format.ParseDict({"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}, ExportLogsServiceRequest())
+    put("otlp_logs", f"record-{i}", one.SerializeToString())
 
 put("alert_rules", "example", (ROOT / "examples" / "alerts.toml").read_bytes())
 put("policy_file", "example", (ROOT / "examples" / "policy.toml").read_bytes())

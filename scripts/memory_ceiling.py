@@ -1,8 +1,10 @@
 """Decoded memory stays in the byte budget: four clients send OTLP requests of
 100,000 small spans each at once, and the service's peak memory stays under
-its ceiling while every span is stored.
+its ceiling while every span is stored; then the same with OTLP logs: four
+requests of 50,000 gateway access logs, each an attempt record (what a
+record keeps is the largest part of a logs export).
 
-    scripts/memory-ceiling.sh
+    scripts/memory-ceiling.sh [traces|logs]   (default: both, in turn)
 
 Runs `attempt-ledger serve` with a byte budget of QUEUE_MIB and DuckDB's
 memory limit at MEMORY_LIMIT, then has CLIENTS threads (half OTLP/HTTP
@@ -32,6 +34,7 @@ import urllib.error
 import urllib.request
 
 import grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -44,10 +47,32 @@ MEMORY_LIMIT = "256MB"
 # (two of these requests: 200,000 spans).
 CEILING_MIB = 256 + QUEUE_MIB + 256
 GIVE_UP_S = 180
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+LOG_RECORDS = 50_000
+EXPORT = {
+    "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+}
+SENT = {"traces": SPANS, "logs": LOG_RECORDS}
 
 
-def body(client):
+def body(signal, client):
+    return logs_body(client) if signal == "logs" else spans_body(client)
+
+
+def logs_body(client):
+    request = ExportLogsServiceRequest()
+    records = request.resource_logs.add().scope_logs.add()
+    for i in range(LOG_RECORDS):
+        record = records.log_records.add()
+        record.time_unix_nano = 1795831200000000000 + i
+        record.attributes.add(key="gen_ai.provider.name", value=AnyValue(string_value="openai"))
+        record.attributes.add(key="gen_ai.request.model", value=AnyValue(string_value="gpt-4o-mini"))
+        record.attributes.add(key="gen_ai.usage.input_tokens", value=AnyValue(int_value=100))
+        record.attributes.add(key="attempt.workflow_id", value=AnyValue(string_value=f"c{client}-w{i // 100}"))
+    return request.SerializeToString()
+
+
+def spans_body(client):
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add()
     for i in range(SPANS):
@@ -72,9 +97,9 @@ def peak_mib(pid):
 
 
 class Client(threading.Thread):
-    def __init__(self, index, http, grpc_address, answers, lock):
+    def __init__(self, signal, index, http, grpc_address, answers, lock):
         super().__init__(daemon=True)
-        self.index, self.http, self.grpc_address = index, http, grpc_address
+        self.signal, self.index, self.http, self.grpc_address = signal, index, http, grpc_address
         self.answers, self.lock = answers, lock
         self.acknowledged = False
 
@@ -83,7 +108,7 @@ class Client(threading.Thread):
             self.answers[key] = self.answers.get(key, 0) + 1
 
     def run(self):
-        data = body(self.index)
+        data = body(self.signal, self.index)
         send = self.send_grpc if self.index % 2 else self.send_http
         deadline = time.monotonic() + GIVE_UP_S
         while not self.acknowledged and time.monotonic() < deadline:
@@ -91,7 +116,7 @@ class Client(threading.Thread):
 
     def send_http(self, data):
         request = urllib.request.Request(
-            f"http://{self.http}/v1/traces", data=data, headers={"Content-Type": "application/x-protobuf"})
+            f"http://{self.http}/v1/{self.signal}", data=data, headers={"Content-Type": "application/x-protobuf"})
         try:
             with urllib.request.urlopen(request, timeout=120) as answer:
                 answer.read()
@@ -108,7 +133,7 @@ class Client(threading.Thread):
 
     def send_grpc(self, data):
         with grpc.insecure_channel(self.grpc_address) as channel:
-            export = channel.unary_unary(EXPORT)
+            export = channel.unary_unary(EXPORT[self.signal])
             try:
                 export(data, timeout=120)
                 self.count("OK")
@@ -123,6 +148,14 @@ class Client(threading.Thread):
 
 
 def main():
+    signals = sys.argv[1:] or ["traces", "logs"]
+    failed = [signal for signal in signals if not ceiling(signal)]
+    if failed:
+        sys.exit(f"memory ceiling test failed for {', '.join(failed)}")
+
+
+def ceiling(signal):
+    """Runs one signal's test; whether it passed."""
     binary = os.environ["ATTEMPT_LEDGER_BIN"]
     work = tempfile.mkdtemp(prefix="attempt-ledger-ceiling-")
     child = subprocess.Popen(
@@ -138,7 +171,7 @@ def main():
     idle = peak_mib(child.pid)
 
     lock, answers = threading.Lock(), {}
-    clients = [Client(i, words["http"], words["grpc"], answers, lock) for i in range(CLIENTS)]
+    clients = [Client(signal, i, words["http"], words["grpc"], answers, lock) for i in range(CLIENTS)]
     began = time.monotonic()
     for c in clients:
         c.start()
@@ -158,10 +191,12 @@ def main():
 
     errors = {k: v for k, v in answers.items() if k.startswith("error")}
     refusals = sum(v for k, v in answers.items() if "backpressure" in k)
+    sent = SENT[signal]
     figures = {
+        "signal": signal,
         "clients": CLIENTS,
-        "spans_per_request": SPANS,
-        "request_mib": round(len(body(0)) / 2**20, 1),
+        "records_per_request": sent,
+        "request_mib": round(len(body(signal, 0)) / 2**20, 1),
         "budget_mib": QUEUE_MIB,
         "duckdb_memory_limit": MEMORY_LIMIT,
         "answers": answers,
@@ -177,15 +212,17 @@ def main():
         failures.append(f"answers other than success and backpressure: {errors}")
     if not all(c.acknowledged for c in clients):
         failures.append(f"not every request was acknowledged within {GIVE_UP_S} s")
-    if report["attempts"]["total"] != CLIENTS * SPANS:
-        failures.append(f"the report counts {report['attempts']['total']} attempts, {CLIENTS * SPANS} were sent")
+    if report["attempts"]["total"] != CLIENTS * sent:
+        failures.append(f"the report counts {report['attempts']['total']} attempts, {CLIENTS * sent} were sent")
     if not refusals:
         failures.append("no request was refused: the decoded requests all fit, so this checked nothing")
     if peak > CEILING_MIB:
         failures.append(f"memory peaked at {peak:.0f} MiB, over the {CEILING_MIB} MiB ceiling")
     if failures:
-        sys.exit("memory ceiling test failed: " + "; ".join(failures) + f" (database kept in {work})")
+        print(f"{signal}: " + "; ".join(failures) + f" (database kept in {work})", file=sys.stderr)
+        return False
     shutil.rmtree(work, ignore_errors=True)
+    return True
 
 
 if __name__ == "__main__":

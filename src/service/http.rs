@@ -19,7 +19,7 @@ use super::auth::{self, Denied, Scope};
 use super::body::{BodyError, inflate};
 use super::budget::SharedHeld;
 use super::error::{self, Kind, ServiceError};
-use super::otlp_receiver::{Encoding, Logs, OtlpReceiver, Signal, Traces};
+use super::otlp_receiver::{Encoding, Logs, Metrics, OtlpReceiver, Signal, Traces};
 use super::session;
 use super::state::AppState;
 use super::writer::WriteError;
@@ -40,6 +40,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/litellm", post(post_litellm).layer(admit()))
         .route("/v1/traces", post(post_otlp::<Traces>).layer(admit()))
         .route("/v1/logs", post(post_otlp::<Logs>).layer(admit()))
+        .route("/v1/metrics", post(post_otlp::<Metrics>).layer(admit()))
         .route("/api/v1/report", get(get_report))
         .route("/api/v1/alerts", get(get_alerts))
         .route("/api/v1/audit", get(get_audit))

@@ -354,6 +354,12 @@ async fn serve_until_stopped(
         config.body_limit,
         state.byte_budget.clone(),
     );
+    let grpc_metrics = grpc::service::<otlp_receiver::Metrics>(
+        state.writer.clone(),
+        state.tokens.clone(),
+        config.body_limit,
+        state.byte_budget.clone(),
+    );
     let http_server = listen::serve_http(
         http_listener,
         http::app(state),
@@ -377,6 +383,7 @@ async fn serve_until_stopped(
         .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
         .add_service(grpc_traces)
         .add_service(grpc_logs)
+        .add_service(grpc_metrics)
         .serve_with_incoming_shutdown(
             grpc_listen::incoming(grpc_listener, grpc_limits),
             until_stopped(stopped.clone()),

@@ -16,6 +16,9 @@ use std::future::Future;
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -49,12 +52,6 @@ impl Encoding {
 /// and what is kept of it (about once the body).
 pub const JSON_PER_BODY_BYTE: usize = 3;
 
-/// Bytes a logs export may hold while decoded, per byte of its body: a JSON
-/// body's parsed tree, or a protobuf body's kept state changes (decoded a
-/// record at a time: the smallest valid change, about 107 bytes on the
-/// wire, is about 210 bytes kept, twice that while their list grows).
-pub const LOGS_PER_BODY_BYTE: usize = 5;
-
 /// One OTLP signal: its gRPC service's name and path, its messages, and
 /// what an export of it does (the same over HTTP and gRPC).
 pub trait Signal: Send + Sync + 'static {
@@ -72,6 +69,7 @@ pub trait Signal: Send + Sync + 'static {
 
 pub struct Traces;
 pub struct Logs;
+pub struct Metrics;
 
 impl Signal for Traces {
     const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -100,6 +98,21 @@ impl Signal for Logs {
         encoding: Encoding,
     ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
         receiver.export_logs(held, body, encoding)
+    }
+}
+
+impl Signal for Metrics {
+    const NAME: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
+    const EXPORT_PATH: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+    type Request = ExportMetricsServiceRequest;
+    type Response = ExportMetricsServiceResponse;
+    fn export<'a>(
+        receiver: &'a OtlpReceiver<'a>,
+        held: &'a SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> impl Future<Output = Result<Self::Response, ServiceError>> + Send + 'a {
+        receiver.export_metrics(held, body, encoding)
     }
 }
 
@@ -147,58 +160,149 @@ impl OtlpReceiver<'_> {
 }
 
 impl OtlpReceiver<'_> {
-    /// Decodes a logs export `body`, whose bytes `held` holds, stores its
-    /// breaker state changes (`otlp::logs`) and answers; the other records
-    /// are counted as ignored. Decoding may hold `LOGS_PER_BODY_BYTE` times
-    /// the body, taken before it begins.
+    /// Decodes a logs export `body`, whose bytes `held` holds, stores what
+    /// its records are (`otlp::logs`: state changes, attempts, the spans
+    /// access logs and GenAI events are kept as) and answers; the other
+    /// records are counted as ignored. What is kept is taken from the
+    /// budget as it grows (a JSON body's parsed tree before it is parsed).
     pub async fn export_logs(
         &self,
         held: &SharedHeld,
         body: Bytes,
         encoding: Encoding,
     ) -> Result<ExportLogsServiceResponse, ServiceError> {
-        let decoding = body.len().saturating_mul(LOGS_PER_BODY_BYTE);
-        if !held.take(self.budget, decoding) {
-            WriteRefused { by: Refusal::Bytes }.emit();
-            return Err(ServiceError::no_room(held.bytes() + decoding, self.budget));
-        }
+        let (budget, decoding) = (self.budget.clone(), held.clone());
         let body_bytes = body.len();
-        let decoded = tokio::task::spawn_blocking(move || match encoding {
-            Encoding::Protobuf => otlp::logs::decode_protobuf(&body),
-            Encoding::Json => serde_json::from_slice::<ExportLogsServiceRequest>(&body)
-                .map(|request| otlp::logs::decode_request(&request))
-                .map_err(|e| format!("undecodable JSON ExportLogsServiceRequest: {e}")),
-        })
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()));
-        held.release(decoding + body_bytes);
-        let mut logs = decoded?.map_err(ServiceError::BadRequest)?;
+        let decoded = tokio::task::spawn_blocking(move || decode_logs(&body, encoding, &budget, &decoding))
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        held.release(body_bytes);
+        let mut logs = match decoded {
+            Ok(logs) => logs,
+            Err(Refused::OverBudget { needed }) => {
+                WriteRefused { by: Refusal::Bytes }.emit();
+                return Err(ServiceError::no_room(needed, self.budget));
+            }
+            Err(Refused::Undecodable(reason)) => return Err(ServiceError::BadRequest(reason)),
+        };
         let d = &logs.decoded;
-        super::traced::decoded(d.circuits.len() as u64 + d.rejected + logs.ignored);
+        super::traced::decoded(d.records + d.rejected + logs.ignored);
         RecordsRejected { receiver: self.receiver, records: d.rejected }.emit();
         RecordsIgnored { receiver: self.receiver, records: logs.ignored }.emit();
         let notes = logs.decoded.take_notes();
-        if !logs.decoded.circuits.is_empty() {
-            self.writer.write(Vec::new(), Vec::new(), logs.decoded.circuits).await?;
-        }
-        Ok(logs_response(&notes))
+        let d = logs.decoded;
+        let refused = if d.attempts.is_empty() && d.spans.is_empty() && d.circuits.is_empty() {
+            0
+        } else {
+            self.writer.write(d.attempts, d.spans, d.circuits).await?.spans_refused
+        };
+        Ok(logs_response(&notes, refused))
     }
 }
 
-/// OTLP partial success for logs: the state changes rejected and why.
+impl OtlpReceiver<'_> {
+    /// Answers a metrics export with success, storing nothing
+    /// (`otlp::metrics`): its data points are counted as ignored. A JSON
+    /// body's parsed tree is taken from the budget before it is parsed; a
+    /// protobuf body is read a metric at a time.
+    pub async fn export_metrics(
+        &self,
+        held: &SharedHeld,
+        body: Bytes,
+        encoding: Encoding,
+    ) -> Result<ExportMetricsServiceResponse, ServiceError> {
+        let parsing = match encoding {
+            Encoding::Json => body.len().saturating_mul(JSON_PER_BODY_BYTE),
+            Encoding::Protobuf => 0,
+        };
+        if !held.take(self.budget, parsing) {
+            WriteRefused { by: Refusal::Bytes }.emit();
+            return Err(ServiceError::no_room(held.bytes() + parsing, self.budget));
+        }
+        let body_bytes = body.len();
+        let counted = tokio::task::spawn_blocking(move || match encoding {
+            Encoding::Protobuf => otlp::metrics::data_points_protobuf(&body)
+                .map_err(|e| match e {
+                    ProtobufError::Undecodable(reason) => reason,
+                    other => other.to_string(),
+                })
+                .map_err(|reason| format!("undecodable protobuf ExportMetricsServiceRequest: {reason}")),
+            Encoding::Json => serde_json::from_slice::<ExportMetricsServiceRequest>(&body)
+                .map(|request| otlp::metrics::data_points(&request))
+                .map_err(|e| format!("undecodable JSON ExportMetricsServiceRequest: {e}")),
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()));
+        held.release(parsing + body_bytes);
+        let points = counted?.map_err(ServiceError::BadRequest)?;
+        super::traced::decoded(points);
+        RecordsIgnored { receiver: self.receiver, records: points }.emit();
+        Ok(ExportMetricsServiceResponse { partial_success: None })
+    }
+}
+
+/// Decodes a logs export within the budget, as `decode` does a traces one.
+fn decode_logs(
+    body: &[u8],
+    encoding: Encoding,
+    budget: &ByteBudget,
+    held: &SharedHeld,
+) -> Result<otlp::logs::DecodedLogs, Refused> {
+    let mut taken = Taken { budget, held, bytes: 0, needed: 0 };
+    let logs = match encoding {
+        Encoding::Protobuf => {
+            let mut offered = 0;
+            otlp::logs::decode_protobuf(body, &mut |n| {
+                offered += n;
+                taken.cover(offered)
+            })
+            .map_err(|e| match e {
+                ProtobufError::OverBudget => Refused::OverBudget { needed: taken.needed },
+                ProtobufError::Undecodable(reason) => {
+                    Refused::Undecodable(format!("undecodable protobuf ExportLogsServiceRequest: {reason}"))
+                }
+            })?
+        }
+        Encoding::Json => {
+            if !taken.cover(body.len().saturating_mul(JSON_PER_BODY_BYTE)) {
+                return Err(Refused::OverBudget { needed: taken.needed });
+            }
+            let request = serde_json::from_slice::<ExportLogsServiceRequest>(body).map_err(|e| {
+                Refused::Undecodable(format!("undecodable JSON ExportLogsServiceRequest: {e}"))
+            })?;
+            otlp::logs::decode_request(&request)
+        }
+    };
+    if taken.bytes > logs.held_bytes {
+        taken.held.release(taken.bytes - logs.held_bytes);
+    } else if !taken.cover(logs.held_bytes) {
+        return Err(Refused::OverBudget { needed: taken.needed });
+    }
+    Ok(logs)
+}
+
+/// OTLP partial success for logs: the records rejected and why, `refused`
+/// of them for a trace that already held the most spans one may store.
 /// Ignored records are not rejected: nothing was wrong with them.
-fn logs_response(decoded: &Decoded) -> ExportLogsServiceResponse {
-    if decoded.rejected == 0 {
+fn logs_response(decoded: &Decoded, refused: u64) -> ExportLogsServiceResponse {
+    let rejected = decoded.rejected + refused;
+    if rejected == 0 {
         return ExportLogsServiceResponse { partial_success: None };
     }
-    let mut reasons: Vec<String> = decoded.rejections.iter().take(5).map(|r| r.reason.clone()).collect();
-    let more = decoded.rejected.saturating_sub(reasons.len() as u64);
+    let mut reasons: Vec<String> = Vec::new();
+    if refused > 0 {
+        reasons.push(format!(
+            "{refused} records not stored: their trace already holds {MAX_SPANS_PER_TRACE} spans, the most one trace may store"
+        ));
+    }
+    reasons.extend(decoded.rejections.iter().take(5).map(|r| r.reason.clone()));
+    let more = decoded.rejected.saturating_sub(decoded.rejections.len().min(5) as u64);
     if more > 0 {
         reasons.push(format!("and {more} more"));
     }
     ExportLogsServiceResponse {
         partial_success: Some(ExportLogsPartialSuccess {
-            rejected_log_records: i64::try_from(decoded.rejected).unwrap_or(i64::MAX),
+            rejected_log_records: i64::try_from(rejected).unwrap_or(i64::MAX),
             error_message: reasons.join("; "),
         }),
     }

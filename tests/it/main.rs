@@ -24,6 +24,7 @@ mod lake_kit;
 mod lake_writers;
 mod latency;
 mod licences;
+mod otlp_logs;
 mod prometheus;
 mod properties;
 mod readme;

@@ -7,7 +7,7 @@ use crate::FIXTURE;
 /// The pages whose `sh` blocks run, in the order a reader meets them: the
 /// README, then the reference in `docs/`. Later pages may use what earlier
 /// ones made (the README's `ledger.duckdb`).
-const PAGES: [&str; 14] = [
+const PAGES: [&str; 15] = [
     "README.md",
     "docs/testing.md",
     "docs/ingest.md",
@@ -22,6 +22,7 @@ const PAGES: [&str; 14] = [
     "docs/scale-out.md",
     "docs/record-format.md",
     "docs/reconcile.md",
+    "docs/emitters.md",
 ];
 
 fn page(name: &str) -> String {

@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("openrouter_jsonl", openrouter_jsonl),
     ("otlp_json", otlp_json),
     ("otlp_protobuf", otlp_protobuf),
+    ("otlp_logs", otlp_logs),
     ("alert_rules", alert_rules),
     ("report_arguments", report_arguments),
     ("policy_file", policy_file),
@@ -238,11 +239,42 @@ fn decode_as(format: Format, data: &[u8]) {
     assert_eq!((one.rejected, one.warned), (three.rejected, three.warned));
 }
 
+/// One protobuf logs request, decoded as the service does, a record at a
+/// time: refused exactly when prost refuses the whole request, kept
+/// exactly as the whole request is, every kept byte offered to the budget,
+/// and every record counted once (kept, rejected or ignored).
+pub fn otlp_logs(data: &[u8]) {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    let whole = ExportLogsServiceRequest::decode(data);
+    let mut offered = 0;
+    let by_record = otlp::logs::decode_protobuf(data, &mut |n| {
+        offered += n;
+        true
+    });
+    let (request, logs) = match (whole, by_record) {
+        (Ok(request), Ok(logs)) => (request, logs),
+        (Err(_), Err(otlp::ProtobufError::Undecodable(_))) => return,
+        (whole, by_record) => panic!("prost: {whole:?}, record by record: {by_record:?}"),
+    };
+    let tree = otlp::logs::decode_request(&request);
+    assert_eq!(logs.decoded.spans, tree.decoded.spans);
+    assert_eq!(logs.decoded.attempts, tree.decoded.attempts);
+    assert_eq!(logs.decoded.circuits, tree.decoded.circuits);
+    assert_eq!(offered, logs.held_bytes);
+    let records: usize =
+        request.resource_logs.iter().flat_map(|r| &r.scope_logs).map(|s| s.log_records.len()).sum();
+    assert_eq!(logs.decoded.records + logs.decoded.rejected + logs.ignored, records as u64);
+    check_spans(&logs.decoded);
+    let _ = otlp::derive_trace(&logs.decoded.spans);
+}
+
 fn check_spans(decoded: &Decoded) {
     check_notes(decoded);
     // Ids of OTLP's lengths only, so no two pairs share an attempt id.
     for span in &decoded.spans {
-        assert_eq!((span.trace_id.len(), span.span_id.len()), (32, 16), "a span kept with odd ids");
+        // An event's id is its span's and a hash of it (`otlp::logs`).
+        let span_id = span.span_id.split('~').next().unwrap_or_default();
+        assert_eq!((span.trace_id.len(), span_id.len()), (32, 16), "a span kept with odd ids");
         assert!(span.parent_span_id.as_ref().is_none_or(|p| p.len() == 16));
     }
     for attempt in &decoded.attempts {

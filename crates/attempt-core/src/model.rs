@@ -308,6 +308,11 @@ pub enum SpanKind {
     /// link only, so a model span under a model span is recognised as
     /// wrapped however deep.
     Link,
+    /// A GenAI event about a span (`gen_ai.client.operation.exception`, an
+    /// OTLP log record): its parent is the span it describes, whose attempt
+    /// it completes whenever either arrives (docs/record-format.md, "OTLP
+    /// logs"). Never part of the trace's parentage.
+    Event,
 }
 
 /// A received OTLP span as kept for derivation: ids in hex, and for model

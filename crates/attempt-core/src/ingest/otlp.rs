@@ -21,6 +21,7 @@
 
 mod calls;
 pub mod logs;
+pub mod metrics;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -142,8 +143,10 @@ const KEPT_KEYS: &[&str] = &[
     "llm.provider",
     "llm.system",
     "openinference.span.kind",
+    "gen_ai.original.model",
     "gen_ai.request.model",
     "gen_ai.response.model",
+    "gen_ai.response.finish_reasons",
     "llm.model_name",
     "llm.invocation_parameters",
     "embedding.model_name",
@@ -188,6 +191,9 @@ const KEPT_KEYS: &[&str] = &[
     "gen_ai.cost.total_cost",
     "litellm.cost.total",
     "gen_ai.usage.cost",
+    "gen_ai.usage.cost.amount",
+    "gen_ai.usage.cost.currency",
+    "gen_ai.usage.cost.source",
     "litellm.model_group",
     "litellm.call_id",
     "server.address",
@@ -203,9 +209,16 @@ const MAX_KEPT_VALUE_BYTES: usize = 4096;
 /// the span's 1-based position in the request.
 pub fn decode_request(request: &ExportTraceServiceRequest) -> DecodedSpans {
     let mut sorter = SpanSorter::default();
-    request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).for_each(|span| {
-        sorter.push(span);
-    });
+    for resource in &request.resource_spans {
+        for scope in &resource.scope_spans {
+            sorter.enter_scope(if scope.schema_url.is_empty() {
+                &resource.schema_url
+            } else {
+                &scope.schema_url
+            });
+            scope.spans.iter().for_each(|span| sorter.push(span));
+        }
+    }
     sorter.finish()
 }
 
@@ -221,6 +234,8 @@ pub struct SpanSorter {
     /// What `sorted` holds, by `SpanRecord::held_bytes`.
     held_bytes: usize,
     pushed: u64,
+    /// The schema URL the spans now pushed were exported under.
+    schema_url: String,
 }
 
 /// What a span's record holds besides its content and facts (parts of the
@@ -245,6 +260,16 @@ impl SpanSorter {
     /// What a span's record holds beside parts of the span's bytes (see
     /// `wire::kept_bytes_at_most`).
     pub const MOST_HELD_PER_SPAN: usize = std::mem::size_of::<Sorted>() + LINK_RECORD_BYTES;
+    /// What the schema URL's attribute adds to a kept span beside the URL.
+    pub const SCHEMA_ATTRIBUTE_BYTES: usize = SCHEMA_URL_KEY.len() + 16;
+
+    /// The spans pushed next were exported under `schema_url` (their
+    /// scope's, else their resource's).
+    pub fn enter_scope(&mut self, schema_url: &str) {
+        if self.schema_url != schema_url {
+            self.schema_url = schema_url.to_string();
+        }
+    }
 
     /// Sorts the next span of the request.
     pub fn push(&mut self, span: &Span) {
@@ -295,7 +320,7 @@ impl SpanSorter {
                     span_id: hex(&span.span_id),
                     parent_span_id: (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
                     kind,
-                    span: Some(kept(span).encode_to_vec()),
+                    span: Some(kept_in_scope(span, &self.schema_url).encode_to_vec()),
                     facts: facts_of(span),
                 };
                 self.held_bytes += std::mem::size_of::<Sorted>() + record.held_bytes();
@@ -488,21 +513,30 @@ pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &Span
     let around: Vec<Span> = shape.around.iter().filter_map(|id| decode(id)).collect();
     let around: Vec<&Span> = around.iter().collect();
     let mut http: Vec<Span> = shape.http.iter().filter_map(|id| decode(id)).collect();
-    let result = if http.is_empty() && shape.resends > 0 {
+    let events: Vec<(Span, String)> = shape
+        .events
+        .iter()
+        .filter_map(|id| Some((decode(id)?, spans.get(id.as_str())?.parent_span_id.clone()?)))
+        .collect();
+    sort_sent(&mut http);
+    // Where each event's facts go: the HTTP span it names, else (it names
+    // the call) the call's last try, which ended it.
+    let mut messages: Vec<(String, &str)> = Vec::new();
+    for (event, named) in &events {
+        let target = match http.iter_mut().position(|h| hex(&h.span_id) == *named) {
+            Some(i) => &mut http[i],
+            None => http.last_mut().unwrap_or(&mut call),
+        };
+        logs::complete_with_event(target, event);
+        if let Some(message) = str_attr(event, &["exception.message"]) {
+            messages.push((span_attempt_id(&hex(&target.trace_id), &hex(&target.span_id)), message));
+        }
+    }
+    let mut result = if http.is_empty() && shape.resends > 0 {
         map_resent_call(&call, &around, shape.resends)
     } else if http.is_empty() {
         map_call(&call, &around).map(|built| vec![built.attempt])
     } else {
-        // In the order they were sent: a call's HTTP spans may come from
-        // several SDK calls (a framework's own retries around the SDK's),
-        // each counting its resends from 0.
-        http.sort_by_key(|s| {
-            (
-                s.start_time_unix_nano,
-                int_attr(s, &["http.request.resend_count"]).unwrap_or(0),
-                s.span_id.clone(),
-            )
-        });
         let http: Vec<&Span> = http.iter().collect();
         // A span of the call that states tokens and has HTTP children
         // (each SDK call of a framework's tries) gives its own tokens to
@@ -514,6 +548,13 @@ pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &Span
         let source = |child: &Span| stating.iter().copied().find(|m| m.span_id == child.parent_span_id);
         map_hidden_retries(&call, &around, &http, &source)
     };
+    if let Ok(attempts) = result.as_mut() {
+        for (id, message) in messages {
+            if let Some(attempt) = attempts.iter_mut().find(|a| a.attempt_id == id) {
+                logs::keep_error_message(attempt, message);
+            }
+        }
+    }
     match result {
         Ok(mapped) => mapped,
         Err(reason) => {
@@ -521,6 +562,15 @@ pub fn derive_call(call_id: &str, shape: &CallSpans, spans: &HashMap<&str, &Span
             Vec::new()
         }
     }
+}
+
+/// A call's HTTP spans in the order they were sent: they may come from
+/// several SDK calls (a framework's own retries around the SDK's), each
+/// counting its resends from 0.
+fn sort_sent(http: &mut [Span]) {
+    http.sort_by_key(|s| {
+        (s.start_time_unix_nano, int_attr(s, &["http.request.resend_count"]).unwrap_or(0), s.span_id.clone())
+    });
 }
 
 fn is_model_call(span: &Span) -> bool {
@@ -550,12 +600,31 @@ fn is_http_client(span: &Span) -> bool {
 
 /// The span as stored: ids, times, status and the attributes the mapping
 /// reads, values cut to `MAX_KEPT_VALUE_BYTES`.
+/// Where a kept span keeps the schema URL it was exported under, so spans
+/// of conventions renamed later can be told apart (not an OpenTelemetry
+/// attribute: its scope's or resource's `schema_url`).
+pub const SCHEMA_URL_KEY: &str = "attempt_ledger.schema_url";
+
+/// `kept`, with the schema URL the span came under.
+fn kept_in_scope(span: &Span, schema_url: &str) -> Span {
+    let mut kept = kept(span);
+    if !schema_url.is_empty() {
+        kept.attributes.push(KeyValue {
+            key: SCHEMA_URL_KEY.into(),
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue(schema_url.into())) }),
+            ..KeyValue::default()
+        });
+    }
+    kept
+}
+
 fn kept(span: &Span) -> Span {
     let attributes = span
         .attributes
         .iter()
         .filter(|kv| {
             KEPT_KEYS.contains(&kv.key.as_str())
+                || kv.key.starts_with(USAGE_PREFIX)
                 || kv.key == "metadata"
                 || kv.key.starts_with("attempt.")
                 || is_ratelimit_header(&kv.key)
@@ -630,6 +699,7 @@ fn map_call(span: &Span, around: &[&Span]) -> Result<Built, String> {
     timing(&mut fields, span)?;
     fields.status = Some(span_status(span, fields.http_status));
     fields.tokens = tokens(span, &mut fields.warnings)?;
+    apply_finish(&mut fields, span);
     build_attempt(fields)
 }
 
@@ -666,6 +736,7 @@ fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<At
     timing(&mut last, call)?;
     last.status = Some(span_status(call, last.http_status));
     last.tokens = tokens(call, &mut last.warnings)?;
+    apply_finish(&mut last, call);
     attempts.push(build_attempt(last)?.attempt);
     Ok(attempts)
 }
@@ -708,6 +779,9 @@ fn map_hidden_retries<'a>(
             fields.tokens = Tokens::default();
             fields.cost = None;
         }
+        if i + 1 == http.len() {
+            apply_finish(&mut fields, call);
+        }
         attempts.push(build_attempt(fields)?.attempt);
     }
     Ok(attempts)
@@ -725,7 +799,9 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
     // asked for is inside the invocation parameters.
     let invoked = str_attr(span, &["llm.invocation_parameters", "embedding.invocation_parameters"])
         .and_then(invocation_model);
-    let model = str_attr(span, &["gen_ai.request.model"])
+    // A gateway that rewrote the model keeps the one asked for apart
+    // (Envoy AI Gateway's `gen_ai.original.model`): the route is that one.
+    let model = str_attr(span, &["gen_ai.original.model", "gen_ai.request.model"])
         .map(String::from)
         .or(invoked)
         .or_else(|| str_attr(span, &["llm.model_name", "embedding.model_name"]).map(String::from))
@@ -811,6 +887,7 @@ fn extra_attributes(view: &CallView, warnings: &mut Vec<String>) -> Option<Strin
             extra.entry(key.to_string()).or_insert(value);
         }
     }
+    usage_extra(view.span, &mut extra);
     if extra.is_empty() {
         return None;
     }
@@ -824,6 +901,95 @@ fn extra_attributes(view: &CallView, warnings: &mut Vec<String>) -> Option<Strin
         return None;
     }
     Some(text)
+}
+
+const USAGE_PREFIX: &str = "gen_ai.usage.";
+
+/// What the record keeps of a model span's `gen_ai.usage.*` attributes
+/// that no field reads, as extra fields: per-modality counts
+/// (`usage.input_tokens.audio`), an emitter's cost in a currency other
+/// than USD (`cost_amount`, `cost_currency`) and where a cost came from
+/// (`cost_source`). Integers and strings only.
+fn usage_extra(span: &Span, extra: &mut serde_json::Map<String, serde_json::Value>) {
+    let read: Vec<&str> = [
+        INPUT_TOKEN_KEYS.as_slice(),
+        OUTPUT_TOKEN_KEYS.as_slice(),
+        CACHE_READ_KEYS.as_slice(),
+        CACHE_WRITE_KEYS.as_slice(),
+    ]
+    .concat();
+    let usd = cost_currency(span).is_none_or(|c| c.eq_ignore_ascii_case("USD"));
+    for kv in &span.attributes {
+        let Some(name) = kv.key.strip_prefix(USAGE_PREFIX) else { continue };
+        let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(any_value::Value::IntValue(n)) => serde_json::Value::from(*n),
+            Some(any_value::Value::DoubleValue(d)) => match serde_json::Number::from_f64(*d) {
+                Some(n) => serde_json::Value::Number(n),
+                None => continue,
+            },
+            Some(any_value::Value::StringValue(s)) => serde_json::Value::from(s.as_str()),
+            _ => continue,
+        };
+        let key = match name {
+            "cost.source" => "cost_source".to_string(),
+            "cost.amount" | "cost.currency" if usd => continue,
+            "cost.amount" => "cost_amount".to_string(),
+            "cost.currency" => "cost_currency".to_string(),
+            // Said by the fields already.
+            "cost" | "total_tokens" => continue,
+            _ if read.contains(&kv.key.as_str()) => continue,
+            other => format!("usage.{other}"),
+        };
+        extra.entry(key).or_insert(value);
+    }
+}
+
+fn cost_currency(span: &Span) -> Option<&str> {
+    str_attr(span, &["gen_ai.usage.cost.currency"]).map(str::trim).filter(|c| !c.is_empty())
+}
+
+/// A call that ended badly though its transport did not say so: a finish
+/// reason of `error` (a failed attempt) or `length` / `max_tokens` (a
+/// truncated one, class `truncated`), as the error code when the span has
+/// none. Read only when the span left its status unset: an instrumentation
+/// that states OK says the call succeeded.
+fn finish_failure(span: &Span) -> Option<&'static str> {
+    let code = span.status.as_ref().map(|s| s.code).unwrap_or(0);
+    if code != StatusCode::Unset as i32 {
+        return None;
+    }
+    let reasons: Vec<String> = match attr(span, "gen_ai.response.finish_reasons")? {
+        any_value::Value::ArrayValue(values) => values
+            .values
+            .iter()
+            .filter_map(|v| match v.value.as_ref()? {
+                any_value::Value::StringValue(s) => Some(s.to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect(),
+        any_value::Value::StringValue(s) => vec![s.to_ascii_lowercase()],
+        _ => return None,
+    };
+    if reasons.iter().any(|r| r == "error") {
+        Some("error")
+    } else if reasons.iter().any(|r| r == "length" || r == "max_tokens") {
+        Some("length")
+    } else {
+        None
+    }
+}
+
+/// Marks the attempt that returned `call`'s answer failed when its finish
+/// reason says so (`finish_failure`); its tokens stay: they were billed.
+fn apply_finish(fields: &mut AttemptFields, call: &Span) {
+    if fields.status == Some(Status::Ok)
+        && let Some(reason) = finish_failure(call)
+    {
+        fields.status = Some(Status::Error);
+        if fields.error_code.is_none() {
+            fields.error_code = Some(reason.to_string());
+        }
+    }
 }
 
 /// `{"model": "gpt-4o-mini", ...}` as OpenInference records the request.
@@ -965,6 +1131,25 @@ fn exception_type(span: &Span) -> Option<&str> {
     })
 }
 
+/// The proposed `gen_ai.usage.cost.amount`, in USD when `.currency` says
+/// USD or nothing. Another currency is never converted by a guessed rate:
+/// the amount and currency are kept in extra (`usage_extra`) and the
+/// attempt is priced from its tokens, with a warning.
+fn amount_in_usd(span: &Span, warnings: &mut Vec<String>) -> Option<(&'static str, f64)> {
+    const KEY: &str = "gen_ai.usage.cost.amount";
+    let amount = checked_float(span, &[KEY], warnings)?;
+    match cost_currency(span) {
+        Some(currency) if !currency.eq_ignore_ascii_case("USD") => {
+            warnings.push(format!(
+                "{KEY}: {amount} {currency} is not in USD: kept as extra cost_amount and cost_currency, \
+                 not converted; the attempt is priced from its tokens"
+            ));
+            None
+        }
+        _ => Some((KEY, amount)),
+    }
+}
+
 /// The cost the emitter states. OpenLIT writes `gen_ai.usage.cost = 0` for
 /// a model its price list lacks (a list it downloads at start, so every
 /// model when it runs offline): a 0 there beside tokens is no price, and the
@@ -977,9 +1162,8 @@ fn emitter_cost(span: &Span, warnings: &mut Vec<String>) -> Result<Option<PicoUs
         "litellm.cost.total",
         "gen_ai.usage.cost",
     ];
-    let Some((key, usd)) =
-        KEYS.iter().find_map(|k| checked_float(span, &[*k], warnings).map(|usd| (*k, usd)))
-    else {
+    let stated = KEYS.iter().find_map(|k| checked_float(span, &[*k], warnings).map(|usd| (*k, usd)));
+    let Some((key, usd)) = stated.or_else(|| amount_in_usd(span, warnings)) else {
         return Ok(None);
     };
     let billed_tokens = ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
@@ -1014,23 +1198,27 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
     Ok(Tokens {
         input: count(&INPUT_TOKEN_KEYS)?,
         output: count(&OUTPUT_TOKEN_KEYS)?,
-        cached_input: count(&[
-            "gen_ai.usage.cache_read.input_tokens",
-            "gen_ai.usage.cache_read_input_tokens",
-            "llm.token_count.prompt_details.cache_read",
-            "ai.usage.inputTokenDetails.cacheReadTokens",
-            "ai.usage.cachedInputTokens",
-        ])?,
-        cache_write_input: count(&[
-            "gen_ai.usage.cache_creation.input_tokens",
-            "gen_ai.usage.cache_write.input_tokens",
-            "gen_ai.usage.cache_creation_input_tokens",
-            "llm.token_count.prompt_details.cache_write",
-            "llm.token_count.prompt_details.cache_creation",
-            "ai.usage.inputTokenDetails.cacheWriteTokens",
-        ])?,
+        cached_input: count(&CACHE_READ_KEYS)?,
+        cache_write_input: count(&CACHE_WRITE_KEYS)?,
     })
 }
+
+const CACHE_READ_KEYS: [&str; 5] = [
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "ai.usage.inputTokenDetails.cacheReadTokens",
+    "ai.usage.cachedInputTokens",
+];
+
+const CACHE_WRITE_KEYS: [&str; 6] = [
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+    "llm.token_count.prompt_details.cache_creation",
+    "ai.usage.inputTokenDetails.cacheWriteTokens",
+];
 
 /// A `circuit.state_change` span event: its time is the change's `at`, its
 /// `attempt.*` attributes the record's fields.
@@ -1169,6 +1357,10 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+#[cfg(test)]
+mod conventions_tests;
+#[cfg(test)]
+mod logs_tests;
 #[cfg(test)]
 mod parentage_tests;
 #[cfg(test)]

@@ -52,6 +52,9 @@ pub struct CallSpans {
     /// Attempts known only by count: the resend count of a call with no
     /// attempt spans.
     pub resends: u32,
+    /// GenAI events (log records) about the call's spans, by record id:
+    /// what they say completes the attempt of the span they name.
+    pub events: Vec<String>,
 }
 
 impl CallSpans {
@@ -75,6 +78,7 @@ impl CallSpans {
             .chain(self.same.iter().map(String::as_str))
             .chain(self.around.iter().map(String::as_str))
             .chain(self.http.iter().map(String::as_str))
+            .chain(self.events.iter().map(String::as_str))
     }
 }
 
@@ -155,6 +159,37 @@ impl TraceCalls {
 /// never makes its spans current leaves them under whatever span was
 /// current, anywhere above the call.
 pub fn trace_calls(links: &[SpanLink]) -> TraceCalls {
+    if !links.iter().any(|l| l.kind == SpanKind::Event) {
+        return calls_of_spans(links);
+    }
+    // Events are no part of the parentage: the calls come from the spans,
+    // then each event joins the call that holds the span it names.
+    let (events, spans): (Vec<SpanLink>, Vec<SpanLink>) =
+        links.iter().cloned().partition(|l| l.kind == SpanKind::Event);
+    let mut out = calls_of_spans(&spans);
+    let mut call_of: HashMap<&str, &str> = HashMap::new();
+    for (call, shape) in &out.calls {
+        for span in std::iter::once(call).chain(&shape.same).chain(&shape.http) {
+            call_of.insert(span.as_str(), call.as_str());
+        }
+    }
+    let mut joined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for event in &events {
+        let named = event.parent_span_id.as_deref().and_then(|span| call_of.get(span));
+        if let Some(&call) = named {
+            joined.entry(call.to_string()).or_default().push(event.span_id.clone());
+        }
+    }
+    for (call, mut ids) in joined {
+        ids.sort_unstable();
+        if let Some(shape) = out.calls.get_mut(&call) {
+            shape.events = ids;
+        }
+    }
+    out
+}
+
+fn calls_of_spans(links: &[SpanLink]) -> TraceCalls {
     let tree = Tree::of(links);
     let is_model = |i: usize| links[i].kind == SpanKind::Model;
     let nearest = nearest_ancestors(&tree, is_model);
@@ -230,7 +265,10 @@ pub fn trace_calls(links: &[SpanLink]) -> TraceCalls {
         let mut same: Vec<String> = group[1..].iter().map(|&i| links[i].span_id.clone()).collect();
         same.sort_unstable();
         let resends = if http.is_empty() { links[call].facts.resends } else { 0 };
-        out.calls.insert(links[call].span_id.clone(), CallSpans { around, http, same, resends });
+        out.calls.insert(
+            links[call].span_id.clone(),
+            CallSpans { around, http, same, resends, events: Vec::new() },
+        );
     }
     out
 }

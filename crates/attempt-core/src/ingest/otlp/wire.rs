@@ -51,7 +51,10 @@ pub fn decode_protobuf(
     admit: &mut dyn FnMut(usize) -> bool,
 ) -> Result<DecodedSpans, ProtobufError> {
     let mut walk = Walk { sorter: SpanSorter::default(), admitted: 0, admit };
-    each_span(body, &mut |span| walk.span(span))?;
+    each_span_in_scope(body, &mut |span, schema_url| {
+        walk.sorter.enter_scope(schema_url);
+        walk.span(span)
+    })?;
     walk.offer(0)?;
     Ok(walk.sorter.finish())
 }
@@ -62,8 +65,10 @@ pub fn decode_protobuf(
 /// kept of it (a part too), beside a record's fixed size.
 pub fn kept_bytes_at_most(body: &[u8]) -> Result<usize, ProtobufError> {
     let mut bound = 0usize;
-    each_span(body, &mut |span| {
-        bound = bound.saturating_add(SpanSorter::MOST_HELD_PER_SPAN + 2 * span.len());
+    each_span_in_scope(body, &mut |span, schema_url| {
+        let schema =
+            if schema_url.is_empty() { 0 } else { SpanSorter::SCHEMA_ATTRIBUTE_BYTES + schema_url.len() };
+        bound = bound.saturating_add(SpanSorter::MOST_HELD_PER_SPAN + 2 * (span.len() + schema));
         Ok(())
     })?;
     Ok(bound)
@@ -72,23 +77,57 @@ pub fn kept_bytes_at_most(body: &[u8]) -> Result<usize, ProtobufError> {
 /// Calls `on_span` with the bytes of each span of the request in `body`,
 /// in order, checking the envelopes around them. A logs export has the same
 /// three envelopes at the same tags (`ResourceLogs`, `ScopeLogs`, then its
-/// log records), so this walks its records too (`otlp::logs`).
+/// log records), and so has a metrics export (its metrics), so this walks
+/// their records too (`otlp::logs`, `otlp::metrics`).
 pub(super) fn each_span(
     body: &[u8],
     on_span: &mut dyn FnMut(&[u8]) -> Result<(), ProtobufError>,
 ) -> Result<(), ProtobufError> {
+    walk(body, false, &mut |span, _| on_span(span))
+}
+
+/// What `each_span_in_scope` calls with a span's bytes and its schema URL.
+pub(super) type OnScopedSpan<'a> = dyn FnMut(&[u8], &str) -> Result<(), ProtobufError> + 'a;
+
+/// `each_span`, with the schema URL each span was exported under: its
+/// scope's, else its resource's (both written after the spans, so each
+/// envelope is read once ahead for it).
+pub(super) fn each_span_in_scope(body: &[u8], on_span: &mut OnScopedSpan) -> Result<(), ProtobufError> {
+    walk(body, true, on_span)
+}
+
+fn walk(body: &[u8], with_schema: bool, on_span: &mut OnScopedSpan) -> Result<(), ProtobufError> {
+    let schema_of = |message: &[u8]| -> Result<String, ProtobufError> {
+        let mut url = String::new();
+        if with_schema {
+            fields(message, 3, |tag, value| {
+                if tag == 3 {
+                    url = std::str::from_utf8(value).unwrap_or_default().to_string();
+                }
+                Ok(())
+            })?;
+        }
+        Ok(url)
+    };
     fields(body, 1, |tag, value| match tag {
-        1 => fields(value, 3, |tag, value| match tag {
-            1 => Resource::decode(value).map(drop).map_err(ProtobufError::from),
-            2 => fields(value, 3, |tag, value| match tag {
-                1 => InstrumentationScope::decode(value).map(drop).map_err(ProtobufError::from),
-                2 => on_span(value),
-                3 => utf8(value, "ScopeSpans.schema_url"),
+        1 => {
+            let resource_schema = schema_of(value)?;
+            fields(value, 3, |tag, value| match tag {
+                1 => Resource::decode(value).map(drop).map_err(ProtobufError::from),
+                2 => {
+                    let scope_schema = schema_of(value)?;
+                    let schema = if scope_schema.is_empty() { &resource_schema } else { &scope_schema };
+                    fields(value, 3, |tag, value| match tag {
+                        1 => InstrumentationScope::decode(value).map(drop).map_err(ProtobufError::from),
+                        2 => on_span(value, schema),
+                        3 => utf8(value, "ScopeSpans.schema_url"),
+                        _ => Ok(()),
+                    })
+                }
+                3 => utf8(value, "ResourceSpans.schema_url"),
                 _ => Ok(()),
-            }),
-            3 => utf8(value, "ResourceSpans.schema_url"),
-            _ => Ok(()),
-        }),
+            })
+        }
         _ => Ok(()),
     })
 }
