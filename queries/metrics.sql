@@ -83,13 +83,16 @@ samples AS (
            sum(n)::HUGEINT AS value
     FROM (
         UNPIVOT (SELECT served_provider, false AS wasted,
-                        input_tokens AS input, output_tokens AS output, cached_input_tokens AS cached_input
+                        input_tokens AS input, output_tokens AS output, cached_input_tokens AS cached_input,
+                        cache_write_input_tokens AS cache_write_input,
+                        reasoning_output_tokens AS reasoning_output
                  FROM temp.scope_attempts
                  UNION ALL
-                 SELECT served_provider, true AS wasted, input_tokens, output_tokens, cached_input_tokens
+                 SELECT served_provider, true AS wasted, input_tokens, output_tokens, cached_input_tokens,
+                        cache_write_input_tokens, reasoning_output_tokens
                  FROM temp.scope_attempts
                  WHERE NOT delivered)
-        ON input, output, cached_input INTO NAME token_type VALUE n)
+        ON input, output, cached_input, cache_write_input, reasoning_output INTO NAME token_type VALUE n)
     GROUP BY ALL
     UNION ALL BY NAME
     SELECT 'cost' AS family, served_provider, coalesce(sum(cost_pusd), 0)::HUGEINT AS value

@@ -53,12 +53,14 @@ SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('w
        int64_of(sum(sign * s.cache_write_input_tokens), 'rollup_attempts.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(sum(sign * s.emitter_cost_pusd), 'rollup_attempts.emitter_cost_pusd') AS emitter_cost_pusd,
        kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3,
-       s.limit_kind
+       s.limit_kind,
+       int64_of(sum(sign * s.reasoning_output_tokens), 'rollup_attempts.reasoning_output_tokens')
+           AS reasoning_output_tokens
 FROM temp.rollup_spend_source s
 GROUP BY ALL
 HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sign * s.output_tokens) <> 0
     OR sum(sign * s.cached_input_tokens) <> 0 OR sum(sign * s.cache_write_input_tokens) <> 0
-    OR sum(sign * s.emitter_cost_pusd) <> 0;
+    OR sum(sign * s.emitter_cost_pusd) <> 0 OR sum(sign * s.reasoning_output_tokens) <> 0;
 
 CREATE OR REPLACE TEMP TABLE r_latency AS
 SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, l.metric, l.le,

@@ -6,6 +6,7 @@
 --   input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens   all attempts
 --   wasted_input_tokens, wasted_output_tokens, wasted_cached_input_tokens,
 --   wasted_cache_write_input_tokens
+--   reasoning_output_tokens, wasted_reasoning_output_tokens  the reasoning part of output
 --   cost_pusd, wasted_cost_pusd     known cost (pico-USD)
 --   unknown_cost_attempts, wasted_unknown_cost_attempts  attempts whose cost is unknown
 SELECT coalesce(sum(attempts), 0)::BIGINT AS attempts,
@@ -19,6 +20,9 @@ SELECT coalesce(sum(attempts), 0)::BIGINT AS attempts,
        coalesce(sum(cached_input_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cached_input_tokens,
        coalesce(sum(cache_write_input_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT
            AS wasted_cache_write_input_tokens,
+       coalesce(sum(reasoning_output_tokens), 0)::HUGEINT AS reasoning_output_tokens,
+       coalesce(sum(reasoning_output_tokens) FILTER (WHERE NOT delivered), 0)::HUGEINT
+           AS wasted_reasoning_output_tokens,
        coalesce(sum(cost_pusd), 0)::HUGEINT                              AS cost_pusd,
        coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd,
        coalesce(sum(unknown_cost_attempts), 0)::BIGINT                       AS unknown_cost_attempts,

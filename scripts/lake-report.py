@@ -74,6 +74,30 @@ def parse_horizon(text):
     return dt.timedelta(seconds=seconds)
 
 
+# An added column no file of the lake holds yet (every file predates it)
+# reads as NULL of its type: the engines' types of the manifest's.
+SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint"}
+CLICKHOUSE_TYPES = {"VARCHAR": "String", "BIGINT": "Int64"}
+
+
+# The added columns the reports read: a lake older than one lacks it in
+# its manifest too.
+REPORTED_ADDED = [("reasoning_output_tokens", "BIGINT")]
+
+
+def absent_added_columns(manifest, files):
+    """The added columns (the manifest's and those the reports read) that
+    none of `files` holds, with their types."""
+    import pyarrow.parquet as pq
+
+    held = set()
+    for path in files:
+        held.update(pq.read_schema(path).names)
+    added = [(c["name"], c["type"]) for c in manifest["schema"] if c.get("added")]
+    added += [c for c in REPORTED_ADDED if c[0] not in {name for name, _ in added}]
+    return [(name, kind) for name, kind in added if name not in held]
+
+
 # The footer's Arrow types as the manifest's DuckDB types.
 DUCKDB_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER",
                 "int16": "SMALLINT", "int8": "TINYINT", "uint64": "UBIGINT", "uint32": "UINTEGER",
@@ -243,8 +267,9 @@ def substitute(sql, values):
 class Spark:
     name = "spark"
 
-    def __init__(self, lake, files=None, prices=None):
+    def __init__(self, lake, files=None, prices=None, absent=()):
         from pyspark.sql import SparkSession
+        from pyspark.sql.functions import lit
 
         builder = SparkSession.builder
         # Under spark-submit (or Databricks) the cluster's master stands;
@@ -262,8 +287,13 @@ class Spark:
         )
         self.spark.sparkContext.setLogLevel("ERROR")
         attempts = [str(f) for f in files] if files is not None else [str(lake / "attempts")]
-        self.spark.read.option("basePath", str(lake / "attempts")).parquet(*attempts) \
-            .createOrReplaceTempView("lake_rows")
+        # Every file's columns, whichever Spark opens first: a file written
+        # before an added column reads it as NULL.
+        rows = self.spark.read.option("basePath", str(lake / "attempts")).option("mergeSchema", "true") \
+            .parquet(*attempts)
+        for name, duckdb_type in absent:
+            rows = rows.withColumn(name, lit(None).cast(SPARK_TYPES[duckdb_type]))
+        rows.createOrReplaceTempView("lake_rows")
         prices = [str(f) for f in prices] if prices is not None else [str(lake / "prices")]
         self.spark.read.parquet(*prices).createOrReplaceTempView("lake_price_rows")
 
@@ -303,9 +333,10 @@ class ClickHouse:
     renamed = {"route_provider": "primary_provider", "route_model": "primary_model",
                "to_provider": "fallback_provider", "to_model": "fallback_model"}
 
-    def __init__(self, lake, sources=None, connect=True, files=None, prices=None):
+    def __init__(self, lake, sources=None, connect=True, files=None, prices=None, absent=()):
         self.lake = lake
         self.sources = dict(sources or {})
+        self.absent = absent
         # Only some files (the others are bad): a glob of alternatives, which
         # ClickHouse expands across folders.
         for key, chosen in [("attempts", files), ("prices", prices)]:
@@ -340,6 +371,8 @@ class ClickHouse:
             or f"file({quote(self.lake / 'attempts' / '*' / '*' / '*.parquet')}, Parquet)",
             "price_files": self.sources.get("prices") or f"file({quote(self.lake / 'prices' / '*.parquet')}, Parquet)",
             "db": f"lake_report_{os.getpid()}",
+            "absent_columns": "".join(f", CAST(NULL AS Nullable({CLICKHOUSE_TYPES[t]})) AS {name}"
+                                      for name, t in self.absent),
         }
 
     def reset(self):
@@ -459,10 +492,12 @@ def shape(results, lake_section):
         },
         "tokens": {
             "total": {"input": w["input_tokens"], "output": w["output_tokens"],
-                      "cached_input": w["cached_input_tokens"], "cache_write_input": w["cache_write_input_tokens"]},
+                      "cached_input": w["cached_input_tokens"], "cache_write_input": w["cache_write_input_tokens"],
+                      "reasoning_output": w["reasoning_output_tokens"]},
             "wasted": {"input": w["wasted_input_tokens"], "output": w["wasted_output_tokens"],
                        "cached_input": w["wasted_cached_input_tokens"],
-                       "cache_write_input": w["wasted_cache_write_input_tokens"]},
+                       "cache_write_input": w["wasted_cache_write_input_tokens"],
+                       "reasoning_output": w["wasted_reasoning_output_tokens"]},
         },
         "cost_usd": {
             "total": usd(w["cost_pusd"]),
@@ -648,10 +683,11 @@ def main():
         for bad in skipped:
             print(f"skipped {bad['path']}: {bad['reason']}", file=sys.stderr)
         chosen = (good, good_prices) if skipped else (None, None)
+        absent = absent_added_columns(manifest, good)
         if args.engine == "spark":
-            engine = Spark(args.lake, *chosen)
+            engine = Spark(args.lake, *chosen, absent=absent)
         else:
-            engine = ClickHouse(args.lake, sources, files=chosen[0], prices=chosen[1])
+            engine = ClickHouse(args.lake, sources, files=chosen[0], prices=chosen[1], absent=absent)
     try:
         reports = [duckdb_report(case) if engine is None else engine_report(engine, case, manifest, skipped)
                    for case in cases]

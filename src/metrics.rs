@@ -142,7 +142,9 @@ const STORED: &[StoredFamily] = &[
         name: "tokens",
         kind: Kind::Counter,
         unit: Unit::Count,
-        help: "Tokens billed or reported, by served provider and type (input counts cached input).",
+        help: "Tokens billed or reported, by served provider and type: input (counts cached_input and \
+               cache_write_input), output (counts reasoning_output), cached_input, cache_write_input, \
+               reasoning_output.",
         labels: &[("served_provider", "served_provider"), ("type", "token_type")],
     },
     StoredFamily {

@@ -120,7 +120,7 @@ CREATE OR REPLACE TEMP MACRO clamp_ms(ms) AS CASE WHEN ms > 2592000000.0 THEN 25
 CREATE OR REPLACE TEMP TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, cost_pusd, clamp_ms(duration_ms) AS duration_ms, clamp_ms(ttft_ms) AS ttft_ms,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd, clamp_ms(duration_ms) AS duration_ms, clamp_ms(ttft_ms) AS ttft_ms,
        clamp_ms(retry_after_ms) AS retry_after_ms, commit_state, visible_output, dim1, dim2, dim3,
        coalesce(greatest(duration_ms, ttft_ms, retry_after_ms) > 2592000000.0, false) AS clamped,
        row_number() OVER by_order AS seq,
@@ -365,6 +365,8 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(sum(a.cached_input_tokens), 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(sum(a.cache_write_input_tokens), 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
+       int64_of(coalesce(sum(a.reasoning_output_tokens), 0), 'workflow_spend.reasoning_output_tokens')
+           AS reasoning_output_tokens,
        a.limit_kind,
        NOT same_route(a.primary_route_group, a.primary_provider, a.primary_model,
                       a.route_group, a.provider, a.model) AS off_primary
@@ -382,6 +384,8 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(a.cached_input_tokens, 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(a.cache_write_input_tokens, 0), 'workflow_spend.cache_write_input_tokens') AS cache_write_input_tokens,
        int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
+       int64_of(coalesce(a.reasoning_output_tokens, 0), 'workflow_spend.reasoning_output_tokens')
+           AS reasoning_output_tokens,
        a.limit_kind, false AS off_primary
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts = 1;

@@ -20,6 +20,9 @@
 --   ${since}, ${until} DateTime64(6, 'UTC'): workflows whose first attempt started in [since, until)
 --   ${workflow}        String: only workflows with this name
 --   ${db}              a scratch database the statements create tables in
+--   ${absent_columns}  `, CAST(NULL AS Nullable(T)) AS name` for each added
+--                      column no file holds yet (a lake every file of which
+--                      predates it); empty otherwise
 -- Results, each after a `-- result: NAME` line: as spark/report.sql's.
 
 SET join_use_nulls = 1;
@@ -30,12 +33,15 @@ SET session_timezone = 'UTC';
 SET use_hive_partitioning = 1;
 SET schema_inference_make_columns_nullable = 1;
 SET input_format_null_as_default = 0;
+-- Every file's columns, whichever is read first: a file written before an
+-- added column reads it as NULL.
+SET schema_inference_mode = 'union';
 
 DROP DATABASE IF EXISTS ${db};
 CREATE DATABASE ${db} ENGINE = Atomic;
 
 CREATE VIEW ${db}.lake_read AS
-SELECT * FROM ${attempts_files}
+SELECT *${absent_columns} FROM ${attempts_files}
 WHERE (${read_from} IS NULL OR (toDate(day) >= toDate(${read_from}) AND started_at >= ${read_from}))
   AND (${read_until} IS NULL OR (toDate(day) <= toDate(${read_until}) AND started_at < ${read_until}));
 
@@ -46,12 +52,12 @@ WHERE (${read_from} IS NULL OR (toDate(day) >= toDate(${read_from}) AND started_
 CREATE TABLE ${db}.lake_attempts ENGINE = Memory AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, cost_pusd FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY {{copy_order()}}) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-               cached_input_tokens, cache_write_input_tokens, cost_pusd,
+               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM ${db}.lake_read
@@ -75,7 +81,7 @@ WHERE r = 1;
 CREATE TABLE ${db}.fact_ordered ENGINE = Memory AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, cost_pusd,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY {{attempt_order(attempt, started_at, status, attempt_id)}}) AS seq,
        {{deliverable(status, decision)}} AS deliverable
@@ -115,7 +121,8 @@ SELECT o.workflow_id AS workflow_id, o.attempt_id AS attempt_id, o.started_at AS
        o.workflow AS workflow, o.route AS route, o.provider AS provider, o.model AS model,
        o.route_group AS route_group, o.decision AS decision, o.status AS status, o.served_provider AS served_provider,
        o.served_model AS served_model, o.error_class AS error_class, o.input_tokens AS input_tokens, o.output_tokens AS output_tokens,
-       o.cached_input_tokens AS cached_input_tokens, o.cache_write_input_tokens AS cache_write_input_tokens, o.cost_pusd AS cost_pusd, o.seq AS seq,
+       o.cached_input_tokens AS cached_input_tokens, o.cache_write_input_tokens AS cache_write_input_tokens,
+       o.reasoning_output_tokens AS reasoning_output_tokens, o.cost_pusd AS cost_pusd, o.seq AS seq,
        o.deliverable AS deliverable,
        {{effective_route(o.route, o.route_group, o.provider, o.model,
                          w.primary_route_group, w.primary_provider, w.primary_model)}} AS effective_route,
@@ -164,7 +171,8 @@ SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.started_at AS
        a.workflow AS workflow, a.route AS route, a.provider AS provider, a.model AS model,
        a.route_group AS route_group, a.decision AS decision, a.status AS status, a.served_provider AS served_provider,
        a.served_model AS served_model, a.error_class AS error_class, a.input_tokens AS input_tokens, a.output_tokens AS output_tokens,
-       a.cached_input_tokens AS cached_input_tokens, a.cache_write_input_tokens AS cache_write_input_tokens, a.cost_pusd AS cost_pusd, a.seq AS seq,
+       a.cached_input_tokens AS cached_input_tokens, a.cache_write_input_tokens AS cache_write_input_tokens,
+       a.reasoning_output_tokens AS reasoning_output_tokens, a.cost_pusd AS cost_pusd, a.seq AS seq,
        a.deliverable AS deliverable, a.effective_route AS effective_route, a.delivered AS delivered, a.cost_kind AS cost_kind,
        w.workflow_name AS workflow_name,
        coalesce(CASE a.cost_kind
@@ -244,6 +252,8 @@ SELECT count() AS attempts,
        sumIf(toInt128(coalesce(output_tokens, 0)), NOT delivered) AS wasted_output_tokens,
        sumIf(toInt128(coalesce(cached_input_tokens, 0)), NOT delivered) AS wasted_cached_input_tokens,
        sumIf(toInt128(coalesce(cache_write_input_tokens, 0)), NOT delivered) AS wasted_cache_write_input_tokens,
+       sum(toInt128(coalesce(reasoning_output_tokens, 0))) AS reasoning_output_tokens,
+       sumIf(toInt128(coalesce(reasoning_output_tokens, 0)), NOT delivered) AS wasted_reasoning_output_tokens,
        sum(cost) AS cost_pusd,
        sumIf(cost, NOT delivered) AS wasted_cost_pusd,
        sum(unknown_cost) AS unknown_cost_attempts,

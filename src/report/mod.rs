@@ -189,6 +189,9 @@ pub struct TokenCounts {
     pub cached_input: i128,
     #[serde(serialize_with = "whole_number")]
     pub cache_write_input: i128,
+    /// The part of `output` spent reasoning.
+    #[serde(serialize_with = "whole_number")]
+    pub reasoning_output: i128,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -563,12 +566,14 @@ impl Report {
                     output: w.output_tokens,
                     cached_input: w.cached_input_tokens,
                     cache_write_input: w.cache_write_input_tokens,
+                    reasoning_output: w.reasoning_output_tokens,
                 },
                 wasted: TokenCounts {
                     input: w.wasted_input_tokens,
                     output: w.wasted_output_tokens,
                     cached_input: w.wasted_cached_input_tokens,
                     cache_write_input: w.wasted_cache_write_input_tokens,
+                    reasoning_output: w.wasted_reasoning_output_tokens,
                 },
             },
             cost_usd: CostTotals {
@@ -930,6 +935,7 @@ mod tests {
             output: -5,
             cached_input: 7,
             cache_write_input: 0,
+            reasoning_output: 0,
         };
         let json = serde_json::to_value(&counts).unwrap();
         assert_eq!(json["output"], -5);

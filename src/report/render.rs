@@ -181,6 +181,15 @@ fn table(r: &Report) -> String {
         right(tt.wasted.output),
         right(pct(r.waste_share.output_tokens)),
     ]);
+    // Only reasoning models have the row: most traffic has none to show.
+    if tt.total.reasoning_output != 0 {
+        t.add_row(vec![
+            Cell::new("  of which reasoning"),
+            right(tt.total.reasoning_output),
+            right(tt.wasted.reasoning_output),
+            right(""),
+        ]);
+    }
     t.add_row(vec![
         Cell::new("cost (known)"),
         right(dollars(r.cost_usd.total)),

@@ -18,7 +18,7 @@ use attempt_core::pricing::PriceTable;
 /// file's columns, so a file written before it is the same file with
 /// fewer columns: a lake's manifest marks them `added`, a reader reads
 /// them as NULL from the files that lack them.
-pub const ADDED_LAKE_COLUMNS: [&str; 14] = [
+pub const ADDED_LAKE_COLUMNS: [&str; 15] = [
     "billing_account",
     "service_tier",
     "ratelimit_remaining_requests",
@@ -33,6 +33,7 @@ pub const ADDED_LAKE_COLUMNS: [&str; 14] = [
     "ratelimit_remaining_output_tokens",
     "ratelimit_limit_output_tokens",
     "ratelimit_reset_output_tokens_ms",
+    "reasoning_output_tokens",
 ];
 
 /// The lake's columns as written from the attempts table: the node, then
@@ -561,10 +562,11 @@ impl Store {
     /// bucket. Derive with `catch_up`, then read as any database.
     pub fn load_lake(&self, files: LakeFiles, horizon: Horizon) -> Result<LakeLoad, StoreError> {
         let (targets, sources) = stored_from_lake();
+        let absent = self.absent_added_columns(&files)?;
         self.conn.execute_batch(MACROS)?;
         self.in_transaction(|conn| {
             conn.execute_batch(&format!(
-                "CREATE OR REPLACE TEMP VIEW lake_rows AS SELECT * FROM {} WHERE {};",
+                "CREATE OR REPLACE TEMP VIEW lake_rows AS SELECT *{absent} FROM {} WHERE {};",
                 files.sql(),
                 horizon.condition()
             ))?;
@@ -577,6 +579,23 @@ impl Store {
             conn.execute_batch("DROP TABLE temp.lake_attempts; DROP VIEW temp.lake_rows;")?;
             Ok(LakeLoad { copies: copies as u64, attempts: attempts as u64 })
         })
+    }
+
+    /// `, NULL::TYPE AS name` for each added column none of `files` holds
+    /// (a lake every file of which predates it): read by name, a column no
+    /// file has is not there at all.
+    fn absent_added_columns(&self, files: &LakeFiles) -> Result<String, StoreError> {
+        let held: std::collections::HashSet<String> = self
+            .conn
+            .prepare(&format!("DESCRIBE SELECT * FROM {}", files.sql()))?
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(self
+            .lake_schema()?
+            .into_iter()
+            .filter(|(name, _)| ADDED_LAKE_COLUMNS.contains(&name.as_str()) && !held.contains(name))
+            .map(|(name, data_type)| format!(", NULL::{data_type} AS {name}"))
+            .collect())
     }
 
     /// Distinct attempts of the workflows `workflows` selects in the

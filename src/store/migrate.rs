@@ -80,6 +80,11 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 21, name: "ratelimit", sql: include_str!("../../migrations/0021_ratelimit.sql") },
     Migration { version: 22, name: "headroom", sql: include_str!("../../migrations/0022_headroom.sql") },
     Migration { version: 23, name: "circuits", sql: include_str!("../../migrations/0023_circuits.sql") },
+    Migration {
+        version: 24,
+        name: "reasoning_tokens",
+        sql: include_str!("../../migrations/0024_reasoning_tokens.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

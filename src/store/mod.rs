@@ -1021,6 +1021,10 @@ mod tests {
                      ALTER TABLE workflow_spend DROP COLUMN limit_kind;
                      ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
                      ALTER TABLE total_attempts DROP COLUMN limit_kind;
+                     ALTER TABLE workflow_spend DROP COLUMN reasoning_output_tokens;
+                     ALTER TABLE rollup_attempts DROP COLUMN reasoning_output_tokens;
+                     ALTER TABLE total_attempts DROP COLUMN reasoning_output_tokens;
+                     ALTER TABLE attempts DROP COLUMN reasoning_output_tokens;
                      ALTER TABLE attempts DROP COLUMN billing_account;
                      ALTER TABLE attempts DROP COLUMN service_tier;
                      ALTER TABLE attempts DROP COLUMN ratelimit_remaining_requests;

@@ -283,6 +283,8 @@ row_struct! {
         pub wasted_output_tokens: i128,
         pub wasted_cached_input_tokens: i128,
         pub wasted_cache_write_input_tokens: i128,
+        pub reasoning_output_tokens: i128,
+        pub wasted_reasoning_output_tokens: i128,
         pub cost_pusd: i128,
         pub wasted_cost_pusd: i128,
         pub unknown_cost_attempts: i64,

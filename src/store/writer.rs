@@ -140,7 +140,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-pub(super) const COLUMNS: [&str; 49] = [
+pub(super) const COLUMNS: [&str; 50] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -189,6 +189,7 @@ pub(super) const COLUMNS: [&str; 49] = [
     "ratelimit_remaining_output_tokens",
     "ratelimit_limit_output_tokens",
     "ratelimit_reset_output_tokens_ms",
+    "reasoning_output_tokens",
     "ingest_seq",
 ];
 
@@ -712,5 +713,6 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
     for (_, kind, part) in ratelimit::FIELDS {
         columns.push(ints(&|a| a.headroom.get(kind, part)));
     }
+    columns.push(ints(&|a| a.tokens.reasoning_output));
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

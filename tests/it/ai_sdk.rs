@@ -63,7 +63,11 @@ fn traced(mode: &str, call: &str, expected_attempts: u64) -> Traced {
     let answered: Value =
         serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(answered["w4"], "ok", "{answered}");
-    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
+    // The legacy spans carry the provider's reasoning count
+    // (`ai.usage.reasoningTokens`); AI SDK 7's GenAI `chat` spans do not.
+    let reasoning_output = if mode == "legacy" { 12 } else { 0 };
+    let usage = Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output };
+    let truth = provider_truth(&log, usage);
     assert_eq!(truth["attempts"], 10, "{truth}");
     let report = report_with(&service, expected_attempts);
     let metrics = metrics_counting(&service, &report);

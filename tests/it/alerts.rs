@@ -480,7 +480,7 @@ fn metrics_parse_with_prometheus_and_agree_with_the_report() {
         total(f, "attempt_ledger_wasted_attempts_total", &[]),
         report["attempts"]["wasted"].as_f64().unwrap()
     );
-    for kind in ["input", "output", "cached_input"] {
+    for kind in ["input", "output", "cached_input", "cache_write_input", "reasoning_output"] {
         let t = &report["tokens"];
         assert_eq!(
             total(f, "attempt_ledger_tokens_total", &[("type", kind)]),

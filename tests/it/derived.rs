@@ -575,7 +575,8 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
             }
         }
         // Schema 18 had neither the 64-bit sums (19), the bill (20), the
-        // rate-limit headroom (21) nor the limit kinds (22).
+        // rate-limit headroom (21), the limit kinds (22) nor the reasoning
+        // tokens (24).
         let headroom: String = attempt_core::ratelimit::FIELDS
             .iter()
             .map(|(name, _, _)| format!("ALTER TABLE attempts DROP COLUMN {name};"))
@@ -587,6 +588,10 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
              ALTER TABLE workflow_spend DROP COLUMN limit_kind;
              ALTER TABLE rollup_attempts DROP COLUMN limit_kind;
              ALTER TABLE total_attempts DROP COLUMN limit_kind;
+             ALTER TABLE workflow_spend DROP COLUMN reasoning_output_tokens;
+             ALTER TABLE rollup_attempts DROP COLUMN reasoning_output_tokens;
+             ALTER TABLE total_attempts DROP COLUMN reasoning_output_tokens;
+             ALTER TABLE attempts DROP COLUMN reasoning_output_tokens;
              ALTER TABLE attempts DROP COLUMN billing_account;
              ALTER TABLE attempts DROP COLUMN service_tier;
              {headroom}"
@@ -607,7 +612,7 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(wide, 19, "the all-time totals keep 128 bits");
+    assert_eq!(wide, 20, "the all-time totals keep 128 bits");
 }
 
 /// $9.2M in pico-USD is a BIGINT's bound. One attempt may cost up to it; a

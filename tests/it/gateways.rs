@@ -40,6 +40,8 @@ pub(crate) struct Usage {
     pub output: u64,
     pub cached_input: u64,
     pub cache_write_input: u64,
+    /// Of `output`, as far as the emitter carries it (0 where it does not).
+    pub reasoning_output: u64,
 }
 
 /// The attempts, outcomes and tokens the provider's own log implies: per
@@ -63,7 +65,8 @@ pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
                      "fallback_recovery": fell_back, "degraded": 0, "fail_closed": failed, "in_flight": 0,
                      "queued": 0},
         "tokens": {"input": usage.input * ok, "output": usage.output * ok, "cached_input": usage.cached_input * ok,
-                   "cache_write_input": usage.cache_write_input * ok},
+                   "cache_write_input": usage.cache_write_input * ok,
+                   "reasoning_output": usage.reasoning_output * ok},
     })
 }
 
@@ -385,7 +388,7 @@ fn envoy_ai_gateway_openinference_spans() {
     assert!(served.contains(&&json!("gpt-4o-mini-2024-07-18")), "llm.model_name is who answered: {served:?}");
     assert_eq!(
         r["tokens"]["total"],
-        json!({"input": 1000, "output": 50, "cached_input": 400, "cache_write_input": 100})
+        json!({"input": 1000, "output": 50, "cached_input": 400, "cache_write_input": 100, "reasoning_output": 0})
     );
     // 500 plain x $0.15 + 400 cached x $0.075 + 100 cache-written (no premium
     // listed: input price) x $0.15 + 50 out x $0.60, per 1M tokens.
@@ -515,17 +518,21 @@ fn the_litellm_proxy_by_spans_and_by_its_generic_api_logger() {
         ],
     );
     assert_eq!(answered["fallback"], "ok", "{answered}");
-    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0 });
+    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 12 });
     assert_eq!(truth["attempts"], 16, "{truth}");
     let visible = proxy_visible_attempts(&log);
     assert_eq!(visible, 8);
     // gpt-4o-mini ($0.15/M in, $0.60/M out) answered three, gpt-4o ($2.50/M, $10/M) the fallback.
     let cost = 3.0 * (120.0 * 0.15 + 30.0 * 0.60) / 1e6 + (120.0 * 2.50 + 30.0 * 10.0) / 1e6;
-    for (source, service) in [("spans", &by_spans), ("payloads", &by_payloads)] {
+    // The payloads copy the provider's usage, reasoning count included; the
+    // `otel` callback's spans carry no reasoning count.
+    for (source, service, reasoning) in [("spans", &by_spans, 0), ("payloads", &by_payloads, 4 * 12)] {
         let report = report_with(service, visible as u64);
         assert_eq!(report["attempts"]["total"], visible, "{source}: {report:#}");
         assert_eq!(outcomes(&report), truth["outcomes"], "{source}: {report:#}");
-        assert_eq!(report["tokens"]["total"], truth["tokens"], "{source}");
+        let mut tokens = truth["tokens"].clone();
+        tokens["reasoning_output"] = json!(reasoning);
+        assert_eq!(report["tokens"]["total"], tokens, "{source}");
         assert!((report["cost_usd"]["total"].as_f64().unwrap() - cost).abs() < 1e-12, "{source}: {report:#}");
         let served: Vec<&Value> =
             report["by_served_provider"].as_array().unwrap().iter().map(|p| &p["served_provider"]).collect();

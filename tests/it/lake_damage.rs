@@ -354,13 +354,29 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
         "the earlier lake is whole: {}",
         String::from_utf8_lossy(&checked.stdout)
     );
+    let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
+    let lake_report = || -> Value {
+        let args = ["report", "--lake", lake.to_str().unwrap(), "--no-audit", "--format", "json"];
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let engines_agree = |want: &Value| {
+        for engine in ["clickhouse", "spark"] {
+            let out = python_lake().args([&script, "--engine", engine, lake.to_str().unwrap()]).output().unwrap();
+            assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
+            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_same(&sections(&report), &sections(want), engine);
+        }
+    };
+    // No file holds an added column yet: the engines read it as NULL too.
+    engines_agree(&lake_report());
 
     // Attempts with a billing account and a tier, exported by this version.
     let records = dir.path().join("billed.jsonl");
     let record = |id: &str| {
         json!({"workflow_id": format!("billed-{id}"), "attempt_id": id, "started_at": "2026-11-20T10:00:00Z",
                "provider": "openai", "model": "gpt-4o-mini", "status": "ok", "input_tokens": 10,
-               "output_tokens": 2, "billing_account": "proj_billed", "service_tier": "flex"})
+               "output_tokens": 20, "reasoning_output_tokens": 8, "billing_account": "proj_billed",
+               "service_tier": "flex"})
         .to_string()
     };
     std::fs::write(&records, format!("{}\n{}\n", record("b1"), record("b2"))).unwrap();
@@ -374,16 +390,9 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
     let checked = run(&["lake", "check", lake.to_str().unwrap(), "--format", "json"]);
     assert_eq!(checked.status.code(), Some(0), "{}", String::from_utf8_lossy(&checked.stdout));
     let total = attempts_of(&db);
-    let from_lake: Value = serde_json::from_str(&ok(&[
-        "report",
-        "--lake",
-        lake.to_str().unwrap(),
-        "--no-audit",
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let from_lake = lake_report();
     assert_eq!(from_lake["attempts"]["total"].as_u64(), Some(total));
+    assert_eq!(from_lake["tokens"]["total"]["reasoning_output"], 16, "the new files' reasoning tokens");
     let glob = lake.join("attempts/*/*/*.parquet").display().to_string();
     let (rows, billed): (i64, i64) = conn
         .query_row(
@@ -396,13 +405,7 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
         )
         .unwrap();
     assert_eq!((rows as u64, billed), (total, 2));
-    let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
-    for engine in ["clickhouse", "spark"] {
-        let out = python_lake().args([&script, "--engine", engine, lake.to_str().unwrap()]).output().unwrap();
-        assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_same(&sections(&report), &sections(&from_lake), engine);
-    }
+    engines_agree(&from_lake);
 
     // Columns that are not an earlier or later version's: refused, nothing written.
     let mut other = after.clone();

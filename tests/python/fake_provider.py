@@ -24,7 +24,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-USAGE = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+# A reasoning model's usage: 12 of the 30 output tokens were reasoning.
+USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "total_tokens": 150,
+    "completion_tokens_details": {"reasoning_tokens": 12},
+}
 
 # Anthropic's usage counts cache reads and writes apart from input_tokens:
 # 130 input tokens in all, 20 of them read from the cache, 10 written to it.

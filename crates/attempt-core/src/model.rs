@@ -163,6 +163,8 @@ pub struct Tokens {
     pub output: Option<i64>,
     pub cached_input: Option<i64>,
     pub cache_write_input: Option<i64>,
+    /// The part of `output` the model spent reasoning (billed as output).
+    pub reasoning_output: Option<i64>,
 }
 
 impl Tokens {
@@ -171,6 +173,7 @@ impl Tokens {
             && self.output.is_none()
             && self.cached_input.is_none()
             && self.cache_write_input.is_none()
+            && self.reasoning_output.is_none()
     }
 }
 
@@ -281,6 +284,10 @@ impl Attempt {
                 put(tag.as_bytes());
                 put(value.as_bytes());
             }
+        }
+        if let Some(reasoning) = self.tokens.reasoning_output {
+            put(b"reasoning_output_tokens");
+            put(&reasoning.to_le_bytes());
         }
         for (tag, value) in self.headroom.fields() {
             if let Some(value) = value {

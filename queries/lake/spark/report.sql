@@ -12,9 +12,10 @@
 --                 around the window; NULL: every row)
 --   ${since}, ${until}           TIMESTAMP_NTZ: workflows whose first attempt started in [since, until)
 --   ${workflow}                  STRING: only workflows with this name
--- Reads: the temp views lake_rows (the lake's attempts files, with the
---   partition columns day and bucket) and lake_price_rows (every node's
---   prices/<node>.parquet).
+-- Reads: the temp views lake_rows (the lake's attempts files read with
+--   mergeSchema, with the partition columns day and bucket, and an added
+--   column no file holds yet as a typed NULL) and lake_price_rows (every
+--   node's prices/<node>.parquet).
 -- Results, each after a `-- result: NAME` line:
 --   copies        copies_read, attempts: rows read, rows left after dedup
 --   outside       attempts_outside_horizon
@@ -39,12 +40,12 @@ WHERE (${read_from} IS NULL OR (day >= CAST(${read_from} AS DATE) AND started_at
 CACHE TABLE lake_attempts AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, cost_pusd FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-               cached_input_tokens, cache_write_input_tokens, cost_pusd,
+               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM lake_read
@@ -68,7 +69,7 @@ WHERE r = 1;
 CACHE TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, cost_pusd,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
@@ -222,6 +223,8 @@ SELECT count(*) AS attempts,
        coalesce(sum(CASE WHEN NOT delivered THEN output_tokens END), 0) AS wasted_output_tokens,
        coalesce(sum(CASE WHEN NOT delivered THEN cached_input_tokens END), 0) AS wasted_cached_input_tokens,
        coalesce(sum(CASE WHEN NOT delivered THEN cache_write_input_tokens END), 0) AS wasted_cache_write_input_tokens,
+       coalesce(sum(reasoning_output_tokens), 0) AS reasoning_output_tokens,
+       coalesce(sum(CASE WHEN NOT delivered THEN reasoning_output_tokens END), 0) AS wasted_reasoning_output_tokens,
        coalesce(sum(cost), 0) AS cost_pusd,
        coalesce(sum(CASE WHEN NOT delivered THEN cost END), 0) AS wasted_cost_pusd,
        coalesce(sum(unknown_cost), 0) AS unknown_cost_attempts,

@@ -80,6 +80,7 @@ pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String>
                 cached_input: read,
                 cache_write_input: written,
                 output: count(Some(r.output_tokens), "output_tokens")?,
+                reasoning_output: None,
             },
             amount: None,
         })

@@ -67,6 +67,7 @@ pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String>
                 output: count(r.output_tokens, "output_tokens")?,
                 cached_input: count(r.input_cached_tokens, "input_cached_tokens")?,
                 cache_write_input: None,
+                reasoning_output: None,
             };
             let service_tier = r.service_tier.or_else(|| r.batch.filter(|b| *b).map(|_| "batch".to_string()));
             Ok(BillFact {

@@ -56,6 +56,7 @@ pub(super) fn activity_page(page: Page) -> Result<PageBuckets, String> {
                 output: count(Some(item.completion_tokens), "completion_tokens").map_err(at)?,
                 cached_input: None,
                 cache_write_input: None,
+                reasoning_output: None,
             },
             amount: None,
         };

@@ -62,7 +62,8 @@ fn anthropic_cost_is_cents_and_usage_input_adds_its_parts() {
             input: Some(1700),
             cached_input: Some(500),
             cache_write_input: Some(200),
-            output: Some(400)
+            output: Some(400),
+            reasoning_output: None
         }
     );
     assert_eq!(standard.requests, None, "Anthropic's usage has no request count");

@@ -80,7 +80,7 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
 /// The fields every attempt record may carry, in the order they are checked
 /// (the first that is wrong is the one a rejection names; `http_status` is
 /// read first).
-const KNOWN: [&str; 43] = [
+const KNOWN: [&str; 44] = [
     "http_status",
     "workflow_id",
     "started_at",
@@ -107,6 +107,7 @@ const KNOWN: [&str; 43] = [
     "output_tokens",
     "cached_input_tokens",
     "cache_write_input_tokens",
+    "reasoning_output_tokens",
     "cost_usd",
     "commit_state",
     "visible_output",
@@ -428,6 +429,7 @@ impl<'a> Fields<'a> {
                 output: self.optional("output_tokens", non_negative_integer)?,
                 cached_input: self.optional("cached_input_tokens", non_negative_integer)?,
                 cache_write_input: self.optional("cache_write_input_tokens", non_negative_integer)?,
+                reasoning_output: self.optional("reasoning_output_tokens", non_negative_integer)?,
             },
             cost: self.optional("cost_usd", cost_usd)?,
             commit_state: self.optional("commit_state", parse_enum)?,
@@ -706,6 +708,18 @@ mod tests {
         let a = decode_line(&line).unwrap();
         assert_eq!(a.route_group.as_deref(), Some("gpt-4o-pool"));
         assert_eq!(a.tokens.cache_write_input, Some(60));
+    }
+
+    #[test]
+    fn reasoning_tokens_are_read_and_checked() {
+        let line = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            r#""status":"ok","output_tokens":300,"reasoning_output_tokens":256"#,
+        );
+        assert_eq!(decode_line(&line).unwrap().tokens.reasoning_output, Some(256));
+        let negative = MINIMAL.replace("\"status\":\"ok\"", r#""status":"ok","reasoning_output_tokens":-1"#);
+        let err = decode_line(&negative).unwrap_err();
+        assert!(err.contains("reasoning_output_tokens"), "{err}");
     }
 
     #[test]

@@ -62,10 +62,11 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
     };
     let hidden = map.get("hidden_params").and_then(Value::as_object);
     let headroom = headroom_of(hidden, ended.unwrap_or(started), &mut warnings);
+    // `hidden_params.usage_object` is often `null` beside the metadata's.
     let usage = hidden
         .and_then(|h| h.get("usage_object"))
-        .or_else(|| map.get("metadata").and_then(|m| m.get("usage_object")))
-        .and_then(Value::as_object);
+        .and_then(Value::as_object)
+        .or_else(|| map.get("metadata").and_then(|m| m.get("usage_object")).and_then(Value::as_object));
     let provider = p
         .str("custom_llm_provider")
         .or_else(|| error_str("llm_provider"))
@@ -127,6 +128,7 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
                     )
                 })
                 .filter(|n| *n > 0),
+            reasoning_output: usage.and_then(|u| reasoning_tokens(u, &mut warnings)),
         },
         cost: match numbers::amount(map.get("response_cost"), "response_cost", &mut warnings) {
             Some(usd) => {
@@ -212,6 +214,14 @@ fn cached_tokens(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Opti
     .filter(|n| *n > 0)
 }
 
+/// OpenAI's `completion_tokens_details.reasoning_tokens`, as LiteLLM's
+/// usage object copies it (a part of `completion_tokens`).
+fn reasoning_tokens(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Option<i64> {
+    let details = usage.get("completion_tokens_details").filter(|d| !d.is_null())?;
+    numbers::count(details.get("reasoning_tokens"), "completion_tokens_details.reasoning_tokens", warnings)
+        .filter(|n| *n > 0)
+}
+
 /// The response headers LiteLLM's Router adds that count the tries a
 /// payload does not show (the proxy logs a request's first failure and its
 /// answer only): kept as `litellm.attempted_retries` and
@@ -263,6 +273,15 @@ mod tests {
         let decoded = decode_lines(&format!("{first}\n{}", payload("success", "")), 1);
         let ids: Vec<&str> = decoded.attempts.iter().map(|a| a.attempt_id.as_str()).collect();
         assert_eq!(ids, ["c1@1795831199500000000", "c1@1795831200250000000"]);
+    }
+
+    #[test]
+    fn the_metadata_s_usage_is_read_when_the_hidden_one_is_null() {
+        let usage = r#","hidden_params":{"usage_object":null},"metadata":{"usage_object":{"completion_tokens":30,
+            "prompt_tokens":120,"completion_tokens_details":{"reasoning_tokens":12},
+            "prompt_tokens_details":{"cached_tokens":20}}}"#;
+        let a = &decode_lines(&payload("success", &usage.replace('\n', " ")), 1).attempts[0];
+        assert_eq!((a.tokens.cached_input, a.tokens.reasoning_output), (Some(20), Some(12)));
     }
 
     #[test]

@@ -320,6 +320,20 @@ pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
         ));
         tokens.input = Some(raised);
     }
+    if let Some(reasoning) = tokens.reasoning_output {
+        let output = tokens.output.unwrap_or(0);
+        if reasoning > output {
+            // Gemini-style usage: output excludes the thinking tokens. As
+            // with cache reads, counting them in is the only reading under
+            // which the record holds; both are billed as output.
+            let raised = output.saturating_add(reasoning);
+            warnings.push(format!(
+                "reasoning_output_tokens ({reasoning}) exceed output_tokens ({output}): read as counted \
+                 apart, output_tokens raised to {raised}"
+            ));
+            tokens.output = Some(raised);
+        }
+    }
     let provider = fields.provider.trim().to_string();
     let served_provider =
         fields.served_provider.map(|p| p.trim().to_string()).unwrap_or_else(|| provider.clone());
@@ -489,11 +503,25 @@ mod tests {
     fn cached_tokens_above_input_are_read_as_counted_apart_with_a_warning() {
         let mut f = fields();
         f.tokens =
-            Tokens { input: Some(10), output: None, cached_input: Some(11), cache_write_input: Some(4) };
+            Tokens { input: Some(10), cached_input: Some(11), cache_write_input: Some(4), ..Tokens::default() };
         let built = build_attempt(f).unwrap();
         assert_eq!(built.attempt.tokens.input, Some(25));
         assert_eq!(built.warnings.len(), 1);
         assert!(built.warnings[0].contains("input_tokens raised to 25"), "{:?}", built.warnings);
+    }
+
+    #[test]
+    fn reasoning_tokens_are_part_of_output_or_counted_apart_with_a_warning() {
+        for (output, reasoning, stored, warned) in
+            [(Some(30), 12, 30, false), (Some(12), 12, 12, false), (Some(10), 25, 35, true), (None, 5, 5, true)]
+        {
+            let mut f = fields();
+            f.tokens = Tokens { output, reasoning_output: Some(reasoning), ..Tokens::default() };
+            let built = build_attempt(f).unwrap();
+            assert_eq!(built.attempt.tokens.output, Some(stored), "{output:?} {reasoning}");
+            assert_eq!(built.attempt.tokens.reasoning_output, Some(reasoning));
+            assert_eq!(built.warnings.len(), usize::from(warned), "{:?}", built.warnings);
+        }
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub(super) fn decode_value(value: Value) -> Result<Vec<Built>, String> {
             .or(g.count("tokens_completion", &mut warnings)),
         cached_input: g.count("native_tokens_cached", &mut warnings).filter(|n| *n > 0),
         cache_write_input: None,
+        reasoning_output: g.count("native_tokens_reasoning", &mut warnings).filter(|n| *n > 0),
     };
     let cost = match numbers::amount(map.get("total_cost"), "total_cost", &mut warnings) {
         Some(usd) => Some(PicoUsd::from_usd(usd).ok_or(format!("field `total_cost`: {usd} is not a cost"))?),
@@ -176,7 +177,7 @@ mod tests {
 
     const GENERATION: &str = r#"{"data":{"id":"gen-1","created_at":"2026-11-01T10:00:00Z","model":"openai/gpt-4o",
         "provider_name":"Azure","total_cost":0.0031,"native_tokens_prompt":1000,"native_tokens_completion":100,
-        "native_tokens_cached":200,"upstream_id":"chatcmpl-7","cancelled":false,
+        "native_tokens_cached":200,"native_tokens_reasoning":40,"upstream_id":"chatcmpl-7","cancelled":false,
         "provider_responses":[
           {"provider_name":"OpenAI","model_permaslug":"openai/gpt-4o","status":429,"latency":120},
           {"provider_name":"OpenAI","model_permaslug":"openai/gpt-4o","status":502,"latency":300},
@@ -195,6 +196,7 @@ mod tests {
         assert_eq!((a[0].http_status, a[1].http_status), (Some(429), Some(502)));
         assert!(a[..2].iter().all(|a| a.tokens.input.is_none() && a.cost.is_none()));
         assert_eq!((a[2].tokens.input, a[2].tokens.cached_input), (Some(1000), Some(200)));
+        assert_eq!((a[2].tokens.output, a[2].tokens.reasoning_output), (Some(100), Some(40)));
         assert_eq!(a[2].cost, PicoUsd::from_usd(0.0031));
         assert_eq!((a[0].served_provider.as_str(), a[2].served_provider.as_str()), ("OpenAI", "Azure"));
         assert!(a.iter().all(|a| a.provider == "openrouter" && a.model == "openai/gpt-4o"));

@@ -182,6 +182,11 @@ const KEPT_KEYS: &[&str] = &[
     "llm.token_count.prompt_details.cache_write",
     "llm.token_count.prompt_details.cache_creation",
     "ai.usage.inputTokenDetails.cacheWriteTokens",
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+    "ai.usage.outputTokenDetails.reasoningTokens",
+    "ai.usage.reasoningTokens",
     "gen_ai.response.time_to_first_chunk",
     "gen_ai.client.operation.time_to_first_chunk",
     "gen_ai.server.time_to_first_token",
@@ -916,6 +921,7 @@ fn usage_extra(span: &Span, extra: &mut serde_json::Map<String, serde_json::Valu
         OUTPUT_TOKEN_KEYS.as_slice(),
         CACHE_READ_KEYS.as_slice(),
         CACHE_WRITE_KEYS.as_slice(),
+        REASONING_KEYS.as_slice(),
     ]
     .concat();
     let usd = cost_currency(span).is_none_or(|c| c.eq_ignore_ascii_case("USD"));
@@ -1200,8 +1206,18 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
         output: count(&OUTPUT_TOKEN_KEYS)?,
         cached_input: count(&CACHE_READ_KEYS)?,
         cache_write_input: count(&CACHE_WRITE_KEYS)?,
+        reasoning_output: count(&REASONING_KEYS)?,
     })
 }
+
+/// Reasoning ("thinking") tokens, a part of the output tokens.
+const REASONING_KEYS: [&str; 5] = [
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+    "ai.usage.outputTokenDetails.reasoningTokens",
+    "ai.usage.reasoningTokens",
+];
 
 const CACHE_READ_KEYS: [&str; 5] = [
     "gen_ai.usage.cache_read.input_tokens",

@@ -170,6 +170,7 @@ fn usage_counts_no_field_reads_are_kept_as_extra() {
             kv("gen_ai.usage.output_tokens.image", Value::IntValue(2)),
             kv("gen_ai.usage.total_tokens", Value::IntValue(4196)),
             kv("gen_ai.usage.cache_read.input_tokens", Value::IntValue(10)),
+            kv("gen_ai.usage.reasoning.output_tokens", Value::IntValue(1024)),
         ],
         0,
     )]);
@@ -178,6 +179,16 @@ fn usage_counts_no_field_reads_are_kept_as_extra() {
         serde_json::json!({"usage.input_tokens.audio": 30, "usage.output_tokens.image": 2})
     );
     assert_eq!(out[0].tokens.cached_input, Some(10));
+    assert_eq!(out[0].tokens.reasoning_output, Some(1024));
+}
+
+#[test]
+fn reasoning_tokens_are_read_in_every_spelling_and_stay_part_of_output() {
+    for key in REASONING_KEYS {
+        let out = attempts(vec![call(vec![kv(key, Value::IntValue(256))], 0)]);
+        assert_eq!(out[0].tokens.reasoning_output, Some(256), "{key}");
+        assert_eq!(out[0].tokens.output, Some(4096), "{key}: a part of output, not added to it");
+    }
 }
 
 #[test]
@@ -211,4 +222,21 @@ fn each_stored_span_keeps_the_schema_url_it_was_exported_under() {
         ]
     );
     assert!(kept_bytes_at_most(&bytes).unwrap() >= whole.iter().map(SpanRecord::held_bytes).sum::<usize>());
+}
+
+/// A key the mapping reads but the stored span drops would be read from a
+/// fresh export and lost when the trace is derived again from storage.
+#[test]
+fn every_usage_key_the_mapping_reads_is_kept_in_the_stored_span() {
+    let read = [
+        INPUT_TOKEN_KEYS.as_slice(),
+        OUTPUT_TOKEN_KEYS.as_slice(),
+        CACHE_READ_KEYS.as_slice(),
+        CACHE_WRITE_KEYS.as_slice(),
+        REASONING_KEYS.as_slice(),
+    ]
+    .concat();
+    for key in read {
+        assert!(KEPT_KEYS.contains(&key) || key.starts_with(USAGE_PREFIX), "{key} is read but not kept");
+    }
 }
