@@ -92,7 +92,10 @@ fn traced(emitter: Emitter, sdk: bool) -> (Value, Value, String) {
     };
     assert_eq!((&answered["w4"], &answered["w1"]), (&json!("ok"), &json!("ok")), "{answered}");
     assert_ne!(answered["w5"], "ok", "{answered}");
-    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 12 });
+    let truth = provider_truth(
+        &log,
+        Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 12 },
+    );
     let report = report_with(&service, truth["attempts"].as_u64().unwrap());
     let metrics = metrics_counting(&service, &report);
     service.terminate();

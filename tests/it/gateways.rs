@@ -518,7 +518,10 @@ fn the_litellm_proxy_by_spans_and_by_its_generic_api_logger() {
         ],
     );
     assert_eq!(answered["fallback"], "ok", "{answered}");
-    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 12 });
+    let truth = provider_truth(
+        &log,
+        Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 12 },
+    );
     assert_eq!(truth["attempts"], 16, "{truth}");
     let visible = proxy_visible_attempts(&log);
     assert_eq!(visible, 8);

@@ -361,7 +361,8 @@ fn a_lake_of_an_earlier_version_grows_the_added_columns_and_reads_whole() {
     };
     let engines_agree = |want: &Value| {
         for engine in ["clickhouse", "spark"] {
-            let out = python_lake().args([&script, "--engine", engine, lake.to_str().unwrap()]).output().unwrap();
+            let out =
+                python_lake().args([&script, "--engine", engine, lake.to_str().unwrap()]).output().unwrap();
             assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
             let report: Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_same(&sections(&report), &sections(want), engine);

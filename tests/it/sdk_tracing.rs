@@ -24,8 +24,10 @@ fn traced(mode: &str) {
     assert_eq!(answered["w6"], "OverloadedError", "{answered}");
     // The fake provider's Anthropic usage: 100 input + 20 cache reads + 10
     // cache writes, 30 out.
-    let truth =
-        provider_truth(&log, Usage { input: 130, output: 30, cached_input: 20, cache_write_input: 10, reasoning_output: 0 });
+    let truth = provider_truth(
+        &log,
+        Usage { input: 130, output: 30, cached_input: 20, cache_write_input: 10, reasoning_output: 0 },
+    );
     assert_eq!(truth["attempts"], 14, "{truth}");
     let report = report_with(&service, truth["attempts"].as_u64().unwrap());
     let seen = json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(&report), "tokens": report["tokens"]["total"]});
@@ -81,7 +83,10 @@ fn openlit_spans_of_the_openai_sdk_with_its_zero_cost_priced_from_the_table() {
     assert_eq!(answered["w5"], "InternalServerError", "{answered}");
     // OpenLIT reads the reasoning count of the Responses API only, not of
     // chat completions.
-    let truth = provider_truth(&log, Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 0 });
+    let truth = provider_truth(
+        &log,
+        Usage { input: 120, output: 30, cached_input: 0, cache_write_input: 0, reasoning_output: 0 },
+    );
     assert_eq!(truth["attempts"], 10, "{truth}");
     let report = report_with(&service, 10);
     let seen = json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(&report), "tokens": report["tokens"]["total"]});

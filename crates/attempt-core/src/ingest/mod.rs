@@ -502,8 +502,12 @@ mod tests {
     #[test]
     fn cached_tokens_above_input_are_read_as_counted_apart_with_a_warning() {
         let mut f = fields();
-        f.tokens =
-            Tokens { input: Some(10), cached_input: Some(11), cache_write_input: Some(4), ..Tokens::default() };
+        f.tokens = Tokens {
+            input: Some(10),
+            cached_input: Some(11),
+            cache_write_input: Some(4),
+            ..Tokens::default()
+        };
         let built = build_attempt(f).unwrap();
         assert_eq!(built.attempt.tokens.input, Some(25));
         assert_eq!(built.warnings.len(), 1);
@@ -512,9 +516,12 @@ mod tests {
 
     #[test]
     fn reasoning_tokens_are_part_of_output_or_counted_apart_with_a_warning() {
-        for (output, reasoning, stored, warned) in
-            [(Some(30), 12, 30, false), (Some(12), 12, 12, false), (Some(10), 25, 35, true), (None, 5, 5, true)]
-        {
+        for (output, reasoning, stored, warned) in [
+            (Some(30), 12, 30, false),
+            (Some(12), 12, 12, false),
+            (Some(10), 25, 35, true),
+            (None, 5, 5, true),
+        ] {
             let mut f = fields();
             f.tokens = Tokens { output, reasoning_output: Some(reasoning), ..Tokens::default() };
             let built = build_attempt(f).unwrap();
