@@ -26,6 +26,7 @@ use super::auth::{Denied, Scope, Tokens};
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
 use super::otlp_receiver::{Encoding, OtlpReceiver, Signal};
+use super::recent_traces::RecentCallTraces;
 use super::writer::{WriteError, WriterHandle};
 use crate::telemetry::events::{IngestRequest, Receiver, Refusal, WriteRefused};
 
@@ -46,6 +47,7 @@ impl<S> Clone for OtlpServer<S> {
 struct Export {
     writer: WriterHandle,
     byte_budget: ByteBudget,
+    recent: Arc<RecentCallTraces>,
     tokens: Arc<Tokens>,
 }
 
@@ -54,8 +56,13 @@ pub fn service<S: Signal>(
     tokens: Arc<Tokens>,
     body_limit: usize,
     byte_budget: ByteBudget,
+    recent: Arc<RecentCallTraces>,
 ) -> OtlpServer<S> {
-    OtlpServer { inner: Arc::new(Export { writer, byte_budget, tokens }), body_limit, signal: PhantomData }
+    OtlpServer {
+        inner: Arc::new(Export { writer, byte_budget, recent, tokens }),
+        body_limit,
+        signal: PhantomData,
+    }
 }
 
 impl<S: Signal> tonic::server::NamedService for OtlpServer<S> {
@@ -145,8 +152,12 @@ impl Export {
             return Err(ServiceError::Write(WriteError::Saturated).into());
         }
         held.release(arrived);
-        let exporter =
-            OtlpReceiver { writer: &self.writer, budget: &self.byte_budget, receiver: Receiver::OtlpGrpc };
+        let exporter = OtlpReceiver {
+            writer: &self.writer,
+            budget: &self.byte_budget,
+            recent: &self.recent,
+            receiver: Receiver::OtlpGrpc,
+        };
         let answer = S::export(&exporter, &held, message, Encoding::Protobuf).await?;
         Ok(Response::new(answer))
     }

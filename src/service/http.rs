@@ -475,8 +475,12 @@ async fn post_otlp<S: Signal>(
         Err(message) => return otlp_error(Encoding::Json, Kind::Unsupported, message),
     };
     let held = held.map(|Extension(held)| held).unwrap_or_default();
-    let exporter =
-        OtlpReceiver { writer: &state.writer, budget: &state.byte_budget, receiver: Receiver::OtlpHttp };
+    let exporter = OtlpReceiver {
+        writer: &state.writer,
+        budget: &state.byte_budget,
+        recent: &state.recent_call_traces,
+        receiver: Receiver::OtlpHttp,
+    };
     otlp_answer(encoding, S::export(&exporter, &held, body, encoding).await)
 }
 

@@ -32,6 +32,7 @@ pub mod observer;
 pub mod otlp_receiver;
 pub mod pages;
 pub mod readers;
+pub mod recent_traces;
 pub mod reconciler;
 pub mod session;
 pub mod state;
@@ -170,6 +171,7 @@ pub async fn serve(
         body_limit: config.body_limit,
         write_slots: Arc::new(tokio::sync::Semaphore::new(config.queue.max(1))),
         byte_budget: budget::ByteBudget::new(config.queue_bytes.max(config.body_limit)),
+        recent_call_traces: Arc::default(),
         body_timeout: config.body_timeout,
         local_hosts_only: !config.tokens.enabled() && config.http.ip().is_loopback(),
         tokens: Arc::new(config.tokens.clone()),
@@ -347,18 +349,21 @@ async fn serve_until_stopped(
         state.tokens.clone(),
         config.body_limit,
         state.byte_budget.clone(),
+        state.recent_call_traces.clone(),
     );
     let grpc_logs = grpc::service::<otlp_receiver::Logs>(
         state.writer.clone(),
         state.tokens.clone(),
         config.body_limit,
         state.byte_budget.clone(),
+        state.recent_call_traces.clone(),
     );
     let grpc_metrics = grpc::service::<otlp_receiver::Metrics>(
         state.writer.clone(),
         state.tokens.clone(),
         config.body_limit,
         state.byte_budget.clone(),
+        state.recent_call_traces.clone(),
     );
     let http_server = listen::serve_http(
         http_listener,

@@ -12,6 +12,7 @@
 //! than the whole budget.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
@@ -26,6 +27,7 @@ use prost::bytes::Bytes;
 
 use super::budget::{ByteBudget, SharedHeld};
 use super::error::ServiceError;
+use super::recent_traces::RecentCallTraces;
 use super::writer::WriterHandle;
 use crate::store::MAX_SPANS_PER_TRACE;
 use crate::telemetry::events::{Receiver, RecordsIgnored, RecordsRejected, Refusal, WriteRefused};
@@ -120,6 +122,8 @@ impl Signal for Metrics {
 pub struct OtlpReceiver<'a> {
     pub writer: &'a WriterHandle,
     pub budget: &'a ByteBudget,
+    /// Traces whose calls came recently (`recent_traces.rs`).
+    pub recent: &'a Arc<RecentCallTraces>,
     /// Which receiver the request came to, for its telemetry.
     pub receiver: Receiver,
 }
@@ -134,11 +138,12 @@ impl OtlpReceiver<'_> {
         body: Bytes,
         encoding: Encoding,
     ) -> Result<ExportTraceServiceResponse, ServiceError> {
-        let (budget, decoding) = (self.budget.clone(), held.clone());
+        let (budget, decoding, recent) = (self.budget.clone(), held.clone(), self.recent.clone());
         let body_bytes = body.len();
-        let decoded = tokio::task::spawn_blocking(move || decode(&body, encoding, &budget, &decoding))
-            .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let decoded =
+            tokio::task::spawn_blocking(move || decode(&body, encoding, &budget, &decoding, &recent))
+                .await
+                .map_err(|e| ServiceError::Internal(e.to_string()))?;
         // The body is gone: what was kept of it stands in its place.
         held.release(body_bytes);
         let mut spans = match decoded {
@@ -190,6 +195,8 @@ impl OtlpReceiver<'_> {
         RecordsRejected { receiver: self.receiver, records: d.rejected }.emit();
         RecordsIgnored { receiver: self.receiver, records: logs.ignored }.emit();
         let notes = logs.decoded.take_notes();
+        // An access log or event of a call: its trace's later spans are kept.
+        self.recent.remember_calls(&logs.decoded.spans);
         let d = logs.decoded;
         let refused = if d.attempts.is_empty() && d.spans.is_empty() && d.circuits.is_empty() {
             0
@@ -321,12 +328,14 @@ enum Refused {
 /// can keep, `JSON_PER_BODY_BYTE` times a JSON body), so requests that do
 /// not fit together are refused before any is decoded, rather than each
 /// decoding part of itself and failing the others; what was taken for
-/// nothing (spans of traces without a call) is given back once decoded.
+/// nothing (spans of traces without a call, here or recently) is given
+/// back once decoded.
 fn decode(
     body: &[u8],
     encoding: Encoding,
     budget: &ByteBudget,
     held: &SharedHeld,
+    recent: &RecentCallTraces,
 ) -> Result<DecodedSpans, Refused> {
     let mut taken = Taken { budget, held, bytes: 0, needed: 0 };
     let decoded = match encoding {
@@ -355,11 +364,12 @@ fn decode(
             }
         }
     };
-    let spans = match decoded {
+    let mut spans = match decoded {
         Ok(spans) => spans,
         Err(ProtobufError::OverBudget) => return Err(Refused::OverBudget { needed: taken.needed }),
         Err(undecodable) => return Err(Refused::Undecodable(undecodable.to_string())),
     };
+    recent.keep_links(&mut spans);
     let kept = kept_bytes(&spans);
     if taken.bytes > kept {
         taken.held.release(taken.bytes - kept);

@@ -27,6 +27,9 @@ pub struct AppState {
     pub write_slots: Arc<tokio::sync::Semaphore>,
     /// Bytes of write bodies held at once, with gRPC's (`budget.rs`).
     pub byte_budget: ByteBudget,
+    /// Traces whose calls came recently, over both protocols
+    /// (`recent_traces.rs`).
+    pub recent_call_traces: Arc<super::recent_traces::RecentCallTraces>,
     /// How long a write request's body may take to arrive.
     pub body_timeout: std::time::Duration,
     /// Bearer tokens by scope; empty: open access (`auth.rs`).

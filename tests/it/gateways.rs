@@ -353,6 +353,91 @@ fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_
     restarted.stop();
 }
 
+/// Two branches of one request, each running a framework call (OpenInference
+/// chain and LLM spans, never current) inside a step; each branch's HTTP
+/// spans hang off the branch span. The branch, step and request spans end
+/// after the calls: what a batching exporter sends in a later export.
+fn branched_request() -> (Vec<Span>, Vec<Span>) {
+    let s = |v: &str| AttrValue::StringValue(v.into());
+    let at = |id: u8, parent: Option<u8>, from_ms: u64, to_ms: u64, attributes: Vec<KeyValue>| {
+        let start = 1_795_831_200_000_000_000 + from_ms * 1_000_000;
+        Span {
+            trace_id: vec![0x6b; 16],
+            span_id: vec![id; 8],
+            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+            name: "span".into(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: start + (to_ms - from_ms) * 1_000_000,
+            attributes,
+            ..Span::default()
+        }
+    };
+    let (mut enclosing, mut calls) = (vec![at(1, None, 0, 3000, vec![])], Vec::new());
+    for (branch, statuses) in [(2u8, &[500i64, 200][..]), (3, &[200][..])] {
+        let (step, chain, llm) = (branch * 10, branch * 10 + 1, branch * 10 + 2);
+        enclosing.push(at(branch, Some(1), 0, 2500, vec![]));
+        enclosing.push(at(step, Some(branch), 0, 2400, vec![]));
+        calls.push(at(chain, Some(step), 0, 2000, vec![kv("openinference.span.kind", s("CHAIN"))]));
+        calls.push(at(
+            llm,
+            Some(chain),
+            1,
+            1999,
+            vec![
+                kv("openinference.span.kind", s("LLM")),
+                kv("llm.provider", s("openai")),
+                kv("llm.model_name", s("gpt-4o-mini")),
+                kv("llm.token_count.prompt", AttrValue::IntValue(100)),
+                kv("llm.token_count.completion", AttrValue::IntValue(5)),
+            ],
+        ));
+        for (n, status) in statuses.iter().enumerate() {
+            let from = 10 + 400 * n as u64 + u64::from(branch);
+            let mut http = at(
+                branch * 10 + 5 + n as u8,
+                Some(branch),
+                from,
+                from + 300,
+                vec![
+                    kv("http.request.method", s("POST")),
+                    kv("url.full", s("https://api.openai.com/v1/chat/completions")),
+                    kv("http.response.status_code", AttrValue::IntValue(*status)),
+                ],
+            );
+            http.status =
+                Some(SpanStatus { code: if *status >= 400 { 2 } else { 1 }, message: String::new() });
+            calls.push(http);
+        }
+    }
+    (enclosing, calls)
+}
+
+#[test]
+fn enclosing_spans_exported_after_their_calls_keep_the_calls_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (enclosing, calls) = branched_request();
+    let post = |service: &Service, spans: Vec<Span>| {
+        let (status, body, _) = service.post("/v1/traces", "application/x-protobuf", None, &export(spans));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    };
+    let summary = |report: &Value| json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(report), "tokens": report["tokens"]["total"]});
+    let together = Service::start(&dir.path().join("together.duckdb"), &[]);
+    post(&together, [enclosing.clone(), calls.clone()].concat());
+    let expected = summary(&together.report(""));
+    together.stop();
+    // One workflow (the trace): the first branch's 500 and 200, the second's 200.
+    assert_eq!(expected["attempts"], 3, "{expected:#}");
+    assert_eq!(expected["outcomes"]["retry_recovery"], 1, "{expected:#}");
+    assert_eq!((&expected["tokens"]["input"], &expected["tokens"]["output"]), (&json!(200), &json!(10)));
+    // The calls first, their enclosing spans in the next export: the
+    // service remembers the trace had calls and keeps them.
+    let split = Service::start(&dir.path().join("split.duckdb"), &[]);
+    post(&split, calls);
+    post(&split, enclosing);
+    assert_eq!(summary(&split.report("")), expected, "enclosing spans after the calls");
+    split.stop();
+}
+
 /// A fixture export stored through the same path as `POST /v1/traces`, and
 /// the report over it.
 fn report_of_fixture(name: &str) -> Value {

@@ -48,6 +48,11 @@ pub struct DecodedSpans {
     pub decoded: Decoded,
     /// Inference spans kept or rejected; other spans are not model calls.
     pub model_spans: u64,
+    /// Parent links of the spans of traces this request holds no call of
+    /// (an application's or a framework's spans, which end after the calls
+    /// inside them and so often come in a later export): not in `decoded`,
+    /// for a receiver that saw a call of their trace recently to keep.
+    pub loose_links: Vec<SpanRecord>,
 }
 
 /// `gen_ai.operation.name` values that are not a call to a model, though
@@ -364,20 +369,26 @@ impl SpanSorter {
 
     pub fn finish(self) -> DecodedSpans {
         let SpanSorter { mut out, sorted, traces_with_calls, .. } = self;
-        out.decoded.spans = sorted
-            .into_iter()
-            .filter_map(|sorted| match sorted {
-                Sorted::Kept(record) => Some(*record),
-                Sorted::Link(ids) => traces_with_calls.contains(&ids.trace).then(|| SpanRecord {
-                    trace_id: hex(&ids.trace),
-                    span_id: hex(&ids.span),
-                    parent_span_id: ids.parent.map(|p| hex(&p)),
-                    kind: SpanKind::Link,
-                    span: None,
-                    facts: SpanFacts::default(),
-                }),
-            })
-            .collect();
+        for sorted in sorted {
+            match sorted {
+                Sorted::Kept(record) => out.decoded.spans.push(*record),
+                Sorted::Link(ids) => {
+                    let link = SpanRecord {
+                        trace_id: hex(&ids.trace),
+                        span_id: hex(&ids.span),
+                        parent_span_id: ids.parent.map(|p| hex(&p)),
+                        kind: SpanKind::Link,
+                        span: None,
+                        facts: SpanFacts::default(),
+                    };
+                    if traces_with_calls.contains(&ids.trace) {
+                        out.decoded.spans.push(link);
+                    } else {
+                        out.loose_links.push(link);
+                    }
+                }
+            }
+        }
         out
     }
 }

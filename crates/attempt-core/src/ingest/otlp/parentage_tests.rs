@@ -167,21 +167,58 @@ fn http_spans_under_a_parent_never_exported_still_find_their_call() {
     assert_eq!(statuses_and_tokens(&attempts(vec![spans])).0, vec![529, 200]);
 }
 
-#[test]
-fn http_spans_belong_to_the_calls_below_the_span_they_hang_off() {
-    // Two branches (2 and 3) of one request, each running a framework call
-    // at the same time; each branch's HTTP spans sit under the branch span.
+/// Two branches (2 and 3) of one request, each running a framework call
+/// in a step of its own at the same time; each branch's HTTP spans sit
+/// under the branch span.
+fn two_branches() -> Vec<Span> {
     let mut spans = vec![span(1, None, "handle", 0, 3000, vec![])];
     for (branch, statuses) in [(2u16, &[500, 200][..]), (3, &[200][..])] {
         spans.push(span(branch, Some(1), "branch", 0, 2500, vec![]));
         let base = branch * 100;
-        spans.push(span(base, Some(branch), "RunnableSequence", 0, 2000, chain()));
+        spans.push(span(base + 50, Some(branch), "step", 0, 2400, vec![]));
+        spans.push(span(base, Some(base + 50), "RunnableSequence", 0, 2000, chain()));
         spans.push(span(base + 1, Some(base), "ChatOpenAI", 1, 1999, llm(Some((100, 5)), "gpt-4o-mini")));
         for (n, status) in statuses.iter().enumerate() {
             let from = 10 + 400 * n as u64 + u64::from(branch);
             spans.push(span(base + 10 + n as u16, Some(branch), "POST", from, from + 300, post(*status)));
         }
     }
+    spans
+}
+
+fn decoded(spans: Vec<Span>) -> DecodedSpans {
+    decode_request(&ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
+            ..ResourceSpans::default()
+        }],
+    })
+}
+
+#[test]
+fn enclosing_spans_exported_after_their_calls_are_loose_links_that_keep_the_branches_apart() {
+    // The branch and application spans end last: a batching exporter sends
+    // them in a later export, which holds no call of their trace.
+    let (enclosing, calls): (Vec<Span>, Vec<Span>) =
+        two_branches().into_iter().partition(|s| ["handle", "branch", "step"].contains(&s.name.as_str()));
+    let later = decoded(enclosing);
+    assert!(later.decoded.spans.is_empty(), "no call here: nothing kept by the request alone");
+    assert_eq!(later.loose_links.len(), 5);
+    let first = decoded(calls);
+    assert!(first.loose_links.is_empty());
+    let without: Vec<SpanLink> = first.decoded.spans.iter().map(SpanLink::of).collect();
+    assert_eq!(trace_calls(&without).ambiguous_calls, 2, "cut ancestry: the branches look alike");
+    // A receiver that saw the calls' trace keeps the later links.
+    let whole: Vec<SpanLink> =
+        first.decoded.spans.iter().chain(&later.loose_links).map(SpanLink::of).collect();
+    let calls = trace_calls(&whole);
+    assert_eq!(calls.ambiguous_calls, 0, "{calls:#?}");
+    assert_eq!(calls.calls.values().map(|c| c.http.len()).collect::<Vec<_>>(), [2, 1]);
+}
+
+#[test]
+fn http_spans_belong_to_the_calls_below_the_span_they_hang_off() {
+    let mut spans = two_branches();
     let calls = shape(&spans);
     assert_eq!(calls.ambiguous_calls, 0, "{calls:#?}");
     let owned: Vec<usize> = calls.calls.values().map(|c| c.http.len()).collect();
