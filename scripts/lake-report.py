@@ -82,7 +82,7 @@ CLICKHOUSE_TYPES = {"VARCHAR": "String", "BIGINT": "Int64"}
 
 # The added columns the reports read: a lake older than one lacks it in
 # its manifest too.
-REPORTED_ADDED = [("reasoning_output_tokens", "BIGINT")]
+REPORTED_ADDED = [("reasoning_output_tokens", "BIGINT"), ("cost_currency", "VARCHAR")]
 
 
 def absent_added_columns(manifest, files):

@@ -120,7 +120,7 @@ CREATE OR REPLACE TEMP MACRO clamp_ms(ms) AS CASE WHEN ms > 2592000000.0 THEN 25
 CREATE OR REPLACE TEMP TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, reasoning_output_tokens, cost_pusd, clamp_ms(duration_ms) AS duration_ms, clamp_ms(ttft_ms) AS ttft_ms,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency, clamp_ms(duration_ms) AS duration_ms, clamp_ms(ttft_ms) AS ttft_ms,
        clamp_ms(retry_after_ms) AS retry_after_ms, commit_state, visible_output, dim1, dim2, dim3,
        coalesce(greatest(duration_ms, ttft_ms, retry_after_ms) > 2592000000.0, false) AS clamped,
        row_number() OVER by_order AS seq,
@@ -230,8 +230,8 @@ SELECT o.*,
                                                  o.route_group, o.provider, o.model)}}
                                THEN o.prev_exhausted_kind END,
                           'unknown') END AS limit_kind,
-       {{cost_kind(o.cost_pusd, o.status, o.input_tokens, o.output_tokens, o.cached_input_tokens,
-                   o.cache_write_input_tokens)}} AS cost_kind,
+       {{cost_kind(o.cost_pusd, o.cost_currency, o.status, o.input_tokens, o.output_tokens,
+                   o.cached_input_tokens, o.cache_write_input_tokens)}} AS cost_kind,
        -- The workflow's own columns its attempts' rows carry, so that no
        -- reader joins the workflows a second time.
        w.first_at, w.workflow_name, w.outcome, w.attempts AS workflow_attempts, w.delivered_seq, w.outcome_ms,

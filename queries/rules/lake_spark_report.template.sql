@@ -40,12 +40,12 @@ WHERE (${read_from} IS NULL OR (day >= CAST(${read_from} AS DATE) AND started_at
 CACHE TABLE lake_attempts AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY {{copy_order()}}) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
+               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM lake_read
@@ -69,7 +69,7 @@ WHERE r = 1;
 CACHE TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY {{attempt_order(attempt, started_at, status, attempt_id)}}) AS seq,
        {{deliverable(status, decision)}} AS deliverable
@@ -108,8 +108,8 @@ SELECT o.*,
        {{effective_route(o.route, o.route_group, o.provider, o.model,
                          w.primary_route_group, w.primary_provider, w.primary_model)}} AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
-       {{cost_kind(o.cost_pusd, o.status, o.input_tokens, o.output_tokens, o.cached_input_tokens,
-                   o.cache_write_input_tokens)}} AS cost_kind
+       {{cost_kind(o.cost_pusd, o.cost_currency, o.status, o.input_tokens, o.output_tokens,
+                   o.cached_input_tokens, o.cache_write_input_tokens)}} AS cost_kind
 FROM fact_ordered o
 JOIN fact_workflows w ON w.workflow_id = o.workflow_id;
 

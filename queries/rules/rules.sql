@@ -46,11 +46,13 @@ CASE WHEN $delivered_seq = 1 THEN 'primary_success'
      WHEN $last_decision IN ('retry', 'fallback') THEN 'in_flight'
      ELSE 'fail_closed' END
 
--- rule: cost_kind(cost_pusd, status, input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens)
--- How an attempt's cost is known: the emitter's own figure; free (a failure
+-- rule: cost_kind(cost_pusd, cost_currency, status, input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens)
+-- How an attempt's cost is known: the emitter's own figure; unknown (a
+-- figure in another currency than USD, never converted); free (a failure
 -- that used no tokens); unknown (a success without usage); else priced from
 -- its tokens at the served model's price.
 CASE WHEN $cost_pusd IS NOT NULL THEN 'emitter'
+     WHEN $cost_currency IS NOT NULL THEN 'unknown'
      WHEN $status = 'error' AND coalesce($input_tokens, 0) = 0 AND coalesce($output_tokens, 0) = 0
           AND coalesce($cached_input_tokens, 0) = 0 AND coalesce($cache_write_input_tokens, 0) = 0
           THEN 'free'

@@ -18,7 +18,7 @@ use attempt_core::pricing::PriceTable;
 /// file's columns, so a file written before it is the same file with
 /// fewer columns: a lake's manifest marks them `added`, a reader reads
 /// them as NULL from the files that lack them.
-pub const ADDED_LAKE_COLUMNS: [&str; 15] = [
+pub const ADDED_LAKE_COLUMNS: [&str; 16] = [
     "billing_account",
     "service_tier",
     "ratelimit_remaining_requests",
@@ -34,6 +34,7 @@ pub const ADDED_LAKE_COLUMNS: [&str; 15] = [
     "ratelimit_limit_output_tokens",
     "ratelimit_reset_output_tokens_ms",
     "reasoning_output_tokens",
+    "cost_currency",
 ];
 
 /// The lake's columns as written from the attempts table: the node, then

@@ -82,8 +82,8 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 23, name: "circuits", sql: include_str!("../../migrations/0023_circuits.sql") },
     Migration {
         version: 24,
-        name: "reasoning_tokens",
-        sql: include_str!("../../migrations/0024_reasoning_tokens.sql"),
+        name: "conventions_2026",
+        sql: include_str!("../../migrations/0024_conventions_2026.sql"),
     },
 ];
 

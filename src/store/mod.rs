@@ -1025,6 +1025,7 @@ mod tests {
                      ALTER TABLE rollup_attempts DROP COLUMN reasoning_output_tokens;
                      ALTER TABLE total_attempts DROP COLUMN reasoning_output_tokens;
                      ALTER TABLE attempts DROP COLUMN reasoning_output_tokens;
+                     ALTER TABLE attempts DROP COLUMN cost_currency;
                      ALTER TABLE attempts DROP COLUMN billing_account;
                      ALTER TABLE attempts DROP COLUMN service_tier;
                      ALTER TABLE attempts DROP COLUMN ratelimit_remaining_requests;

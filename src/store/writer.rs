@@ -140,7 +140,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-pub(super) const COLUMNS: [&str; 50] = [
+pub(super) const COLUMNS: [&str; 51] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -190,6 +190,7 @@ pub(super) const COLUMNS: [&str; 50] = [
     "ratelimit_limit_output_tokens",
     "ratelimit_reset_output_tokens_ms",
     "reasoning_output_tokens",
+    "cost_currency",
     "ingest_seq",
 ];
 
@@ -714,5 +715,6 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
         columns.push(ints(&|a| a.headroom.get(kind, part)));
     }
     columns.push(ints(&|a| a.tokens.reasoning_output));
+    columns.push(strings(&|a| a.cost_currency.as_deref()));
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

@@ -592,6 +592,7 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
              ALTER TABLE rollup_attempts DROP COLUMN reasoning_output_tokens;
              ALTER TABLE total_attempts DROP COLUMN reasoning_output_tokens;
              ALTER TABLE attempts DROP COLUMN reasoning_output_tokens;
+             ALTER TABLE attempts DROP COLUMN cost_currency;
              ALTER TABLE attempts DROP COLUMN billing_account;
              ALTER TABLE attempts DROP COLUMN service_tier;
              {headroom}"

@@ -311,14 +311,17 @@ fn sdk_call() -> (Span, Vec<Span>) {
     (parent, vec![child(2, 0, 529, true), child(3, 600, 529, true), child(4, 1500, 200, false)])
 }
 
+/// One protobuf export of `spans` to `POST /v1/traces`, accepted whole.
+fn post_spans(service: &Service, spans: Vec<Span>) {
+    let (status, body, _) = service.post("/v1/traces", "application/x-protobuf", None, &export(spans));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+}
+
 #[test]
 fn spans_split_across_exports_give_the_same_attempts_in_either_order_and_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (parent, children) = sdk_call();
-    let post = |service: &Service, spans: Vec<Span>| {
-        let (status, body, _) = service.post("/v1/traces", "application/x-protobuf", None, &export(spans));
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    };
+    let post = post_spans;
     let summary = |report: &Value| {
         json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(report), "tokens": report["tokens"],
                "cost": report["cost_usd"], "amplification": report["amplification"]})
@@ -416,10 +419,7 @@ fn branched_request() -> (Vec<Span>, Vec<Span>) {
 fn enclosing_spans_exported_after_their_calls_keep_the_calls_apart() {
     let dir = tempfile::tempdir().unwrap();
     let (enclosing, calls) = branched_request();
-    let post = |service: &Service, spans: Vec<Span>| {
-        let (status, body, _) = service.post("/v1/traces", "application/x-protobuf", None, &export(spans));
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    };
+    let post = post_spans;
     let summary = |report: &Value| json!({"attempts": report["attempts"]["total"], "outcomes": outcomes(report), "tokens": report["tokens"]["total"]});
     let together = Service::start(&dir.path().join("together.duckdb"), &[]);
     post(&together, [enclosing.clone(), calls.clone()].concat());
@@ -436,6 +436,32 @@ fn enclosing_spans_exported_after_their_calls_keep_the_calls_apart() {
     post(&split, enclosing);
     assert_eq!(summary(&split.report("")), expected, "enclosing spans after the calls");
     split.stop();
+}
+
+#[test]
+fn a_cost_stated_in_another_currency_is_unknown_never_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |v: &str| AttrValue::StringValue(v.into());
+    let call = |trace: u8, currency: &str| {
+        let attributes = vec![
+            kv("gen_ai.operation.name", s("chat")),
+            kv("gen_ai.provider.name", s("openai")),
+            kv("gen_ai.request.model", s("gpt-4o-mini")),
+            kv("gen_ai.usage.input_tokens", AttrValue::IntValue(1000)),
+            kv("gen_ai.usage.output_tokens", AttrValue::IntValue(100)),
+            kv("gen_ai.usage.cost.amount", AttrValue::DoubleValue(0.0115)),
+            kv("gen_ai.usage.cost.currency", s(currency)),
+        ];
+        span_of_trace(trace, 1, None, 0, attributes, false)
+    };
+    let service = Service::start(&dir.path().join("ledger.duckdb"), &[]);
+    post_spans(&service, vec![call(0x71, "EUR"), call(0x72, "usd")]);
+    let report = service.report("");
+    assert_eq!(report["attempts"]["total"], 2, "{report:#}");
+    assert_eq!(report["cost_usd"]["unknown_cost_attempts"], 1, "{report:#}");
+    assert!((usd(&report["cost_usd"]["total"]) - 0.0115).abs() < 1e-12, "the USD figure alone: {report:#}");
+    assert_eq!(report["tokens"]["total"]["input"], 2000, "the tokens stay");
+    service.stop();
 }
 
 /// A fixture export stored through the same path as `POST /v1/traces`, and

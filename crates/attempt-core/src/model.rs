@@ -217,6 +217,9 @@ pub struct Attempt {
     pub retry_after_ms: Option<f64>,
     pub tokens: Tokens,
     pub cost: Option<PicoUsd>,
+    /// The currency of a cost the emitter stated in other than USD: never
+    /// converted, so the attempt's cost is unknown.
+    pub cost_currency: Option<String>,
     pub commit_state: CommitState,
     pub visible_output: Option<bool>,
     pub decision: Option<Decision>,
@@ -277,8 +280,11 @@ impl Attempt {
         put(self.circuit.map_or("", name).as_bytes());
         // Fields added later hash only when present, so that every attempt
         // stored before them keeps its fingerprint.
-        let added: [(&str, &Option<String>); 2] =
-            [("billing_account", &self.billing_account), ("service_tier", &self.service_tier)];
+        let added: [(&str, &Option<String>); 3] = [
+            ("billing_account", &self.billing_account),
+            ("service_tier", &self.service_tier),
+            ("cost_currency", &self.cost_currency),
+        ];
         for (tag, value) in added {
             if let Some(value) = value {
                 put(tag.as_bytes());

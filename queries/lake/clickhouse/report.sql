@@ -52,12 +52,12 @@ WHERE (${read_from} IS NULL OR (toDate(day) >= toDate(${read_from}) AND started_
 CREATE TABLE ${db}.lake_attempts ENGINE = Memory AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
+               cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM ${db}.lake_read
@@ -81,7 +81,7 @@ WHERE r = 1;
 CREATE TABLE ${db}.fact_ordered ENGINE = Memory AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
-       cache_write_input_tokens, reasoning_output_tokens, cost_pusd,
+       cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
@@ -137,6 +137,7 @@ SELECT o.workflow_id AS workflow_id, o.attempt_id AS attempt_id, o.started_at AS
                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
+            WHEN o.cost_currency IS NOT NULL THEN 'unknown'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
                  AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
                  THEN 'free'

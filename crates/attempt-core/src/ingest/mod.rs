@@ -247,6 +247,8 @@ pub struct AttemptFields {
     pub retry_after_ms: Option<f64>,
     pub tokens: Tokens,
     pub cost: Option<PicoUsd>,
+    /// A stated cost's currency other than USD (the cost is then unknown).
+    pub cost_currency: Option<String>,
     pub commit_state: Option<CommitState>,
     pub visible_output: Option<bool>,
     pub decision: Option<Decision>,
@@ -380,6 +382,7 @@ pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
         retry_after_ms: fields.retry_after_ms,
         tokens: fields.tokens,
         cost: fields.cost,
+        cost_currency: fields.cost_currency,
         commit_state: fields.commit_state.unwrap_or_default(),
         visible_output: fields.visible_output,
         decision: fields.decision,

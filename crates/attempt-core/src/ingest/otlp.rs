@@ -135,7 +135,8 @@ const INHERITED_KEYS: [&str; 5] = [
 ];
 
 /// The attributes the mapping reads; everything else (message text above
-/// all) is dropped before a span is stored. `attempt.*` is kept too.
+/// all) is dropped before a span is stored. `attempt.*`, `gen_ai.usage.*`
+/// and the token counts (`is_token_key`) are kept too.
 const KEPT_KEYS: &[&str] = &[
     "openai.response.service_tier",
     "gen_ai.openai.response.service_tier",
@@ -166,32 +167,6 @@ const KEPT_KEYS: &[&str] = &[
     "error.code",
     "anthropic.request.id",
     "ai.response.id",
-    "gen_ai.usage.input_tokens",
-    "gen_ai.usage.prompt_tokens",
-    "llm.token_count.prompt",
-    "ai.usage.inputTokens",
-    "ai.usage.promptTokens",
-    "gen_ai.usage.output_tokens",
-    "gen_ai.usage.completion_tokens",
-    "llm.token_count.completion",
-    "ai.usage.outputTokens",
-    "ai.usage.completionTokens",
-    "gen_ai.usage.cache_read.input_tokens",
-    "gen_ai.usage.cache_read_input_tokens",
-    "llm.token_count.prompt_details.cache_read",
-    "ai.usage.cachedInputTokens",
-    "ai.usage.inputTokenDetails.cacheReadTokens",
-    "gen_ai.usage.cache_creation.input_tokens",
-    "gen_ai.usage.cache_write.input_tokens",
-    "gen_ai.usage.cache_creation_input_tokens",
-    "llm.token_count.prompt_details.cache_write",
-    "llm.token_count.prompt_details.cache_creation",
-    "ai.usage.inputTokenDetails.cacheWriteTokens",
-    "gen_ai.usage.reasoning.output_tokens",
-    "gen_ai.usage.reasoning_tokens",
-    "llm.token_count.completion_details.reasoning",
-    "ai.usage.outputTokenDetails.reasoningTokens",
-    "ai.usage.reasoningTokens",
     "gen_ai.response.time_to_first_chunk",
     "gen_ai.client.operation.time_to_first_chunk",
     "gen_ai.server.time_to_first_token",
@@ -640,6 +615,7 @@ fn kept(span: &Span) -> Span {
         .iter()
         .filter(|kv| {
             KEPT_KEYS.contains(&kv.key.as_str())
+                || is_token_key(&kv.key)
                 || kv.key.starts_with(USAGE_PREFIX)
                 || kv.key == "metadata"
                 || kv.key.starts_with("attempt.")
@@ -741,7 +717,7 @@ fn map_resent_call(call: &Span, around: &[&Span], resends: u32) -> Result<Vec<At
             (None, None, None, None);
         (fields.ttft_ms, fields.provider_request_id, fields.decision) = (None, None, None);
         (fields.visible_output, fields.commit_state, fields.served_model) = (None, None, None);
-        fields.cost = None;
+        (fields.cost, fields.cost_currency) = (None, None);
         fields.headroom = Headroom::default();
         attempts.push(build_attempt(fields)?.attempt);
     }
@@ -793,7 +769,7 @@ fn map_hidden_retries<'a>(
             fields.tokens = tokens(source.unwrap_or(call), &mut fields.warnings)?;
         } else {
             fields.tokens = Tokens::default();
-            fields.cost = None;
+            (fields.cost, fields.cost_currency) = (None, None);
         }
         if i + 1 == http.len() {
             apply_finish(&mut fields, call);
@@ -824,7 +800,7 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         .ok_or("no model (gen_ai.request.model, llm.invocation_parameters.model or llm.model_name)")?;
     let mut warnings = Vec::new();
     let http_status = status_code(span, &mut warnings);
-    Ok(AttemptFields {
+    let mut fields = AttemptFields {
         workflow_id: view
             .str(&["attempt.workflow_id"])
             .map(String::from)
@@ -866,7 +842,12 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         extra: extra_attributes(&view, &mut warnings),
         warnings,
         ..AttemptFields::default()
-    })
+    };
+    // Unknown only when no key states the cost in USD.
+    fields.cost_currency = cost_currency(span)
+        .filter(|c| fields.cost.is_none() && !c.eq_ignore_ascii_case("USD") && amount_stated(span))
+        .map(str::to_uppercase);
+    Ok(fields)
 }
 
 /// Where emitters put the service tier: ours, then the OpenAI
@@ -927,14 +908,6 @@ const USAGE_PREFIX: &str = "gen_ai.usage.";
 /// than USD (`cost_amount`, `cost_currency`) and where a cost came from
 /// (`cost_source`). Integers and strings only.
 fn usage_extra(span: &Span, extra: &mut serde_json::Map<String, serde_json::Value>) {
-    let read: Vec<&str> = [
-        INPUT_TOKEN_KEYS.as_slice(),
-        OUTPUT_TOKEN_KEYS.as_slice(),
-        CACHE_READ_KEYS.as_slice(),
-        CACHE_WRITE_KEYS.as_slice(),
-        REASONING_KEYS.as_slice(),
-    ]
-    .concat();
     let usd = cost_currency(span).is_none_or(|c| c.eq_ignore_ascii_case("USD"));
     for kv in &span.attributes {
         let Some(name) = kv.key.strip_prefix(USAGE_PREFIX) else { continue };
@@ -954,7 +927,7 @@ fn usage_extra(span: &Span, extra: &mut serde_json::Map<String, serde_json::Valu
             "cost.currency" => "cost_currency".to_string(),
             // Said by the fields already.
             "cost" | "total_tokens" => continue,
-            _ if read.contains(&kv.key.as_str()) => continue,
+            _ if is_token_key(&kv.key) => continue,
             other => format!("usage.{other}"),
         };
         extra.entry(key).or_insert(value);
@@ -1148,10 +1121,16 @@ fn exception_type(span: &Span) -> Option<&str> {
     })
 }
 
+/// Whether the span states `gen_ai.usage.cost.amount` at all.
+fn amount_stated(span: &Span) -> bool {
+    attr(span, "gen_ai.usage.cost.amount").is_some()
+}
+
 /// The proposed `gen_ai.usage.cost.amount`, in USD when `.currency` says
 /// USD or nothing. Another currency is never converted by a guessed rate:
-/// the amount and currency are kept in extra (`usage_extra`) and the
-/// attempt is priced from its tokens, with a warning.
+/// the amount and currency are kept in extra (`usage_extra`), the record's
+/// `cost_currency` names it, and the attempt's cost is unknown, with a
+/// warning.
 fn amount_in_usd(span: &Span, warnings: &mut Vec<String>) -> Option<(&'static str, f64)> {
     const KEY: &str = "gen_ai.usage.cost.amount";
     let amount = checked_float(span, &[KEY], warnings)?;
@@ -1159,7 +1138,7 @@ fn amount_in_usd(span: &Span, warnings: &mut Vec<String>) -> Option<(&'static st
         Some(currency) if !currency.eq_ignore_ascii_case("USD") => {
             warnings.push(format!(
                 "{KEY}: {amount} {currency} is not in USD: kept as extra cost_amount and cost_currency, \
-                 not converted; the attempt is priced from its tokens"
+                 not converted; the attempt's cost is unknown"
             ));
             None
         }
@@ -1219,6 +1198,14 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
         cache_write_input: count(&CACHE_WRITE_KEYS)?,
         reasoning_output: count(&REASONING_KEYS)?,
     })
+}
+
+/// Whether a field reads `key` as a token count: the stored span keeps it,
+/// extra does not repeat it.
+fn is_token_key(key: &str) -> bool {
+    [INPUT_TOKEN_KEYS.as_slice(), &OUTPUT_TOKEN_KEYS, &CACHE_READ_KEYS, &CACHE_WRITE_KEYS, &REASONING_KEYS]
+        .iter()
+        .any(|keys| keys.contains(&key))
 }
 
 /// Reasoning ("thinking") tokens, a part of the output tokens.

@@ -158,7 +158,8 @@ fn an_emitter_cost_counts_in_usd_and_another_currency_is_kept_never_converted() 
         decoded.decoded.warnings
     );
     let eur = attempts_of_request(&request);
-    assert_eq!(eur[0].cost, None, "priced from its tokens by the store, never converted");
+    assert_eq!(eur[0].cost, None, "never converted");
+    assert_eq!(eur[0].cost_currency.as_deref(), Some("EUR"), "so its cost is unknown");
     assert_eq!(extra(&eur[0]), serde_json::json!({"cost_amount": 0.0115, "cost_currency": "EUR"}));
 }
 
@@ -222,21 +223,4 @@ fn each_stored_span_keeps_the_schema_url_it_was_exported_under() {
         ]
     );
     assert!(kept_bytes_at_most(&bytes).unwrap() >= whole.iter().map(SpanRecord::held_bytes).sum::<usize>());
-}
-
-/// A key the mapping reads but the stored span drops would be read from a
-/// fresh export and lost when the trace is derived again from storage.
-#[test]
-fn every_usage_key_the_mapping_reads_is_kept_in_the_stored_span() {
-    let read = [
-        INPUT_TOKEN_KEYS.as_slice(),
-        OUTPUT_TOKEN_KEYS.as_slice(),
-        CACHE_READ_KEYS.as_slice(),
-        CACHE_WRITE_KEYS.as_slice(),
-        REASONING_KEYS.as_slice(),
-    ]
-    .concat();
-    for key in read {
-        assert!(KEPT_KEYS.contains(&key) || key.starts_with(USAGE_PREFIX), "{key} is read but not kept");
-    }
 }
