@@ -552,15 +552,6 @@ fn logged_intervals(report: &serde_json::Value) -> Vec<(String, String, String)>
         .collect()
 }
 
-fn ignored_log_records(service: &crate::service::ServiceProcess) -> f64 {
-    service
-        .metrics()
-        .lines()
-        .find(|l| l.starts_with("attempt_ledger_ingest_records_total{") && l.contains("result=\"ignored\""))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// The OpenTelemetry Python SDK's log exporter, over gRPC and over HTTP:
 /// its `circuit.state_change` events become the route's timeline, and the
 /// application logs around them are ignored without failing the export.
@@ -588,7 +579,7 @@ fn breaker_changes_arrive_as_log_records_from_the_python_sdk() {
             "{protocol}"
         );
         assert_eq!(report["circuits"][0]["provider"], "openai");
-        assert_eq!(ignored_log_records(&service), 2.0, "{protocol}: the two application logs");
+        assert_eq!(crate::otlp_logs::ignored_records(&service), 2.0, "{protocol}: the two application logs");
     }
 }
 

@@ -18,7 +18,8 @@ fn workflow(service: &ServiceProcess, id: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-fn ignored(service: &ServiceProcess) -> f64 {
+/// Records the service counted as ignored (`ingest_records_total`).
+pub(crate) fn ignored_records(service: &ServiceProcess) -> f64 {
     service
         .metrics()
         .lines()
@@ -90,6 +91,6 @@ fn exception_events_and_access_logs_from_the_python_sdk_become_attempt_facts() {
         assert_eq!(report["attempts"]["total"], 4, "{protocol}: {}", report["attempts"]);
         assert_eq!(report["workflows"]["total"], 3, "{protocol}: {}", report["workflows"]);
         // The application log and the counter's one data point.
-        assert_eq!(ignored(&service), 2.0, "{protocol}");
+        assert_eq!(ignored_records(&service), 2.0, "{protocol}");
     }
 }
