@@ -145,16 +145,21 @@ WITH grouped AS (
 priced AS (
     SELECT g.minute, g.kind, g.class, g.seq, g.attempts, g.input_tokens, g.output_tokens,
            known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                           g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                           pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
-           CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END
+                           g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
+                           g.reasoning_output_tokens, g.web_search_requests, pr.price) AS cost_pusd,
+           CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
+                                         g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
+                                         g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
+                                         pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END
                AS unknown_cost_attempts,
            p.retryable, p.fail_closed_on, p.fail_closed_on_commit, p.approved_fallbacks, p.queue_allowed,
            p.max_total_attempts
     FROM grouped g
     LEFT JOIN temp.audit_named n ON n.workflow_name = g.workflow_name
     JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
-    LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+    LEFT JOIN temp.prices pr
+      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+     AND pr.price_key IS NOT DISTINCT FROM g.price_key
 )
 SELECT finding, minute, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts,
        0::BIGINT AS workflows
@@ -174,12 +179,14 @@ WHERE kind = 'attempt' AND seq > max_total_attempts;
 CREATE OR REPLACE TEMP TABLE audit_retry_minutes AS
 WITH grouped AS (
     SELECT r.attempt_minute, r.workflow_name, r.retry, r.attempts, r.served_provider, r.served_model,
-           r.cost_kind, r.input_tokens, r.output_tokens, r.cached_input_tokens, r.cache_write_input_tokens,
-           r.emitter_cost_pusd
+           r.cost_kind, r.price_key, r.input_tokens, r.output_tokens, r.cached_input_tokens,
+           r.cache_write_input_tokens, r.cache_write_1h_input_tokens, r.reasoning_output_tokens,
+           r.web_search_requests, r.emitter_cost_pusd
     FROM rollup_attempts r WHERE in_whole_minutes(r.minute, r.workflow_name)
     UNION ALL
-    SELECT attempt_minute, workflow_name, retry, attempts, served_provider, served_model, cost_kind,
-           input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd
+    SELECT attempt_minute, workflow_name, retry, attempts, served_provider, served_model, cost_kind, price_key,
+           input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, cache_write_1h_input_tokens,
+           reasoning_output_tokens, web_search_requests, emitter_cost_pusd
     FROM temp.r_attempts
 ),
 minutes AS (
@@ -188,14 +195,24 @@ minutes AS (
            coalesce(sum(g.attempts) FILTER (WHERE g.retry), 0) AS retries,
            coalesce(sum(g.input_tokens) FILTER (WHERE g.retry), 0) AS input_tokens,
            coalesce(sum(g.output_tokens) FILTER (WHERE g.retry), 0) AS output_tokens,
-           coalesce(sum(known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                                        g.cache_write_input_tokens, g.output_tokens, pr.input_pusd,
-                                        pr.cached_input_pusd, pr.cache_write_pusd, pr.output_pusd))
+           coalesce(sum(known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens,
+                                        g.cached_input_tokens, g.cache_write_input_tokens,
+                                        g.cache_write_1h_input_tokens, g.output_tokens,
+                                        g.reasoning_output_tokens, g.web_search_requests, pr.price))
                         FILTER (WHERE g.retry), 0) AS cost_pusd,
-           coalesce(sum(g.attempts) FILTER (WHERE g.retry AND cost_is_unknown(g.cost_kind, pr.served_model)), 0)
+           coalesce(sum(g.attempts) FILTER (WHERE g.retry AND unknown_cost_reason(g.cost_kind, g.input_tokens,
+                                                                                  g.cached_input_tokens,
+                                                                                  g.cache_write_input_tokens,
+                                                                                  g.cache_write_1h_input_tokens,
+                                                                                  g.output_tokens,
+                                                                                  g.reasoning_output_tokens,
+                                                                                  g.web_search_requests,
+                                                                                  pr.price, pr.unpriced) IS NOT NULL), 0)
                AS unknown_cost_attempts
     FROM grouped g
-    LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+    LEFT JOIN temp.prices pr
+      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+     AND pr.price_key IS NOT DISTINCT FROM g.price_key
     GROUP BY g.attempt_minute, g.workflow_name
 )
 SELECT m.*
@@ -244,18 +261,25 @@ offending AS (
     UNION ALL BY NAME
     -- An attempt on a fallback route whose served model charges more per
     -- input or output token than the one that served the workflow's first
-    -- attempt (both priced; an unpriced model is no finding).
+    -- attempt, both at the attempt's day, tier, prompt size and account
+    -- (both priced; an unpriced model is no finding).
     SELECT 'costlier_fallback' AS finding, l.route_key AS class, l.*
     FROM (SELECT *, first_value(served_provider) OVER by_seq AS primary_served_provider,
                  first_value(served_model) OVER by_seq AS primary_served_model
           FROM limited WHERE no_costlier_fallback
           WINDOW by_seq AS (PARTITION BY workflow_id ORDER BY seq)) l
-    JOIN temp.prices f ON f.served_provider = l.served_provider AND f.served_model = l.served_model
-    JOIN temp.prices q ON q.served_provider = l.primary_served_provider AND q.served_model = l.primary_served_model
-    WHERE l.effective_route = 'fallback' AND (f.input_pusd > q.input_pusd OR f.output_pusd > q.output_pusd)
+    JOIN temp.prices f
+      ON f.served_provider = l.served_provider AND f.served_model = l.served_model
+     AND f.price_key IS NOT DISTINCT FROM l.price_key
+    JOIN temp.prices q
+      ON q.served_provider = l.primary_served_provider AND q.served_model = l.primary_served_model
+     AND q.price_key IS NOT DISTINCT FROM l.price_key
+    WHERE l.effective_route = 'fallback'
+      AND (f.price.input > q.price.input OR f.price.output > q.price.output)
 )
-SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, 1::BIGINT AS attempts,
-       input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd,
+SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, price_key, priced_kinds,
+       1::BIGINT AS attempts, input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens,
+       cache_write_1h_input_tokens, reasoning_output_tokens, web_search_requests, emitter_cost_pusd,
        true AS first_over
 FROM offending;
 
@@ -284,10 +308,12 @@ over_time AS (
 cost_rows AS NOT MATERIALIZED (
     SELECT b.*,
            known_cost_pusd(b.cost_kind, b.emitter_cost_pusd, b.input_tokens, b.cached_input_tokens,
-                           b.cache_write_input_tokens, b.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                           pr.cache_write_pusd, pr.output_pusd) AS cost_pusd
+                           b.cache_write_input_tokens, b.cache_write_1h_input_tokens, b.output_tokens,
+                           b.reasoning_output_tokens, b.web_search_requests, pr.price) AS cost_pusd
     FROM budgeted b
-    LEFT JOIN temp.prices pr ON pr.served_provider = b.served_provider AND pr.served_model = b.served_model
+    LEFT JOIN temp.prices pr
+      ON pr.served_provider = b.served_provider AND pr.served_model = b.served_model
+     AND pr.price_key IS NOT DISTINCT FROM b.price_key
     WHERE b.max_extra_cost_pusd IS NOT NULL
 ),
 -- Only a workflow whose attempts not delivered cost more than its limit in
@@ -316,35 +342,45 @@ over_cost AS (
     WHERE extra_before > max_extra_cost_pusd
 ),
 over_rows AS (
-    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, attempts, input_tokens,
-           output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd, first_over
+    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, price_key, priced_kinds,
+           attempts, input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens,
+           cache_write_1h_input_tokens, reasoning_output_tokens, web_search_requests, emitter_cost_pusd, first_over
     FROM over_time
     UNION ALL
-    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, attempts, input_tokens,
-           output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd, first_over
+    SELECT finding, workflow_id, first_at, class, served_provider, served_model, cost_kind, price_key, priced_kinds,
+           attempts, input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens,
+           cache_write_1h_input_tokens, reasoning_output_tokens, web_search_requests, emitter_cost_pusd, first_over
     FROM over_cost
     UNION ALL
     SELECT * FROM temp.audit_step_rows
 )
 -- Kept small: the rows summed by class and served route, and the workflows
 -- (each with whether one of its attempts is the first past its budget).
-SELECT finding, class, served_provider, served_model, cost_kind, sum(attempts) AS attempts,
+SELECT finding, class, served_provider, served_model, cost_kind, price_key, priced_kinds, sum(attempts) AS attempts,
        sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
        sum(cached_input_tokens) AS cached_input_tokens, sum(cache_write_input_tokens) AS cache_write_input_tokens,
+       sum(cache_write_1h_input_tokens) AS cache_write_1h_input_tokens,
+       sum(reasoning_output_tokens) AS reasoning_output_tokens, sum(web_search_requests) AS web_search_requests,
        sum(emitter_cost_pusd) AS emitter_cost_pusd, workflow_id, first_at, bool_or(first_over) AS first_over
 FROM over_rows
-GROUP BY GROUPING SETS ((finding, class, served_provider, served_model, cost_kind), (finding, workflow_id, first_at));
+GROUP BY GROUPING SETS ((finding, class, served_provider, served_model, cost_kind, price_key, priced_kinds),
+                        (finding, workflow_id, first_at));
 
 -- Their sums by class, priced, and their workflows.
 CREATE OR REPLACE TEMP TABLE audit_budget_classes AS
 WITH grouped AS (SELECT * FROM audit_budget_rows WHERE workflow_id IS NULL)
 SELECT g.finding, g.class, g.attempts, g.input_tokens, g.output_tokens,
        known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                       g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                       pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
-       CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+                       g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
+                       g.reasoning_output_tokens, g.web_search_requests, pr.price) AS cost_pusd,
+       CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
+                                     g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
+                                     g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
+                                     pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts
 FROM grouped g
-LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model;
+LEFT JOIN temp.prices pr
+  ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+ AND pr.price_key IS NOT DISTINCT FROM g.price_key;
 
 CREATE OR REPLACE TEMP TABLE audit_budget_workflows AS
 SELECT finding, count(*)::BIGINT AS workflows,

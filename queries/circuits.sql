@@ -23,7 +23,8 @@
 --   fallback_cost_pusd   what those workflows' attempts off their primary
 --                        route cost (known costs, pico-USD)
 --   primary_cost_pusd    the same attempts' tokens at the primary's price
---                        (NULL: the primary has no price)
+--                        on their day, tier, prompt size and account
+--                        (NULL: the primary has no price for them)
 --   unknown_cost_attempts  fallback attempts whose cost is unknown
 --   probes, probes_succeeded  half_open intervals: attempts sent to the
 --                        route in it, and of those the successes (0 for open)
@@ -60,27 +61,40 @@ outcomes AS (
     FROM started
     GROUP BY ALL
 ),
-fallback_spend AS (
-    SELECT w.id,
-           coalesce(sum(known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                                        s.cache_write_input_tokens, s.output_tokens, p.input_pusd,
-                                        p.cached_input_pusd, p.cache_write_pusd, p.output_pusd)), 0)::HUGEINT
-               AS fallback_cost_pusd,
-           -- NULL as soon as one workflow's primary has no price: a partial
-           -- comparison would understate what the primary would have cost.
-           CASE WHEN bool_and(q.served_model IS NOT NULL OR s.cost_kind = 'free') THEN
-               coalesce(sum(known_cost_pusd(CASE WHEN s.cost_kind = 'free' THEN 'free' ELSE 'priced' END, NULL,
-                                            s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                                            s.output_tokens, q.input_pusd, q.cached_input_pusd,
-                                            q.cache_write_pusd, q.output_pusd)), 0)::HUGEINT
-           END AS primary_cost_pusd,
-           coalesce(sum(s.attempts) FILTER (WHERE cost_is_unknown(s.cost_kind, p.served_model)), 0)::BIGINT
-               AS unknown_cost_attempts
+fallback_rows AS (
+    SELECT w.id, s.cost_kind, s.attempts,
+           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
+                           s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
+                           s.reasoning_output_tokens, s.web_search_requests, p.price) AS cost_pusd,
+           unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                               s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                               s.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+           -- The same tokens at the primary's price, on the same day, tier,
+           -- prompt size and account.
+           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                       s.web_search_requests, q.price) AS primary_pusd
     FROM started w
     JOIN workflow_spend s ON s.workflow_id = w.workflow_id AND s.off_primary
-    LEFT JOIN temp.prices p ON p.served_provider = s.served_provider AND p.served_model = s.served_model
-    LEFT JOIN temp.prices q ON q.served_provider = w.primary_provider AND q.served_model = w.primary_model
-    GROUP BY ALL
+    LEFT JOIN temp.prices p
+      ON p.served_provider = s.served_provider AND p.served_model = s.served_model
+     AND p.price_key IS NOT DISTINCT FROM s.price_key
+    LEFT JOIN temp.prices q
+      ON q.served_provider = w.primary_provider AND q.served_model = w.primary_model
+     AND q.price_key IS NOT DISTINCT FROM s.price_key
+),
+fallback_spend AS (
+    SELECT id,
+           coalesce(sum(cost_pusd), 0)::HUGEINT AS fallback_cost_pusd,
+           -- NULL as soon as one workflow's primary has no price for its
+           -- tokens: a partial comparison would understate what the primary
+           -- would have cost.
+           CASE WHEN bool_and(cost_kind = 'free' OR primary_pusd IS NOT NULL) THEN
+               coalesce(sum(primary_pusd) FILTER (WHERE cost_kind <> 'free'), 0)::HUGEINT
+           END AS primary_cost_pusd,
+           coalesce(sum(attempts) FILTER (WHERE unknown_reason IS NOT NULL), 0)::BIGINT AS unknown_cost_attempts
+    FROM fallback_rows
+    GROUP BY id
 ),
 probes AS (
     SELECT s.id,

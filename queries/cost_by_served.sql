@@ -13,7 +13,9 @@
 --   rerouted_attempts     attempts served by another provider than requested
 --   input_tokens, output_tokens, cached_input_tokens
 --   cost_pusd, wasted_cost_pusd   known cost (pico-USD)
---   unknown_cost_attempts         attempts with no cost_usd and no price entry
+--   unknown_cost_attempts         attempts whose cost is unknown (cost.sql's reasons)
+--   prices_as_of                  the oldest as-of day (YYYY-MM-DD) of the prices
+--                                 that priced the row's attempts (NULL: none was)
 WITH served AS (
     SELECT served_provider,
            served_model,
@@ -25,7 +27,8 @@ WITH served AS (
            coalesce(sum(cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
            coalesce(sum(cost_pusd), 0)::HUGEINT                              AS cost_pusd,
            coalesce(sum(cost_pusd) FILTER (WHERE NOT delivered), 0)::HUGEINT AS wasted_cost_pusd,
-           coalesce(sum(unknown_cost_attempts), 0)::BIGINT AS unknown_cost_attempts
+           coalesce(sum(unknown_cost_attempts), 0)::BIGINT AS unknown_cost_attempts,
+           min(prices_as_of) AS prices_as_of
     FROM temp.scope_attempts
     GROUP BY ALL
 ),
@@ -58,7 +61,8 @@ SELECT served_provider,
        sum(cached_input_tokens)::HUGEINT AS cached_input_tokens,
        sum(cost_pusd)::HUGEINT AS cost_pusd,
        sum(wasted_cost_pusd)::HUGEINT AS wasted_cost_pusd,
-       sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts
+       sum(unknown_cost_attempts)::BIGINT AS unknown_cost_attempts,
+       strftime(min(prices_as_of), '%Y-%m-%d') AS prices_as_of
 FROM folded
 GROUP BY GROUPING SETS ((served_provider), (served_provider, served_model))
 ORDER BY served_provider, served_model NULLS FIRST;

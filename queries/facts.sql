@@ -138,7 +138,8 @@ SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, mo
            OVER (by_order ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS committed_before,
        max(started_at) OVER (by_order ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest_before,
        billing_account, headroom, exhausted_kind,
-       lag(exhausted_kind) OVER by_order AS prev_exhausted_kind
+       lag(exhausted_kind) OVER by_order AS prev_exhausted_kind,
+       batch, service_tier, cache_write_1h_input_tokens, web_search_requests
 FROM (
     SELECT *,
            -- The kind the response said was used up (0 remaining), in a fixed
@@ -241,14 +242,43 @@ SELECT o.*,
                                THEN o.prev_exhausted_kind END,
                           'unknown') END AS limit_kind,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
-            WHEN o.cost_currency IS NOT NULL THEN 'unknown'
+            WHEN o.cost_currency IS NOT NULL THEN 'other_currency'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
                  AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
+                 AND coalesce(o.web_search_requests, 0) = 0
                  THEN 'free'
             WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
                  AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
                  THEN 'unknown'
             ELSE 'priced' END AS cost_kind,
+       -- What selects the attempt's price (docs/prices.md): its day, tier,
+       -- prompt size and billing account; and the kinds it used.
+       {'day': o.started_at::DATE, 'tier': CASE WHEN coalesce(o.batch, false) THEN 'batch'
+                                                WHEN o.service_tier IS NULL OR lower(o.service_tier) IN ('', 'default', 'auto', 'standard', 'on_demand')
+                                                     THEN 'standard'
+                                                ELSE lower(o.service_tier) END,
+        'over': (CASE WHEN o.input_tokens > 1000000 THEN 1000000
+                      WHEN o.input_tokens > 512000 THEN 512000
+                      WHEN o.input_tokens > 272000 THEN 272000
+                      WHEN o.input_tokens > 256000 THEN 256000
+                      WHEN o.input_tokens > 200000 THEN 200000
+                      WHEN o.input_tokens > 199999 THEN 199999
+                      WHEN o.input_tokens > 128000 THEN 128000
+                      WHEN o.input_tokens > 100000 THEN 100000
+                      WHEN o.input_tokens > 64000 THEN 64000
+                      WHEN o.input_tokens > 32000 THEN 32000
+                      ELSE 0 END)::INTEGER, 'account': o.billing_account} AS price_key,
+       -- (cost_kind is the column above: DuckDB reads an alias of the same list.)
+       (CASE WHEN cost_kind = 'priced' THEN
+             CASE WHEN coalesce(o.input_tokens, 0) - coalesce(o.cached_input_tokens, 0) - coalesce(o.cache_write_input_tokens, 0) > 0
+                  THEN 1 ELSE 0 END
+           + CASE WHEN coalesce(o.cached_input_tokens, 0) > 0 THEN 2 ELSE 0 END
+           + CASE WHEN coalesce(o.cache_write_input_tokens, 0) - coalesce(o.cache_write_1h_input_tokens, 0) > 0 THEN 4 ELSE 0 END
+           + CASE WHEN coalesce(o.cache_write_1h_input_tokens, 0) > 0 THEN 8 ELSE 0 END
+           + CASE WHEN coalesce(o.output_tokens, 0) - coalesce(o.reasoning_output_tokens, 0) > 0 THEN 16 ELSE 0 END
+           + CASE WHEN coalesce(o.reasoning_output_tokens, 0) > 0 THEN 32 ELSE 0 END
+           + CASE WHEN coalesce(o.web_search_requests, 0) > 0 THEN 64 ELSE 0 END
+             ELSE 0 END)::UTINYINT AS priced_kinds,
        -- The workflow's own columns its attempts' rows carry, so that no
        -- reader joins the workflows a second time.
        w.first_at, w.workflow_name, w.outcome, w.attempts AS workflow_attempts, w.delivered_seq, w.outcome_ms,
@@ -327,11 +357,14 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.workflow_attempts AS attemp
            AS fallback_layer,
        CASE WHEN a.seq >= p.first_fallback_seq AND p.first_fallback_seq > 1 THEN p.fallback_class END
            AS fallback_class,
-       a.served_provider, a.served_model, a.cost_kind,
+       a.served_provider, a.served_model, a.cost_kind, a.price_key, a.priced_kinds,
        coalesce(a.input_tokens, 0) AS input_tokens, coalesce(a.output_tokens, 0) AS output_tokens,
        coalesce(a.cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(a.cache_write_input_tokens, 0) AS cache_write_input_tokens,
-       coalesce(a.cost_pusd, 0) AS emitter_cost_pusd
+       coalesce(a.cost_pusd, 0) AS emitter_cost_pusd,
+       coalesce(a.reasoning_output_tokens, 0) AS reasoning_output_tokens,
+       coalesce(a.cache_write_1h_input_tokens, 0) AS cache_write_1h_input_tokens,
+       coalesce(a.web_search_requests, 0) AS web_search_requests
 FROM keyed a
 JOIN layer_retries p USING (workflow_id, seq);
 
@@ -376,7 +409,7 @@ CREATE OR REPLACE TEMP TABLE new_spend AS
 SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS dim1, a.workflow_dim2 AS dim2,
        a.workflow_dim3 AS dim3, date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
        a.served_provider, a.served_model, a.status, a.error_class, a.seq > 1 AS retry, a.delivered,
-       a.cost_kind, count(*) AS attempts,
+       a.cost_kind, a.price_key, a.priced_kinds, count(*) AS attempts,
        int64_of(coalesce(sum(a.input_tokens), 0), 'workflow_spend.input_tokens') AS input_tokens,
        int64_of(coalesce(sum(a.output_tokens), 0), 'workflow_spend.output_tokens') AS output_tokens,
        int64_of(coalesce(sum(a.cached_input_tokens), 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
@@ -384,6 +417,9 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(sum(a.cost_pusd), 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
        int64_of(coalesce(sum(a.reasoning_output_tokens), 0), 'workflow_spend.reasoning_output_tokens')
            AS reasoning_output_tokens,
+       int64_of(coalesce(sum(a.cache_write_1h_input_tokens), 0), 'workflow_spend.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(coalesce(sum(a.web_search_requests), 0), 'workflow_spend.web_search_requests') AS web_search_requests,
        a.limit_kind,
        NOT same_route(a.primary_route_group, a.primary_provider, a.primary_model,
                       a.route_group, a.provider, a.model) AS off_primary
@@ -395,7 +431,7 @@ UNION ALL
 SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS dim1, a.workflow_dim2 AS dim2,
        a.workflow_dim3 AS dim3, date_trunc('minute', a.started_at) AS attempt_minute, a.layer, a.provider, a.model,
        a.served_provider, a.served_model, a.status, a.error_class, a.seq > 1 AS retry, a.delivered,
-       a.cost_kind, 1::BIGINT AS attempts,
+       a.cost_kind, a.price_key, a.priced_kinds, 1::BIGINT AS attempts,
        int64_of(coalesce(a.input_tokens, 0), 'workflow_spend.input_tokens') AS input_tokens,
        int64_of(coalesce(a.output_tokens, 0), 'workflow_spend.output_tokens') AS output_tokens,
        int64_of(coalesce(a.cached_input_tokens, 0), 'workflow_spend.cached_input_tokens') AS cached_input_tokens,
@@ -403,6 +439,9 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.outcome, a.workflow_dim1 AS
        int64_of(coalesce(a.cost_pusd, 0), 'workflow_spend.emitter_cost_pusd') AS emitter_cost_pusd,
        int64_of(coalesce(a.reasoning_output_tokens, 0), 'workflow_spend.reasoning_output_tokens')
            AS reasoning_output_tokens,
+       int64_of(coalesce(a.cache_write_1h_input_tokens, 0), 'workflow_spend.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(coalesce(a.web_search_requests, 0), 'workflow_spend.web_search_requests') AS web_search_requests,
        a.limit_kind, false AS off_primary
 FROM temp.fact_attempts a
 WHERE a.workflow_attempts = 1;
@@ -481,8 +520,9 @@ WITH same_provider AS (
 ),
 previous AS (
     SELECT a.workflow_id, a.seq, a.started_at, a.layer, a.provider, a.model, a.route_group, a.status, a.error_class,
-           a.decision, a.served_provider, a.served_model, a.cost_kind, a.delivered, a.effective_route,
-           a.input_tokens, a.output_tokens, a.cached_input_tokens, a.cache_write_input_tokens, a.cost_pusd,
+           a.decision, a.served_provider, a.served_model, a.cost_kind, a.price_key, a.priced_kinds, a.delivered,
+           a.effective_route, a.input_tokens, a.output_tokens, a.cached_input_tokens, a.cache_write_input_tokens,
+           a.cost_pusd, a.reasoning_output_tokens, a.cache_write_1h_input_tokens, a.web_search_requests,
            a.prev_status, coalesce(a.prev_error_class, 'unknown') AS prev_class, a.committed_before,
            a.latest_before, a.has_next, p.prev_same_provider, a.workflow_attempts, a.first_at, a.workflow_name,
            same_route(a.prev_route_group, a.prev_provider, a.prev_model, a.route_group, a.provider, a.model)
@@ -532,13 +572,19 @@ every_kind AS (
 )
 -- A rule's attempts are summed by what a report groups them by.
 SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
-       b.cost_kind, NULL::BIGINT AS seq, NULL::DOUBLE AS offset_ms, NULL::DOUBLE AS prev_offset_ms,
+       b.cost_kind, b.price_key, b.priced_kinds, NULL::BIGINT AS seq, NULL::DOUBLE AS offset_ms, NULL::DOUBLE AS prev_offset_ms,
        count(*) AS attempts,
        int64_of(coalesce(sum(b.input_tokens), 0), 'workflow_findings.input_tokens') AS input_tokens,
        int64_of(coalesce(sum(b.output_tokens), 0), 'workflow_findings.output_tokens') AS output_tokens,
        int64_of(coalesce(sum(b.cached_input_tokens), 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(sum(b.cache_write_input_tokens), 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(coalesce(sum(b.cost_pusd), 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd
+       int64_of(coalesce(sum(b.cost_pusd), 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd,
+       int64_of(coalesce(sum(b.reasoning_output_tokens), 0), 'workflow_findings.reasoning_output_tokens')
+           AS reasoning_output_tokens,
+       int64_of(coalesce(sum(b.cache_write_1h_input_tokens), 0), 'workflow_findings.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(coalesce(sum(b.web_search_requests), 0), 'workflow_findings.web_search_requests')
+           AS web_search_requests
 FROM every_kind b
 GROUP BY ALL
 UNION ALL
@@ -546,13 +592,18 @@ UNION ALL
 -- grouping to do.
 SELECT workflow_id, first_at, workflow_name, 'attempt' AS kind,
        CASE WHEN delivered THEN 'delivered' ELSE 'wasted' END AS class, layer, served_provider, served_model,
-       cost_kind, seq, (epoch_us(started_at) - epoch_us(first_at)) / 1000.0 AS offset_ms,
+       cost_kind, price_key, priced_kinds, seq, (epoch_us(started_at) - epoch_us(first_at)) / 1000.0 AS offset_ms,
        (epoch_us(latest_before) - epoch_us(first_at)) / 1000.0 AS prev_offset_ms,
        1::BIGINT AS attempts,
        int64_of(coalesce(input_tokens, 0), 'workflow_findings.input_tokens') AS input_tokens,
        int64_of(coalesce(output_tokens, 0), 'workflow_findings.output_tokens') AS output_tokens,
        int64_of(coalesce(cached_input_tokens, 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
        int64_of(coalesce(cache_write_input_tokens, 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(coalesce(cost_pusd, 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd
+       int64_of(coalesce(cost_pusd, 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd,
+       int64_of(coalesce(reasoning_output_tokens, 0), 'workflow_findings.reasoning_output_tokens')
+           AS reasoning_output_tokens,
+       int64_of(coalesce(cache_write_1h_input_tokens, 0), 'workflow_findings.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(coalesce(web_search_requests, 0), 'workflow_findings.web_search_requests') AS web_search_requests
 FROM previous
 WHERE workflow_attempts > 1;

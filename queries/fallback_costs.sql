@@ -17,8 +17,9 @@
 --                         workflows (requests | tokens | ... | unknown)
 --   served_models         sorted provider/model that served the fallbacks
 --   fallback_cost_pusd    known cost of the attempts off the primary route
---   primary_cost_pusd     the same tokens at the primary's price (NULL: the
---                         primary has no price)
+--   primary_cost_pusd     the same tokens at the primary's price on their
+--                         day, tier, prompt size and account (NULL: the
+--                         primary has no price for them)
 --   unknown_cost_attempts fallback attempts whose cost is unknown
 --   breaker_open_workflows  of the workflows, those whose first attempt
 --                         started while the primary's breaker was open
@@ -34,29 +35,40 @@ WITH fell AS (
     FROM workflow_facts
     WHERE fallback_reason IS NOT NULL AND in_window(first_at, workflow_name)
 ),
-spend AS (
-    SELECT f.workflow_id,
-           coalesce(list(s.limit_kind) FILTER (WHERE NOT s.off_primary AND s.limit_kind IS NOT NULL), [])
-               AS limit_kinds,
-           coalesce(list(s.served_provider || '/' || s.served_model) FILTER (WHERE s.off_primary), [])
-               AS served_models,
-           coalesce(sum(known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                                        s.cache_write_input_tokens, s.output_tokens, p.input_pusd,
-                                        p.cached_input_pusd, p.cache_write_pusd, p.output_pusd))
-                        FILTER (WHERE s.off_primary), 0)::HUGEINT AS fallback_cost_pusd,
-           CASE WHEN bool_and(q.served_model IS NOT NULL OR s.cost_kind = 'free' OR NOT s.off_primary) THEN
-               coalesce(sum(known_cost_pusd(CASE WHEN s.cost_kind = 'free' THEN 'free' ELSE 'priced' END, NULL,
-                                            s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                                            s.output_tokens, q.input_pusd, q.cached_input_pusd,
-                                            q.cache_write_pusd, q.output_pusd)) FILTER (WHERE s.off_primary), 0)::HUGEINT
-           END AS primary_cost_pusd,
-           coalesce(sum(s.attempts) FILTER (WHERE s.off_primary AND cost_is_unknown(s.cost_kind, p.served_model)), 0)
-               ::BIGINT AS unknown_cost_attempts
+spend_rows AS (
+    SELECT f.workflow_id, s.off_primary, s.limit_kind, s.served_provider, s.served_model, s.cost_kind, s.attempts,
+           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
+                           s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
+                           s.reasoning_output_tokens, s.web_search_requests, p.price) AS cost_pusd,
+           unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                               s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                               s.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+           -- The same tokens at the primary's price, on the same day, tier,
+           -- prompt size and account.
+           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                       s.web_search_requests, q.price) AS primary_pusd
     FROM fell f
     JOIN workflow_spend s USING (workflow_id)
-    LEFT JOIN temp.prices p ON p.served_provider = s.served_provider AND p.served_model = s.served_model
-    LEFT JOIN temp.prices q ON q.served_provider = f.priced_provider AND q.served_model = f.priced_model
-    GROUP BY f.workflow_id
+    LEFT JOIN temp.prices p
+      ON p.served_provider = s.served_provider AND p.served_model = s.served_model
+     AND p.price_key IS NOT DISTINCT FROM s.price_key
+    LEFT JOIN temp.prices q
+      ON q.served_provider = f.priced_provider AND q.served_model = f.priced_model
+     AND q.price_key IS NOT DISTINCT FROM s.price_key
+),
+spend AS (
+    SELECT workflow_id,
+           coalesce(list(limit_kind) FILTER (WHERE NOT off_primary AND limit_kind IS NOT NULL), []) AS limit_kinds,
+           coalesce(list(served_provider || '/' || served_model) FILTER (WHERE off_primary), []) AS served_models,
+           coalesce(sum(cost_pusd) FILTER (WHERE off_primary), 0)::HUGEINT AS fallback_cost_pusd,
+           CASE WHEN bool_and(primary_pusd IS NOT NULL OR cost_kind = 'free' OR NOT off_primary) THEN
+               coalesce(sum(primary_pusd) FILTER (WHERE off_primary AND cost_kind <> 'free'), 0)::HUGEINT
+           END AS primary_cost_pusd,
+           coalesce(sum(attempts) FILTER (WHERE off_primary AND unknown_reason IS NOT NULL), 0)::BIGINT
+               AS unknown_cost_attempts
+    FROM spend_rows
+    GROUP BY workflow_id
 ),
 breaker AS (
     SELECT DISTINCT f.workflow_id

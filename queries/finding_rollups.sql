@@ -16,8 +16,8 @@
 --   error classes, commit markers, layers and fallback route keys stored.
 -- Columns of temp.r_findings: minute (of the workflow's first attempt),
 --   workflow_name, kind, class, served_provider, served_model, cost_kind,
---   seq (kind `attempt` only, else NULL), then the sums of attempts, the
---   four token counts and emitter_cost_pusd.
+--   price_key, priced_kinds, seq (kind `attempt` only, else NULL), then the
+--   sums of attempts, the token counts, emitter_cost_pusd and web searches.
 -- Columns of temp.r_finding_sets: minute, workflow_name, kind, classes (the
 --   sorted distinct classes one workflow had of that kind), then
 --   workflows and workflow_attempts (every attempt of those workflows).
@@ -28,18 +28,24 @@
 -- Groups whose every measure sums to 0 are dropped.
 CREATE OR REPLACE TEMP TABLE r_findings AS
 SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name,
-       kind, class, served_provider, served_model, cost_kind, seq,
+       kind, class, served_provider, served_model, cost_kind, price_key, priced_kinds, seq,
        sum(sign * attempts)::BIGINT AS attempts,
        int64_of(sum(sign * input_tokens), 'rollup_findings.input_tokens') AS input_tokens,
        int64_of(sum(sign * output_tokens), 'rollup_findings.output_tokens') AS output_tokens,
        int64_of(sum(sign * cached_input_tokens), 'rollup_findings.cached_input_tokens') AS cached_input_tokens,
        int64_of(sum(sign * cache_write_input_tokens), 'rollup_findings.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(sum(sign * emitter_cost_pusd), 'rollup_findings.emitter_cost_pusd') AS emitter_cost_pusd
+       int64_of(sum(sign * emitter_cost_pusd), 'rollup_findings.emitter_cost_pusd') AS emitter_cost_pusd,
+       int64_of(sum(sign * reasoning_output_tokens), 'rollup_findings.reasoning_output_tokens')
+           AS reasoning_output_tokens,
+       int64_of(sum(sign * cache_write_1h_input_tokens), 'rollup_findings.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(sum(sign * web_search_requests), 'rollup_findings.web_search_requests') AS web_search_requests
 FROM temp.rollup_findings_source
 GROUP BY ALL
 HAVING sum(sign * attempts) <> 0 OR sum(sign * input_tokens) <> 0 OR sum(sign * output_tokens) <> 0
     OR sum(sign * cached_input_tokens) <> 0 OR sum(sign * cache_write_input_tokens) <> 0
-    OR sum(sign * emitter_cost_pusd) <> 0;
+    OR sum(sign * emitter_cost_pusd) <> 0 OR sum(sign * reasoning_output_tokens) <> 0
+    OR sum(sign * cache_write_1h_input_tokens) <> 0 OR sum(sign * web_search_requests) <> 0;
 
 CREATE OR REPLACE TEMP TABLE r_finding_sets AS
 WITH workflows AS (

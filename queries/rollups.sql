@@ -18,7 +18,9 @@
 --   folded by kept_label (bounded labels). The requested and served
 --   provider and model of rollup_attempts and rollup_latency are kept whole:
 --   they key the price table and the reroute count, so folding them would
---   make costs unknown; /metrics folds them when it writes its series.
+--   make costs unknown; /metrics folds them when it writes its series. So
+--   are price_key (day, tier, prompt size, billing account) and
+--   priced_kinds: they select the price (docs/prices.md).
 -- Columns: those of the rollup tables, in their order. `minute` is the minute of the
 --   workflow's first attempt (outcomes are counted there); rollup_attempts
 --   also keeps each attempt's own minute (the per-minute retry budget).
@@ -45,7 +47,7 @@ CREATE OR REPLACE TEMP TABLE r_attempts AS
 SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('workflow', workflow_name) AS workflow_name,
        outcome, s.layer,
        s.provider, s.model, s.served_provider, s.served_model, s.status, s.error_class, s.retry,
-       s.delivered, s.cost_kind,
+       s.delivered, s.cost_kind, s.price_key, s.priced_kinds,
        sum(sign * s.attempts)::BIGINT AS attempts,
        int64_of(sum(sign * s.input_tokens), 'rollup_attempts.input_tokens') AS input_tokens,
        int64_of(sum(sign * s.output_tokens), 'rollup_attempts.output_tokens') AS output_tokens,
@@ -55,12 +57,16 @@ SELECT date_trunc('minute', first_at) AS minute, s.attempt_minute, kept_label('w
        kept_label('dim1', dim1) AS dim1, kept_label('dim2', dim2) AS dim2, kept_label('dim3', dim3) AS dim3,
        s.limit_kind,
        int64_of(sum(sign * s.reasoning_output_tokens), 'rollup_attempts.reasoning_output_tokens')
-           AS reasoning_output_tokens
+           AS reasoning_output_tokens,
+       int64_of(sum(sign * s.cache_write_1h_input_tokens), 'rollup_attempts.cache_write_1h_input_tokens')
+           AS cache_write_1h_input_tokens,
+       int64_of(sum(sign * s.web_search_requests), 'rollup_attempts.web_search_requests') AS web_search_requests
 FROM temp.rollup_spend_source s
 GROUP BY ALL
 HAVING sum(sign * s.attempts) <> 0 OR sum(sign * s.input_tokens) <> 0 OR sum(sign * s.output_tokens) <> 0
     OR sum(sign * s.cached_input_tokens) <> 0 OR sum(sign * s.cache_write_input_tokens) <> 0
-    OR sum(sign * s.emitter_cost_pusd) <> 0 OR sum(sign * s.reasoning_output_tokens) <> 0;
+    OR sum(sign * s.emitter_cost_pusd) <> 0 OR sum(sign * s.reasoning_output_tokens) <> 0
+    OR sum(sign * s.cache_write_1h_input_tokens) <> 0 OR sum(sign * s.web_search_requests) <> 0;
 
 CREATE OR REPLACE TEMP TABLE r_latency AS
 SELECT date_trunc('minute', first_at) AS minute, l.provider, l.model, l.status, l.metric, l.le,

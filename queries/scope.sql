@@ -7,16 +7,23 @@
 -- Reads: the scope_* variables (window.sql), total_* (no window: every stored
 --   workflow), rollup_* (the window's whole minutes), temp.r_* (rollups.sql
 --   over the window's edges, run before this), and
---   temp.prices (served_provider, served_model, input_pusd,
---   cached_input_pusd, cache_write_pusd, output_pusd: pico-USD per token),
---   and the macros of cost.sql (run before it).
+--   temp.prices (served_provider, served_model and price_key: what the
+--   price table answered for each key the stored attempts have, its price,
+--   unpriced, region_dropped and as_of: store::queries::load_prices), and
+--   the macros of cost.sql (run before it).
 -- Columns of temp.scope_workflows: those of total_workflows (workflows
 --   counted by name, primary route, outcome, fallback and attempts per layer).
 -- Columns of temp.scope_attempts: those of total_attempts, plus
 --   cost_pusd              the group's known cost: the emitter's, else 0 for
---                          failures without tokens, else priced by served model
---   unknown_cost_attempts  attempts whose cost is unknown: answers without any
---                          usage, and priced attempts of a model without a price
+--                          failures without tokens, else its tokens priced by
+--                          the row of its served model, day, tier, prompt size
+--                          and account
+--   unknown_reason         why its cost is unknown (cost.sql's
+--                          unknown_cost_reason; NULL: known)
+--   unknown_cost_attempts  its attempts when the cost is unknown, else 0
+--   region_unpriced_attempts  its attempts priced by an entry matched only
+--                          once its served model's region was dropped
+--   prices_as_of           the as-of day of the prices that priced it
 -- Columns of temp.scope_minutes (a view): attempt_minute, retry, attempts.
 -- Columns of temp.scope_recovery (a view): outcome, le_us (the recovery-time
 --   bucket's upper bound, microseconds; NULL above the last), workflows,
@@ -61,13 +68,21 @@ WITH grouped AS (
 )
 SELECT g.*,
        -- The rule is cost.sql's; an unknown cost adds 0 here and is counted
-       -- in unknown_cost_attempts instead.
+       -- in unknown_cost_attempts instead, by its reason.
        known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                       g.cache_write_input_tokens, g.output_tokens,
-                       p.input_pusd, p.cached_input_pusd, p.cache_write_pusd, p.output_pusd) AS cost_pusd,
-       CASE WHEN cost_is_unknown(g.cost_kind, p.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+                       g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
+                       g.reasoning_output_tokens, g.web_search_requests, p.price) AS cost_pusd,
+       unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
+                           g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
+                           g.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+       CASE WHEN unknown_reason IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts,
+       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND p.region_dropped THEN g.attempts ELSE 0 END
+           AS region_unpriced_attempts,
+       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN p.as_of END AS prices_as_of
 FROM grouped g
-LEFT JOIN temp.prices p ON p.served_provider = g.served_provider AND p.served_model = g.served_model;
+LEFT JOIN temp.prices p
+  ON p.served_provider = g.served_provider AND p.served_model = g.served_model
+ AND p.price_key IS NOT DISTINCT FROM g.price_key;
 
 CREATE OR REPLACE TEMP VIEW scope_recovery AS
 SELECT outcome, le_us, sum(workflows)::BIGINT AS workflows, sum(sum_us)::HUGEINT AS sum_us

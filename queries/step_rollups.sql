@@ -12,7 +12,8 @@
 -- Only the attempts that can buy success count: positions 2 and later, up
 --   to the workflow's delivery (nothing a policy stops after it changes the
 --   outcome). Workflow names and primary routes are folded by kept_label;
---   the served provider and model are kept whole (they key the price table).
+--   the served provider and model, price_key and priced_kinds are kept
+--   whole (they select the price).
 -- Columns: those of rollup_steps, in its order. Groups whose every measure
 --   sums to 0 are dropped.
 CREATE OR REPLACE TEMP TABLE r_steps AS
@@ -21,6 +22,7 @@ SELECT * FROM (
            least(seq, 16) AS position, seq >= 16 AS and_later, layer, after_class,
            kept_label('primary_route', primary_route) AS primary_route,
            first_fallback, from_fallback, fallback_layer, fallback_class, served_provider, served_model, cost_kind,
+           price_key, priced_kinds,
            coalesce(sum(sign) FILTER (WHERE seq <= 16), 0)::BIGINT AS reached,
            coalesce(sum(sign) FILTER (WHERE deliverable AND seq = delivered_seq), 0)::BIGINT AS delivered,
            sum(sign)::BIGINT AS attempts,
@@ -29,6 +31,11 @@ SELECT * FROM (
            int64_of(sum(sign * cached_input_tokens), 'rollup_steps.cached_input_tokens') AS cached_input_tokens,
            int64_of(sum(sign * cache_write_input_tokens), 'rollup_steps.cache_write_input_tokens') AS cache_write_input_tokens,
            int64_of(sum(sign * emitter_cost_pusd), 'rollup_steps.emitter_cost_pusd') AS emitter_cost_pusd,
+           int64_of(sum(sign * reasoning_output_tokens), 'rollup_steps.reasoning_output_tokens')
+               AS reasoning_output_tokens,
+           int64_of(sum(sign * cache_write_1h_input_tokens), 'rollup_steps.cache_write_1h_input_tokens')
+               AS cache_write_1h_input_tokens,
+           int64_of(sum(sign * web_search_requests), 'rollup_steps.web_search_requests') AS web_search_requests,
            -- Whole microseconds, so that sums do not depend on row order.
            int64_of(sum(sign * round(greatest(offset_ms + duration_ms - end_before_ms, 0) * 1000)::BIGINT),
                     'rollup_steps.added_us') AS added_us,
@@ -40,4 +47,5 @@ SELECT * FROM (
 )
 WHERE reached <> 0 OR delivered <> 0 OR attempts <> 0 OR input_tokens <> 0 OR output_tokens <> 0
    OR cached_input_tokens <> 0 OR cache_write_input_tokens <> 0 OR emitter_cost_pusd <> 0
+   OR reasoning_output_tokens <> 0 OR cache_write_1h_input_tokens <> 0 OR web_search_requests <> 0
    OR added_us <> 0 OR added_to_outcome_us <> 0;

@@ -52,12 +52,17 @@ attempts_in_range AS (
            time_bucket(getvariable('ts_step'), r.attempt_minute, getvariable('ts_from')) AS attempt_bucket,
            r.*,
            known_cost_pusd(r.cost_kind, r.emitter_cost_pusd, r.input_tokens, r.cached_input_tokens,
-                           r.cache_write_input_tokens, r.output_tokens, p.input_pusd, p.cached_input_pusd,
-                           p.cache_write_pusd, p.output_pusd) AS cost_pusd,
-           CASE WHEN cost_is_unknown(r.cost_kind, p.served_model) THEN r.attempts ELSE 0 END
+                           r.cache_write_input_tokens, r.cache_write_1h_input_tokens, r.output_tokens,
+                           r.reasoning_output_tokens, r.web_search_requests, p.price) AS cost_pusd,
+           CASE WHEN unknown_cost_reason(r.cost_kind, r.input_tokens, r.cached_input_tokens,
+                                         r.cache_write_input_tokens, r.cache_write_1h_input_tokens,
+                                         r.output_tokens, r.reasoning_output_tokens, r.web_search_requests,
+                                         p.price, p.unpriced) IS NOT NULL THEN r.attempts ELSE 0 END
                AS unknown_cost_attempts
     FROM rollup_attempts r
-    LEFT JOIN temp.prices p ON p.served_provider = r.served_provider AND p.served_model = r.served_model
+    LEFT JOIN temp.prices p
+      ON p.served_provider = r.served_provider AND p.served_model = r.served_model
+     AND p.price_key IS NOT DISTINCT FROM r.price_key
     WHERE r.minute >= getvariable('ts_from') AND r.minute < getvariable('ts_until')
       AND (getvariable('ts_workflow') IS NULL OR r.workflow_name = getvariable('ts_workflow'))
       AND (getvariable('ts_route') IS NULL OR r.provider = getvariable('ts_route'))

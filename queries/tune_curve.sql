@@ -41,11 +41,15 @@
 CREATE OR REPLACE TEMP TABLE tune_grouped AS
 WITH grouped AS (
     SELECT position, and_later, layer, after_class, primary_route, first_fallback, from_fallback,
-           fallback_layer, fallback_class, served_provider, served_model, cost_kind,
+           fallback_layer, fallback_class, served_provider, served_model, cost_kind, price_key, priced_kinds,
            sum(reached)::BIGINT AS reached, sum(delivered)::BIGINT AS delivered, sum(attempts)::BIGINT AS attempts,
            sum(input_tokens)::HUGEINT AS input_tokens, sum(cached_input_tokens)::HUGEINT AS cached_input_tokens,
            sum(cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-           sum(output_tokens)::HUGEINT AS output_tokens, sum(emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
+           sum(cache_write_1h_input_tokens)::HUGEINT AS cache_write_1h_input_tokens,
+           sum(output_tokens)::HUGEINT AS output_tokens,
+           sum(reasoning_output_tokens)::HUGEINT AS reasoning_output_tokens,
+           sum(web_search_requests)::HUGEINT AS web_search_requests,
+           sum(emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd,
            sum(added_us)::HUGEINT AS added_us, sum(added_to_outcome_us)::HUGEINT AS added_to_outcome_us
     FROM (
         SELECT t.* FROM total_steps t
@@ -61,11 +65,16 @@ WITH grouped AS (
 )
 SELECT g.*, (g.input_tokens + g.output_tokens)::HUGEINT AS tokens,
        known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                       g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                       pr.cache_write_pusd, pr.output_pusd) AS cost_pusd,
-       CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END AS unknown_cost_attempts
+                       g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
+                       g.reasoning_output_tokens, g.web_search_requests, pr.price) AS cost_pusd,
+       CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
+                                     g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
+                                     g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
+                                     pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts
 FROM grouped g
-LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model;
+LEFT JOIN temp.prices pr
+  ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+ AND pr.price_key IS NOT DISTINCT FROM g.price_key;
 
 CREATE OR REPLACE TEMP TABLE tune_curve AS
 WITH routes AS (

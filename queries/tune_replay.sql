@@ -23,11 +23,15 @@ WITH grouped AS (
            ((p.kept >> (s.seq - 1)::INTEGER) & 1::UBIGINT) = 1 AS kept,
            coalesce(s.seq - 1 = p.delivered, false) AS delivers,
            coalesce(s.seq - 1 = p.recorded_delivered, false) AS delivered,
-           s.served_provider, s.served_model, s.cost_kind,
+           s.served_provider, s.served_model, s.cost_kind, s.price_key, s.priced_kinds,
            sum(s.attempts)::BIGINT AS attempts, sum(s.input_tokens)::HUGEINT AS input_tokens,
            sum(s.cached_input_tokens)::HUGEINT AS cached_input_tokens,
            sum(s.cache_write_input_tokens)::HUGEINT AS cache_write_input_tokens,
-           sum(s.output_tokens)::HUGEINT AS output_tokens, sum(s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
+           sum(s.cache_write_1h_input_tokens)::HUGEINT AS cache_write_1h_input_tokens,
+           sum(s.output_tokens)::HUGEINT AS output_tokens,
+           sum(s.reasoning_output_tokens)::HUGEINT AS reasoning_output_tokens,
+           sum(s.web_search_requests)::HUGEINT AS web_search_requests,
+           sum(s.emitter_cost_pusd)::HUGEINT AS emitter_cost_pusd
     FROM temp.tune_shape_sums s
     JOIN temp.tune_plans p
       ON p.shape_key = s.shape_key
@@ -39,10 +43,15 @@ SELECT g.section, g.recorded_outcome, g.outcome, g.moved, g.lost, g.first, g.kep
        sum(g.attempts)::BIGINT AS attempts,
        sum(g.input_tokens + g.output_tokens)::HUGEINT AS tokens,
        sum(known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                           g.cache_write_input_tokens, g.output_tokens, pr.input_pusd, pr.cached_input_pusd,
-                           pr.cache_write_pusd, pr.output_pusd))::HUGEINT AS cost_pusd,
-       sum(CASE WHEN cost_is_unknown(g.cost_kind, pr.served_model) THEN g.attempts ELSE 0 END)::BIGINT
+                           g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
+                           g.reasoning_output_tokens, g.web_search_requests, pr.price))::HUGEINT AS cost_pusd,
+       sum(CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
+                                         g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
+                                         g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
+                                         pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END)::BIGINT
            AS unknown_cost_attempts
 FROM grouped g
-LEFT JOIN temp.prices pr ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+LEFT JOIN temp.prices pr
+  ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+ AND pr.price_key IS NOT DISTINCT FROM g.price_key
 GROUP BY ALL;

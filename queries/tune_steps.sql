@@ -38,23 +38,32 @@
 --   on_fallback          effective_route = 'fallback'
 --   tokens               input plus output tokens
 --   cost_pusd            known cost, pico-USD
---   cost_unknown         its cost is unknown (no usage reported, or no price)
+--   cost_unknown         its cost is unknown (cost.sql's unknown_cost_reason)
 CREATE OR REPLACE TEMP TABLE tune_routes AS
 SELECT route_key, (row_number() OVER (ORDER BY route_key) - 1)::INTEGER AS route
 FROM (SELECT DISTINCT route_key FROM workflow_steps
       WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key));
 SET VARIABLE tune_route_keys = (SELECT list(route_key ORDER BY route) FROM temp.tune_routes);
-SET VARIABLE tune_price_keys = (
-    SELECT list({provider: served_provider, model: served_model} ORDER BY served_provider, served_model)
-    FROM temp.prices);
+-- Only the price keys of the window's steps: each row looks its key up in
+-- the list.
+CREATE OR REPLACE TEMP TABLE tune_price_list AS
+SELECT row_number() OVER (ORDER BY p.served_provider, p.served_model, p.price_key) AS place,
+       {provider: p.served_provider, model: p.served_model, key: p.price_key} AS lookup,
+       p.price, p.unpriced
+FROM temp.prices p
+SEMI JOIN (SELECT DISTINCT served_provider, served_model, price_key FROM workflow_steps
+           WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key)) k
+  ON k.served_provider = p.served_provider AND k.served_model = p.served_model
+ AND k.price_key IS NOT DISTINCT FROM p.price_key;
+SET VARIABLE tune_price_keys = (SELECT coalesce(list(lookup ORDER BY place), []) FROM temp.tune_price_list);
 SET VARIABLE tune_price_values = (
-    SELECT list({input: input_pusd, cached_input: cached_input_pusd, cache_write: cache_write_pusd,
-                 output: output_pusd} ORDER BY served_provider, served_model)
-    FROM temp.prices);
+    SELECT coalesce(list({price: price, unpriced: unpriced} ORDER BY place), []) FROM temp.tune_price_list);
+DROP TABLE temp.tune_price_list;
 
 CREATE OR REPLACE TEMP VIEW tune_step_rows AS
 WITH s AS (
-    SELECT *, list_position(getvariable('tune_price_keys'), {provider: served_provider, model: served_model}) AS price_at
+    SELECT *, list_position(getvariable('tune_price_keys'),
+                            {provider: served_provider, model: served_model, key: price_key}) AS price_at
     FROM workflow_steps
     WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key)
 )
@@ -74,10 +83,11 @@ SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
        s.effective_route = 'fallback' AS on_fallback,
        (s.input_tokens + s.output_tokens)::BIGINT AS tokens,
        known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                       s.cache_write_input_tokens, s.output_tokens,
-                       getvariable('tune_price_values')[s.price_at].input,
-                       getvariable('tune_price_values')[s.price_at].cached_input,
-                       getvariable('tune_price_values')[s.price_at].cache_write,
-                       getvariable('tune_price_values')[s.price_at].output)::DECIMAL(38, 0) AS cost_pusd,
-       cost_is_unknown(s.cost_kind, CASE WHEN s.price_at IS NOT NULL THEN s.served_model END) AS cost_unknown
+                       s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
+                       s.reasoning_output_tokens, s.web_search_requests,
+                       getvariable('tune_price_values')[s.price_at].price)::DECIMAL(38, 0) AS cost_pusd,
+       unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                           s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                           s.web_search_requests, getvariable('tune_price_values')[s.price_at].price,
+                           getvariable('tune_price_values')[s.price_at].unpriced) IS NOT NULL AS cost_unknown
 FROM s;

@@ -35,6 +35,13 @@ pub enum Scenario {
     /// Falling back where it must not: after a safety refusal, and after a
     /// stream broke with output already shown to the user.
     UnsafeFallback,
+    /// A nightly report job on the cheaper tiers: half through the Batch
+    /// API, half on the flex tier.
+    ReportBatch,
+    /// Long contracts reviewed with a one-hour prompt cache: prompts past
+    /// the model's long-context threshold, written to the cache once and
+    /// read from it by every retry.
+    LongDocuments,
 }
 
 #[derive(Debug, Clone)]
@@ -165,7 +172,8 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
         let start = options.start + Duration::milliseconds(arrival as i64 + rng.random_range(0..1000));
         let elapsed = (start - options.start).num_milliseconds() as f64 / arrivals.num_milliseconds() as f64;
         let workflow_id = format!("{}-{index:06}", spec.prefix);
-        let (records, tally) = run_workflow(&spec, &workflow_id, start, elapsed, &mut payment_due, &mut rng);
+        let (records, tally) =
+            run_workflow(&spec, &workflow_id, index, start, elapsed, &mut payment_due, &mut rng);
         truth.add(&tally.finish());
         if keep_attempts {
             let attempts = records
@@ -178,8 +186,12 @@ fn run(options: &SimOptions, out: &mut impl Write, keep_attempts: bool) -> io::R
                     start_ms: r.start_ms,
                     duration_ms: r.duration_ms,
                     served: (r.served_provider.unwrap_or(r.provider), r.served_model.unwrap_or(r.model)),
+                    batch: r.batch,
+                    service_tier: r.service_tier,
                     input_tokens: r.input_tokens,
                     cached_input_tokens: r.cached_input_tokens,
+                    cache_write_input_tokens: r.cache_write_input_tokens,
+                    cache_write_1h_input_tokens: r.cache_write_1h_input_tokens,
                     output_tokens: r.output_tokens,
                 })
                 .collect();
@@ -290,6 +302,13 @@ struct ScenarioSpec {
     /// `insufficient_balance`, which no retry fixes, so the caller falls
     /// back (another provider bills another account) without retrying.
     payment_required_at: Option<f64>,
+    /// How workflow `index` is billed: through a batch API, and on which
+    /// service tier (`None`: the standard tier, unstated). A function of
+    /// the index alone, so no random draw moves.
+    tier: fn(index: u64) -> (Option<bool>, Option<&'static str>),
+    /// The share of its input a workflow's first billed attempt writes to a
+    /// one-hour prompt cache; every later attempt reads it from there.
+    one_hour_cache_share: f64,
 }
 
 /// Requests a minute the simulated account may send.
@@ -334,6 +353,8 @@ impl ScenarioSpec {
             headroom: |_, _| None,
             breaker: &[],
             payment_required_at: None,
+            tier: |_| (None, None),
+            one_hour_cache_share: 0.0,
         };
         match scenario {
             Scenario::Steady => base,
@@ -441,9 +462,12 @@ impl ScenarioSpec {
                 input_tokens: (3_000, 12_000),
                 output_tokens: (100, 1_200),
                 cached_share: 0.7,
+                // As the clouds name the model: Bedrock's US inference
+                // profile (its price 10 % above the global one) and Vertex
+                // AI's versioned name.
                 reroutes: &[
-                    (0.35, "aws.bedrock", "claude-sonnet-4-5"),
-                    (0.05, "acme-proxy", "claude-sonnet-4-5-ft"),
+                    (0.35, "aws.bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+                    (0.05, "gcp.vertex_ai", "claude-sonnet-4-5@20250929"),
                 ],
                 ..base
             },
@@ -508,6 +532,37 @@ impl ScenarioSpec {
                 },
                 ..base
             },
+            Scenario::ReportBatch => ScenarioSpec {
+                prefix: "report",
+                workflow: "nightly-report",
+                default_workflows: 2_000,
+                primary: RouteSpec { provider: "openai", model: "gpt-5" },
+                fallback: None,
+                sdk_retries: 2,
+                app_retries: 1,
+                degrade_share: 0.0,
+                input_tokens: (2_000, 12_000),
+                output_tokens: (300, 1_500),
+                cached_share: 0.3,
+                tier: |index| if index % 2 == 0 { (Some(true), None) } else { (None, Some("flex")) },
+                ..base
+            },
+            Scenario::LongDocuments => ScenarioSpec {
+                prefix: "contract",
+                workflow: "contract-review",
+                default_workflows: 1_000,
+                primary: RouteSpec { provider: "anthropic", model: "claude-haiku-5-5" },
+                fallback: None,
+                sdk_retries: 2,
+                app_retries: 1,
+                degrade_share: 0.0,
+                // About half past the model's 100,000-token threshold.
+                input_tokens: (40_000, 160_000),
+                output_tokens: (500, 3_000),
+                cached_share: 0.0,
+                one_hour_cache_share: 0.9,
+                ..base
+            },
         }
     }
 }
@@ -545,6 +600,14 @@ struct Record<'a> {
     input_tokens: i64,
     output_tokens: i64,
     cached_input_tokens: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    cache_write_input_tokens: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    cache_write_1h_input_tokens: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'static str>,
     decision: &'static str,
     #[serde(skip)]
     start_ms: i64,
@@ -552,6 +615,10 @@ struct Record<'a> {
     sdk_retry: u32,
     #[serde(skip)]
     app_retry: u32,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// Failures a retry of the same request cannot fix (classes quota,
@@ -576,6 +643,7 @@ fn another_account_answers(code: &str) -> bool {
 fn run_workflow<'a>(
     spec: &ScenarioSpec,
     workflow_id: &'a str,
+    index: u64,
     start: DateTime<Utc>,
     elapsed: f64,
     payment_due: &mut Option<f64>,
@@ -593,7 +661,12 @@ fn run_workflow<'a>(
     // What the next attempt is in the callers' terms (SimAttempt).
     let (mut sdk_retry, mut app_retry) = (0u32, 0u32);
     let input = rng.random_range(spec.input_tokens.0..=spec.input_tokens.1);
-    let cached = (input as f64 * spec.cached_share * rng.random::<f64>()) as i64;
+    let mut cached = (input as f64 * spec.cached_share * rng.random::<f64>()) as i64;
+    let (batch, service_tier) = (spec.tier)(index);
+    // The prompt the first billed attempt writes to the one-hour cache, and
+    // every later one reads.
+    let cacheable = (input as f64 * spec.one_hour_cache_share) as i64;
+    let mut cache_written = false;
     let span_ms = spec.span.num_milliseconds() as f64;
     loop {
         let route = if route_index == 0 { spec.primary } else { spec.fallback.unwrap_or(spec.primary) };
@@ -645,6 +718,10 @@ fn run_workflow<'a>(
             input_tokens: 0,
             output_tokens: 0,
             cached_input_tokens: 0,
+            cache_write_input_tokens: 0,
+            cache_write_1h_input_tokens: 0,
+            batch,
+            service_tier,
             decision: "return",
             sdk_retry,
             app_retry,
@@ -658,6 +735,7 @@ fn run_workflow<'a>(
                 record.http_status = Some(200);
                 record.input_tokens = input;
                 record.cached_input_tokens = cached;
+                write_cache(&mut record, cacheable, &mut cache_written, &mut cached);
                 record.output_tokens = output;
                 record.duration_ms = (300.0 + output as f64 * rng.random_range(8.0..20.0)).round();
                 records.push(record);
@@ -674,6 +752,7 @@ fn run_workflow<'a>(
                 if billed {
                     record.input_tokens = input;
                     record.cached_input_tokens = cached;
+                    write_cache(&mut record, cacheable, &mut cache_written, &mut cached);
                     // Drawn either way, so other scenarios' draws do not move.
                     let output = rng.random_range(0..=spec.output_tokens.1 / 2);
                     record.output_tokens = if streamed { output } else { 0 };
@@ -749,6 +828,22 @@ fn run_workflow<'a>(
                 records.push(record);
             }
         }
+    }
+}
+
+/// The first billed attempt of a workflow with a cacheable prompt writes it
+/// to the one-hour cache; the attempts after it read it.
+fn write_cache(record: &mut Record, cacheable: i64, written: &mut bool, cached: &mut i64) {
+    if cacheable == 0 {
+        return;
+    }
+    if *written {
+        record.cached_input_tokens = cacheable;
+    } else {
+        record.cache_write_input_tokens = cacheable;
+        record.cache_write_1h_input_tokens = cacheable;
+        *written = true;
+        *cached = cacheable;
     }
 }
 

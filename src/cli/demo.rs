@@ -19,14 +19,18 @@ use attempt_core::pricing::PriceTable;
 use attempt_core::request::ReportFilter;
 
 /// The night the demo replays: a batch hit by a 529 storm, interactive chat
-/// falling back on 429s, a gateway serving from another provider, and two
-/// callers whose recovery code breaks the rules the audit checks.
-const SCENARIOS: [(Scenario, &str); 5] = [
+/// falling back on 429s, a gateway serving from another provider, two
+/// callers whose recovery code breaks the rules the audit checks, and two
+/// jobs priced as the bill charges them (the Batch API and the flex tier;
+/// long prompts written to a one-hour cache).
+const SCENARIOS: [(Scenario, &str); 7] = [
     (Scenario::Overnight529Storm, "overnight-529-storm"),
     (Scenario::RateLimitFallback, "rate-limit-fallback"),
     (Scenario::GatewayReroute, "gateway-reroute"),
     (Scenario::NaiveRetries, "naive-retries"),
     (Scenario::UnsafeFallback, "unsafe-fallback"),
+    (Scenario::ReportBatch, "report-batch"),
+    (Scenario::LongDocuments, "long-documents"),
 ];
 
 #[derive(Debug, clap::Args)]

@@ -8,6 +8,7 @@ mod export;
 mod flags;
 mod ingest;
 mod lake;
+mod prices;
 mod prune;
 mod quarantine;
 mod rebuild;
@@ -33,6 +34,8 @@ pub mod exit {
     pub const REJECTED_LINES: u8 = 3;
     /// `lake check` found bad files or gaps.
     pub const LAKE_PROBLEMS: u8 = 4;
+    /// `prices check` found attempts the price table has no price for.
+    pub const PRICE_GAPS: u8 = 5;
     /// The database's write-ahead log cannot be replayed; the message says
     /// what to do. Not worth a restart.
     pub const DAMAGED_WAL: u8 = crate::store::EXIT_DAMAGED_WAL;
@@ -127,6 +130,10 @@ enum Command {
     Ingest(ingest::Args),
     /// Look after an attempt lake: `lake check DIR`.
     Lake(lake::Args),
+    /// The price table: `prices import` converts LiteLLM's or OpenRouter's
+    /// catalog into a price file, `prices show` prints a model's entry,
+    /// `prices check` lists what the stored attempts needed and it lacked.
+    Prices(prices::Args),
     /// Delete workflows that started before a date (retention), and compact the file.
     Prune(prune::Args),
     /// List the workflows set aside because their derivation failed.
@@ -161,6 +168,7 @@ pub fn main() -> ExitCode {
         Command::Export(args) => export::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Lake(args) => lake::run(args),
+        Command::Prices(args) => prices::run(args),
         Command::Prune(args) => prune::run(args),
         Command::Quarantine(args) => quarantine::run(args),
         Command::Rebuild(args) => rebuild::run(args),

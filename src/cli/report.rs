@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use super::{DbArg, WindowArgs, remote};
 use crate::lake::read::BadFiles;
+use crate::report::prices::STALE_AFTER_DAYS;
 use crate::report::{Format, render};
 use attempt_core::request::Window;
 
@@ -81,6 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             );
         }
+        warn_stale_prices(&report);
         print!("{}", render(&report, args.format));
         return Ok(ExitCode::SUCCESS);
     }
@@ -99,6 +101,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     else {
         return Ok(ExitCode::SUCCESS);
     };
-    print!("{}", render(&reader.report(&filter, !args.no_audit)?, args.format));
+    let report = reader.report(&filter, !args.no_audit)?;
+    warn_stale_prices(&report);
+    print!("{}", render(&report, args.format));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says on stderr which served providers were priced by entries read more
+/// than `STALE_AFTER_DAYS` ago: providers change prices more often, and the
+/// report's dollars are only as current as its table.
+fn warn_stale_prices(report: &crate::report::Report) {
+    let today = chrono::Utc::now().date_naive();
+    for served in &report.by_served_provider {
+        let Some(as_of) = served.prices_as_of.as_deref() else { continue };
+        let Ok(day) = chrono::NaiveDate::parse_from_str(as_of, "%Y-%m-%d") else { continue };
+        let age = (today - day).num_days();
+        if age > STALE_AFTER_DAYS {
+            eprintln!(
+                "warning: {} was priced with prices as of {as_of}, {age} days old: \
+                 update them (`prices import`, docs/prices.md) or see `prices check`",
+                served.served_provider
+            );
+        }
+    }
 }

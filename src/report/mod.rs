@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod fold;
+pub mod prices;
 pub mod quantile;
 pub mod reconcile;
 mod render;
@@ -192,6 +193,9 @@ pub struct TokenCounts {
     /// The part of `output` spent reasoning.
     #[serde(serialize_with = "whole_number")]
     pub reasoning_output: i128,
+    /// The part of `cache_write_input` written to a one-hour cache.
+    #[serde(serialize_with = "whole_number")]
+    pub cache_write_1h_input: i128,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -201,6 +205,32 @@ pub struct CostTotals {
     pub wasted: f64,
     pub unknown_cost_attempts: i64,
     pub wasted_unknown_cost_attempts: i64,
+    /// The unknown-cost attempts by why (they add up to
+    /// `unknown_cost_attempts`).
+    pub unknown_cost_reasons: UnknownCostReasons,
+    /// Attempts priced by an entry found only once their served model's
+    /// region was dropped: a regional premium may be missing.
+    pub region_unpriced_attempts: i64,
+    /// Server-side web searches (billed per request), all and wasted.
+    #[serde(serialize_with = "whole_number")]
+    pub web_search_requests: i128,
+    #[serde(serialize_with = "whole_number")]
+    pub wasted_web_search_requests: i128,
+}
+
+/// Attempts of unknown cost by why (docs/prices.md).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct UnknownCostReasons {
+    /// An answer that stated no usage at all.
+    pub no_usage: i64,
+    /// A cost stated in another currency than USD.
+    pub other_currency: i64,
+    /// No entry of the served model in force on its day.
+    pub no_price: i64,
+    /// No row for its tier, or for its tier at its prompt size.
+    pub no_tier_price: i64,
+    /// A kind of token (or web searches) it used has no price.
+    pub no_kind_price: i64,
 }
 
 /// Wasted share of all tokens (input + output) and of all known cost.
@@ -221,6 +251,9 @@ pub struct ServedProvider {
     pub cost_usd: f64,
     pub wasted_cost_usd: f64,
     pub unknown_cost_attempts: i64,
+    /// The oldest as-of day of the prices that priced its attempts (null:
+    /// none was priced from its tokens).
+    pub prices_as_of: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -239,6 +272,7 @@ pub struct ServedModel {
     pub cost_usd: f64,
     pub wasted_cost_usd: f64,
     pub unknown_cost_attempts: i64,
+    pub prices_as_of: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -567,6 +601,7 @@ impl Report {
                     cached_input: w.cached_input_tokens,
                     cache_write_input: w.cache_write_input_tokens,
                     reasoning_output: w.reasoning_output_tokens,
+                    cache_write_1h_input: w.cache_write_1h_input_tokens,
                 },
                 wasted: TokenCounts {
                     input: w.wasted_input_tokens,
@@ -574,6 +609,7 @@ impl Report {
                     cached_input: w.wasted_cached_input_tokens,
                     cache_write_input: w.wasted_cache_write_input_tokens,
                     reasoning_output: w.wasted_reasoning_output_tokens,
+                    cache_write_1h_input: w.wasted_cache_write_1h_input_tokens,
                 },
             },
             cost_usd: CostTotals {
@@ -581,6 +617,16 @@ impl Report {
                 wasted: usd(w.wasted_cost_pusd),
                 unknown_cost_attempts: w.unknown_cost_attempts,
                 wasted_unknown_cost_attempts: w.wasted_unknown_cost_attempts,
+                unknown_cost_reasons: UnknownCostReasons {
+                    no_usage: w.no_usage,
+                    other_currency: w.other_currency,
+                    no_price: w.no_price,
+                    no_tier_price: w.no_tier_price,
+                    no_kind_price: w.no_kind_price,
+                },
+                region_unpriced_attempts: w.region_unpriced_attempts,
+                web_search_requests: w.web_search_requests,
+                wasted_web_search_requests: w.wasted_web_search_requests,
             },
             waste_share: WasteShare {
                 attempts: share(w.wasted_attempts as f64, w.attempts as f64),
@@ -600,6 +646,7 @@ impl Report {
                     cost_usd: usd(r.cost_pusd),
                     wasted_cost_usd: usd(r.wasted_cost_pusd),
                     unknown_cost_attempts: r.unknown_cost_attempts,
+                    prices_as_of: r.prices_as_of.clone(),
                 })
                 .collect(),
             by_served_model: rows
@@ -618,6 +665,7 @@ impl Report {
                         cost_usd: usd(r.cost_pusd),
                         wasted_cost_usd: usd(r.wasted_cost_pusd),
                         unknown_cost_attempts: r.unknown_cost_attempts,
+                        prices_as_of: r.prices_as_of.clone(),
                     })
                 })
                 .collect(),
@@ -935,6 +983,7 @@ mod tests {
             output: -5,
             cached_input: 7,
             cache_write_input: 0,
+            cache_write_1h_input: 0,
             reasoning_output: 0,
         };
         let json = serde_json::to_value(&counts).unwrap();

@@ -198,16 +198,43 @@ fn table(r: &Report) -> String {
     ]);
     out += &t.to_string();
     if r.cost_usd.unknown_cost_attempts > 0 {
+        let reasons = &r.cost_usd.unknown_cost_reasons;
+        let by_reason: Vec<String> = [
+            ("no usage", reasons.no_usage),
+            ("other currency", reasons.other_currency),
+            ("no price", reasons.no_price),
+            ("no tier price", reasons.no_tier_price),
+            ("no kind price", reasons.no_kind_price),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{why} {n}"))
+        .collect();
         out += &format!(
-            "\n{} attempts have unknown cost (no cost_usd and no price entry); they are not in the dollar figures.",
-            r.cost_usd.unknown_cost_attempts
+            "\n{} attempts have unknown cost ({}); they are not in the dollar figures. `prices check` lists the prices missing.",
+            r.cost_usd.unknown_cost_attempts,
+            by_reason.join(", ")
+        );
+    }
+    if r.cost_usd.region_unpriced_attempts > 0 {
+        out += &format!(
+            "\n{} attempts were priced without their region (no entry for the regional name): a regional premium may be missing.",
+            r.cost_usd.region_unpriced_attempts
         );
     }
     out += "\n\n";
 
     out += "Cost by served provider and model (who actually answered)\n";
-    let mut t =
-        new_table(&["served by", "model", "attempts", "rerouted", "cost", "wasted cost", "unknown cost"]);
+    let mut t = new_table(&[
+        "served by",
+        "model",
+        "attempts",
+        "rerouted",
+        "cost",
+        "wasted cost",
+        "unknown cost",
+        "prices as of",
+    ]);
     for m in &r.by_served_model {
         t.add_row(vec![
             Cell::new(&m.served_provider),
@@ -217,6 +244,7 @@ fn table(r: &Report) -> String {
             right(dollars(m.cost_usd)),
             right(dollars(m.wasted_cost_usd)),
             right(m.unknown_cost_attempts),
+            Cell::new(m.prices_as_of.as_deref().unwrap_or("-")),
         ]);
     }
     out += &t.to_string();

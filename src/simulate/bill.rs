@@ -2,10 +2,11 @@
 //! OpenAI's and Anthropic's admin APIs would answer for what they served,
 //! as `demo` imports them (docs/reconcile.md). The simulated providers bill
 //! the billable attempts' tokens (never a failure without output) at the
-//! price table's prices, but for two differences a reconciliation must
-//! find: one model's output costs 10 % less than the table says (a price
-//! change), and a project the ledger never saw (`proj_shadow`) spent on
-//! OpenAI too.
+//! price table's prices for their day, tier (batch, flex) and prompt size
+//! (Anthropic's `context_window`), one-hour cache writes apart, but for two
+//! differences a reconciliation must find: one model's output costs 10 %
+//! less than the table says (a price change), and a project the ledger
+//! never saw (`proj_shadow`) spent on OpenAI too.
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use crate::store::bill::ServedRow;
 use attempt_core::bill::BillSource;
 use attempt_core::bill::money::decimal_text;
-use attempt_core::pricing::PriceTable;
+use attempt_core::pricing::{PriceKey, PriceTable};
 
 /// The model whose output the simulated provider bills 10 % lower.
 pub const CHEAPER_OUTPUT: &str = "claude-haiku-4-5";
@@ -37,18 +38,36 @@ pub fn write_exports(
     ];
     let mut openai_days = std::collections::BTreeSet::new();
     for row in served {
-        let Some(price) = prices.lookup(&row.served_provider, &row.served_model) else { continue };
-        let uncached = row.input_tokens - row.cached_input_tokens - row.cache_write_input_tokens;
-        let mut output_price = i128::from(price.output);
+        let key = PriceKey {
+            provider: &row.served_provider,
+            model: &row.served_model,
+            day: row.day.date_naive(),
+            tier: &row.tier,
+            prompt_over: row.prompt_over,
+            billing_account: None,
+        };
+        let Ok(resolved) = prices.resolve(&key) else { continue };
+        let price = resolved.prices;
+        let mut output_price = per_token(price.output);
         if row.served_model == CHEAPER_OUTPUT {
             output_price = output_price * 9 / 10;
         }
         let lines = [
-            ("input", uncached * i128::from(price.input)),
-            ("cached input", row.cached_input_tokens * i128::from(price.cached_input)),
-            ("cache write", row.cache_write_input_tokens * i128::from(price.cache_write_input)),
-            ("output", row.output_tokens * output_price),
+            (
+                "input",
+                row.input_tokens - row.cached_input_tokens - row.cache_write_input_tokens,
+                per_token(price.input),
+            ),
+            ("cached input", row.cached_input_tokens, per_token(price.cached_input)),
+            (
+                "cache write",
+                row.cache_write_input_tokens - row.cache_write_1h_input_tokens,
+                per_token(price.cache_write),
+            ),
+            ("1h cache write", row.cache_write_1h_input_tokens, per_token(price.cache_write_1h)),
+            ("output", row.output_tokens, output_price),
         ];
+        let lines = lines.map(|(kind, tokens, price)| (kind, tokens * price));
         match row.served_provider.as_str() {
             "openai" => {
                 openai_days.insert(row.day);
@@ -65,21 +84,24 @@ pub fn write_exports(
                     "uncached_input_tokens",
                     "cache_read_input_tokens",
                     "cache_creation.ephemeral_5m_input_tokens",
+                    "cache_creation.ephemeral_1h_input_tokens",
                     "output_tokens",
                 ];
                 let costs = lines.iter().zip(token_types).filter(|((_, pusd), _)| *pusd != 0).map(
                     |((_, pusd), token_type)| {
                         json!({
-                            "currency": "USD",
-                            // Cents, as a decimal string.
-                            "amount": decimal_text(pusd * 100),
-                            "workspace_id": null,
-                            "description": format!("{} {token_type}", row.served_model),
-                            "cost_type": "tokens",
-                            "model": row.served_model,
-                            "service_tier": null,
-                            "token_type": token_type,
-                        })
+                                            "currency": "USD",
+                                            // Cents, as a decimal string.
+                                            "amount": decimal_text(pusd * 100),
+                                            "workspace_id": null,
+                                            "description": format!("{} {token_type}", row.served_model),
+                                            "cost_type": "tokens",
+                                            "model": row.served_model,
+                                            // Anthropic names its tiers as the price table does: standard, batch.
+                        "service_tier": row.tier,
+                                            "token_type": token_type,
+                                            "context_window": context_window(row.prompt_over),
+                                        })
                     },
                 );
                 push(&mut pages[3].1, anthropic_bucket(row.day, costs.collect()));
@@ -87,20 +109,34 @@ pub fn write_exports(
             _ => {}
         }
     }
-    if let (Some(day), Some(price)) = (openai_days.first(), prices.lookup("openai", "gpt-4o-mini")) {
+    let shadow_price = |day: &DateTime<Utc>| {
+        let key = PriceKey {
+            provider: "openai",
+            model: "gpt-4o-mini",
+            day: day.date_naive(),
+            tier: attempt_core::pricing::STANDARD_TIER,
+            prompt_over: 0,
+            billing_account: None,
+        };
+        prices.resolve(&key).ok().map(|r| r.prices)
+    };
+    if let Some((day, price)) = openai_days.first().and_then(|day| Some((day, shadow_price(day)?))) {
         let (input, output, requests) = SHADOW;
         let shadow = ServedRow {
             served_provider: "openai".into(),
             served_model: "gpt-4o-mini".into(),
             day: *day,
+            tier: attempt_core::pricing::STANDARD_TIER.into(),
+            prompt_over: 0,
             requests,
             input_tokens: input,
             cached_input_tokens: 0,
             cache_write_input_tokens: 0,
+            cache_write_1h_input_tokens: 0,
             output_tokens: output,
         };
         push(&mut pages[0].1, openai_bucket(*day, vec![openai_usage(&shadow, Some("proj_shadow"))]));
-        let cost = input * i128::from(price.input) + output * i128::from(price.output);
+        let cost = input * per_token(price.input) + output * per_token(price.output);
         push(
             &mut pages[1].1,
             openai_bucket(*day, vec![openai_cost("gpt-4o-mini, input", cost, Some("proj_shadow"))]),
@@ -159,8 +195,12 @@ fn openai_usage(row: &ServedRow, project: Option<&str>) -> Value {
         "project_id": project,
         "api_key_id": null,
         "model": row.served_model,
-        "batch": null,
-        "service_tier": null,
+        "batch": row.tier == attempt_core::pricing::BATCH_TIER,
+        // OpenAI's name for the standard tier.
+        "service_tier": match row.tier.as_str() {
+            attempt_core::pricing::STANDARD_TIER | attempt_core::pricing::BATCH_TIER => "default",
+            tier => tier,
+        },
     })
 }
 
@@ -181,11 +221,28 @@ fn anthropic_usage(row: &ServedRow) -> Value {
     json!({
         "uncached_input_tokens": (row.input_tokens - row.cached_input_tokens - row.cache_write_input_tokens) as i64,
         "cache_read_input_tokens": row.cached_input_tokens as i64,
-        "cache_creation": {"ephemeral_5m_input_tokens": row.cache_write_input_tokens as i64, "ephemeral_1h_input_tokens": 0},
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": (row.cache_write_input_tokens - row.cache_write_1h_input_tokens) as i64,
+            "ephemeral_1h_input_tokens": row.cache_write_1h_input_tokens as i64,
+        },
         "output_tokens": row.output_tokens as i64,
         "api_key_id": null,
         "workspace_id": null,
         "model": row.served_model,
-        "service_tier": null,
+        // Anthropic names its tiers as the price table does: standard, batch.
+        "service_tier": row.tier,
+        "context_window": context_window(row.prompt_over),
     })
+}
+
+/// A price the simulated provider charges, per token; a kind the table
+/// does not price is billed at 0, as a provider that does not sell it.
+fn per_token(price: Option<i64>) -> i128 {
+    i128::from(price.unwrap_or(0))
+}
+
+/// Anthropic's `context_window` of prompts past `prompt_over` tokens
+/// (`0-200k` for none): the band a long-context price starts at.
+fn context_window(prompt_over: i64) -> String {
+    if prompt_over == 0 { "0-200k".into() } else { format!("{}k-1M", prompt_over / 1000) }
 }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use attempt_core::finding::FindingKind;
-use attempt_core::pricing::PriceTable;
+use attempt_core::pricing::{PriceKey, PriceTable, Usage, price_tier, prompt_over};
 
 /// What the simulated callers did wrong, counted as they did it, in the
 /// recovery audit's terms (docs/record-format.md, "The audit", built-in
@@ -40,10 +40,14 @@ pub struct SimAttempt {
     /// Start, epoch milliseconds.
     pub start_ms: i64,
     pub duration_ms: f64,
-    /// Who served it, and the tokens it was billed for.
+    /// Who served it, on which tier, and the tokens it was billed for.
     pub served: (&'static str, &'static str),
+    pub batch: Option<bool>,
+    pub service_tier: Option<&'static str>,
     pub input_tokens: i64,
     pub cached_input_tokens: i64,
+    pub cache_write_input_tokens: i64,
+    pub cache_write_1h_input_tokens: i64,
     pub output_tokens: i64,
 }
 
@@ -219,11 +223,26 @@ impl Truth {
     }
 }
 
-/// What the attempt's tokens cost at the served model's price.
+/// What the attempt's tokens cost at the served model's price (0 where the
+/// table has none).
 fn cost_pusd(a: &SimAttempt, prices: &PriceTable) -> i128 {
-    prices.lookup(a.served.0, a.served.1).map_or(0, |p| {
-        i128::from(a.input_tokens - a.cached_input_tokens) * i128::from(p.input)
-            + i128::from(a.cached_input_tokens) * i128::from(p.cached_input)
-            + i128::from(a.output_tokens) * i128::from(p.output)
-    })
+    let day = chrono::DateTime::from_timestamp_millis(a.start_ms).unwrap_or_default().date_naive();
+    let tier = price_tier(a.batch, a.service_tier);
+    let key = PriceKey {
+        provider: a.served.0,
+        model: a.served.1,
+        day,
+        tier: &tier,
+        prompt_over: prompt_over(a.input_tokens),
+        billing_account: None,
+    };
+    let usage = Usage {
+        input: a.input_tokens,
+        cached_input: a.cached_input_tokens,
+        cache_write: a.cache_write_input_tokens,
+        cache_write_1h: a.cache_write_1h_input_tokens,
+        output: a.output_tokens,
+        ..Usage::default()
+    };
+    prices.cost(&key, &usage).unwrap_or(0)
 }

@@ -11,7 +11,7 @@ use duckdb::{Connection, params};
 use super::Store;
 use super::columns::{row_struct, timestamp_column};
 use super::error::StoreError;
-use super::queries::COST_SQL;
+use super::prices::COST_SQL;
 use attempt_core::bill::BillPages;
 use attempt_core::pricing::PriceTable;
 use attempt_core::reconcile::Grain;
@@ -171,6 +171,9 @@ impl Store {
                         f.tokens.output,
                         f.amount.as_ref().map(|m| m.currency.as_str()),
                         f.amount.as_ref().map(|m| m.pico),
+                        f.tokens.cache_write_1h_input,
+                        f.web_search_requests,
+                        f.prompt_over,
                     ])?;
                 }
                 appender.flush()?;
@@ -195,6 +198,7 @@ impl Store {
             conn.execute_batch(COST_SQL)?;
             set_variables(conn, scope)?;
             load_models(conn, prices)?;
+            load_prices(conn, prices)?;
             let ledger = query(conn, LEDGER_SQL)?;
             let billed = query(conn, BILLED_SQL)?;
             let buckets = conn
@@ -231,7 +235,7 @@ fn set_variables(conn: &Connection, scope: &ReconcileScope) -> Result<(), StoreE
 }
 
 /// `temp.reconcile_models`: every (provider, model) either side names in
-/// the scope, with the name its cells use and its price.
+/// the scope, with the name its cells use.
 fn load_models(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
     let pairs: BTreeSet<(String, String)> = conn
         .prepare(
@@ -250,25 +254,34 @@ fn load_models(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError>
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE reconcile_models (
-             provider VARCHAR, model VARCHAR, cell_model VARCHAR,
-             input_pusd BIGINT, cached_input_pusd BIGINT, cache_write_pusd BIGINT, output_pusd BIGINT);",
+        "CREATE OR REPLACE TEMP TABLE reconcile_models (provider VARCHAR, model VARCHAR, cell_model VARCHAR);",
     )?;
     let mut appender = conn.appender_to_catalog_and_db("reconcile_models", "temp", "main")?;
     for (provider, model) in &pairs {
-        let (cell_model, price) = prices.cell_model(provider, model);
-        appender.append_row(params![
-            provider,
-            model,
-            cell_model,
-            price.map(|p| p.input),
-            price.map(|p| p.cached_input),
-            price.map(|p| p.cache_write_input),
-            price.map(|p| p.output),
-        ])?;
+        appender.append_row(params![provider, model, prices.cell_model(provider, model)])?;
     }
     appender.flush()?;
     Ok(())
+}
+
+/// `temp.prices` for the price key of every attempt in the scope and of
+/// every usage fact in its cells: both sides priced by the one rule.
+fn load_prices(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
+    super::prices::create(conn)?;
+    super::prices::price_keys(
+        conn,
+        prices,
+        "SELECT DISTINCT served_provider, served_model,
+                price_key_of(started_at, batch, service_tier, input_tokens, billing_account) AS price_key
+         FROM attempts
+         WHERE started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
+         UNION
+         SELECT DISTINCT provider, model, bill_price_key(bucket_start, service_tier, prompt_over, billing_account)
+         FROM bill_facts
+         WHERE kind = 'usage' AND model IS NOT NULL
+           AND bucket_start >= getvariable('reconcile_cells_from')
+           AND bucket_start < getvariable('reconcile_cells_until')",
+    )
 }
 
 fn query<T: super::columns::FromRow>(conn: &Connection, sql: &str) -> Result<Vec<T>, StoreError> {
@@ -279,32 +292,43 @@ fn query<T: super::columns::FromRow>(conn: &Connection, sql: &str) -> Result<Vec
 }
 
 row_struct! {
-    /// What a provider served one day: the billable attempts of one served
-    /// model (`Store::served_by_day`).
+    /// What a provider served one day on one price tier and prompt size:
+    /// the billable attempts of one served model (`Store::served_by_day`).
     #[derive(Debug, Clone, PartialEq)]
     pub struct ServedRow {
         pub served_provider: String,
         pub served_model: String,
         pub day: DateTime<Utc> => timestamp_column,
+        /// The price tier (`standard`, `flex`, `batch`, ...).
+        pub tier: String,
+        /// The prompt size their prompts exceed (0: none): a long-context
+        /// price's.
+        pub prompt_over: i64,
         pub requests: i64,
         pub input_tokens: i128,
         pub cached_input_tokens: i128,
         pub cache_write_input_tokens: i128,
+        pub cache_write_1h_input_tokens: i128,
         pub output_tokens: i128,
     }
 }
 
 impl Store {
     /// The billable attempts (all but failures without output) by served
-    /// provider, model and UTC day: what a simulated provider bills.
+    /// provider, model, UTC day, price tier and prompt size: what a
+    /// simulated provider bills.
     pub fn served_by_day(&self) -> Result<Vec<ServedRow>, StoreError> {
+        self.conn.execute_batch(COST_SQL)?;
         query(
             &self.conn,
             "SELECT served_provider, served_model, date_trunc('day', started_at) AS day,
+                    price_key_of(started_at, batch, service_tier, input_tokens, NULL).tier AS tier,
+                    price_key_of(started_at, batch, service_tier, input_tokens, NULL).over::BIGINT AS prompt_over,
                     count(*)::BIGINT AS requests,
                     coalesce(sum(input_tokens), 0)::HUGEINT AS input_tokens,
                     coalesce(sum(cached_input_tokens), 0)::HUGEINT AS cached_input_tokens,
                     coalesce(sum(cache_write_input_tokens), 0)::HUGEINT AS cache_write_input_tokens,
+                    coalesce(sum(cache_write_1h_input_tokens), 0)::HUGEINT AS cache_write_1h_input_tokens,
                     coalesce(sum(output_tokens), 0)::HUGEINT AS output_tokens
              FROM attempts
              WHERE NOT (status = 'error' AND coalesce(output_tokens, 0) = 0)

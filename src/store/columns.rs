@@ -61,6 +61,9 @@ pub(super) const SPEND_MEASURES: &[&str] = &[
     "cached_input_tokens",
     "cache_write_input_tokens",
     "emitter_cost_pusd",
+    "reasoning_output_tokens",
+    "cache_write_1h_input_tokens",
+    "web_search_requests",
 ];
 
 fn conversion(column: &str, kind: duckdb::types::Type, message: String) -> duckdb::Error {

@@ -104,7 +104,7 @@ pub(super) const ROLLUPS: [Rollup; 7] = [
         minutes: "rollup_attempts",
         totals: Some("total_attempts"),
         delta: "temp.r_attempts",
-        measures: &[SPEND_MEASURES, &["reasoning_output_tokens"]],
+        measures: &[SPEND_MEASURES],
         family: "rollups",
     },
     Rollup {

@@ -18,7 +18,7 @@ use attempt_core::pricing::PriceTable;
 /// file's columns, so a file written before it is the same file with
 /// fewer columns: a lake's manifest marks them `added`, a reader reads
 /// them as NULL from the files that lack them.
-pub const ADDED_LAKE_COLUMNS: [&str; 16] = [
+pub const ADDED_LAKE_COLUMNS: [&str; 19] = [
     "billing_account",
     "service_tier",
     "ratelimit_remaining_requests",
@@ -35,6 +35,9 @@ pub const ADDED_LAKE_COLUMNS: [&str; 16] = [
     "ratelimit_reset_output_tokens_ms",
     "reasoning_output_tokens",
     "cost_currency",
+    "batch",
+    "cache_write_1h_input_tokens",
+    "web_search_requests",
 ];
 
 /// The lake's columns as written from the attempts table: the node, then
@@ -401,9 +404,10 @@ impl Store {
         Ok(())
     }
 
-    /// Writes the resolved price of every served model stored, as the
-    /// lake's engines price with it (pico-USD per token), at `path`, with
-    /// `metadata` in its footer.
+    /// Writes what the price table answered for every price key stored
+    /// (`store::prices`), as the lake's engines price with it: a row per
+    /// served model and key, pico-USD per token (per search) by kind, NULL
+    /// where unpriced, at `path`, with `metadata` in its footer.
     pub fn write_prices(
         &self,
         prices: &PriceTable,
@@ -411,10 +415,18 @@ impl Store {
         path: &Path,
         metadata: &[(&str, String)],
     ) -> Result<(), StoreError> {
-        super::queries::load_prices(&self.conn, prices)?;
+        super::prices::load(&self.conn, prices)?;
         self.conn.execute_batch(&format!(
-            "COPY (SELECT {node} AS ingest_node, now()::TIMESTAMP AS exported_at, * FROM temp.prices
-                   ORDER BY served_provider, served_model)
+            "COPY (SELECT {node} AS ingest_node, now()::TIMESTAMP AS exported_at, served_provider, served_model,
+                          price_key.day AS day, price_key.tier AS tier, price_key.over AS over,
+                          price_key.account AS account,
+                          price.input AS input_pusd, price.cached_input AS cached_input_pusd,
+                          price.cache_write AS cache_write_pusd, price.cache_write_1h AS cache_write_1h_pusd,
+                          price.output AS output_pusd, price.reasoning_output AS reasoning_output_pusd,
+                          price.web_search AS web_search_pusd, price IS NOT NULL AS priced, unpriced,
+                          region_dropped, as_of
+                   FROM temp.prices
+                   ORDER BY served_provider, served_model, day, tier, over, account)
              TO {path} (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{metadata}}});",
             node = quoted(node),
             path = quoted(&path.display().to_string()),

@@ -85,6 +85,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "conventions_2026",
         sql: include_str!("../../migrations/0024_conventions_2026.sql"),
     },
+    Migration { version: 25, name: "prices", sql: include_str!("../../migrations/0025_prices.sql") },
 ];
 
 /// The migration after which stored provider names are canonical: the store

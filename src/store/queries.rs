@@ -18,7 +18,7 @@ use attempt_core::pricing::PriceTable;
 const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
-pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
+use super::prices::COST_SQL;
 const CIRCUIT_TIMELINE_SQL: &str = include_str!("../../queries/circuit_timeline.sql");
 
 use attempt_core::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
@@ -103,36 +103,6 @@ impl Query {
     }
 }
 
-/// The prices of the served models present in the database, as
-/// `temp.prices` (pico-USD per token; a model without a price has no row).
-pub(super) fn load_prices(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
-    let served: Vec<(String, String)> = conn
-        .prepare("SELECT DISTINCT served_provider, served_model FROM total_attempts")?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    let resolved = prices.resolve(served.iter().map(|(p, m)| (p.as_str(), m.as_str())));
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE prices (
-             served_provider VARCHAR, served_model VARCHAR,
-             input_pusd BIGINT, cached_input_pusd BIGINT, cache_write_pusd BIGINT, output_pusd BIGINT);",
-    )?;
-    {
-        let mut appender = conn.appender_to_catalog_and_db("prices", "temp", "main")?;
-        for r in &resolved {
-            appender.append_row(params![
-                r.provider,
-                r.model,
-                r.price.input,
-                r.price.cached_input,
-                r.price.cache_write_input,
-                r.price.output
-            ])?;
-        }
-        appender.flush()?;
-    }
-    Ok(())
-}
-
 /// Splits a window into the rollups' whole minutes and the per-workflow
 /// edges (`window.sql`) and sums the edges (`rollups.sql`). `unfold` is a
 /// fixed SQL condition: true reads every workflow from its own rows.
@@ -198,14 +168,14 @@ pub(super) fn sum_edges(conn: &Connection, script: &str, tables: &[(&str, &str)]
     Ok(())
 }
 
-/// Loads the prices of the served models present in the database into
-/// `temp.prices`, then `scope_of`.
+/// Loads the prices of the stored attempts' keys into `temp.prices`
+/// (`store::prices`), then `scope_of`.
 pub(super) fn prepare_scope(
     conn: &Connection,
     filter: &ReportFilter,
     prices: &PriceTable,
 ) -> Result<(), StoreError> {
-    load_prices(conn, prices)?;
+    super::prices::load(conn, prices)?;
     scope_of(conn, filter, "false")
 }
 
@@ -289,6 +259,16 @@ row_struct! {
         pub wasted_cost_pusd: i128,
         pub unknown_cost_attempts: i64,
         pub wasted_unknown_cost_attempts: i64,
+        pub no_usage: i64,
+        pub other_currency: i64,
+        pub no_price: i64,
+        pub no_tier_price: i64,
+        pub no_kind_price: i64,
+        pub region_unpriced_attempts: i64,
+        pub cache_write_1h_input_tokens: i128,
+        pub wasted_cache_write_1h_input_tokens: i128,
+        pub web_search_requests: i128,
+        pub wasted_web_search_requests: i128,
     }
 }
 
@@ -307,6 +287,8 @@ row_struct! {
         pub cost_pusd: i128,
         pub wasted_cost_pusd: i128,
         pub unknown_cost_attempts: i64,
+        /// The oldest as-of day (YYYY-MM-DD) of the prices that priced them.
+        pub prices_as_of: Option<String>,
     }
 }
 
@@ -569,6 +551,29 @@ pub(super) fn report_rows(
         circuits_omitted: 0,
         groups: None,
     })
+}
+
+/// The keys of the window's attempts off their primary route, with their
+/// workflow's primary route as the model: what fallback_costs.sql and
+/// circuits.sql price the same tokens at (`price_primaries`).
+const PRIMARY_KEYS_SQL: &str =
+    "SELECT DISTINCT f.primary_provider AS served_provider, f.primary_model AS served_model,
+                s.price_key
+         FROM workflow_facts f JOIN workflow_spend s USING (workflow_id)
+         WHERE s.off_primary AND f.primary_provider IS NOT NULL AND in_window(f.first_at, f.workflow_name)";
+
+/// Prices what `wanted`'s queries read besides the stored keys: a
+/// fallback's tokens on its workflow's primary route. Needs the window
+/// (`scope_of`).
+pub(super) fn price_primaries(
+    conn: &Connection,
+    wanted: &[Query],
+    prices: &PriceTable,
+) -> Result<(), StoreError> {
+    if wanted.iter().any(|q| matches!(q, Query::FallbackCosts | Query::Circuits)) {
+        super::prices::price_keys(conn, prices, PRIMARY_KEYS_SQL)?;
+    }
+    Ok(())
 }
 
 const METRICS_SQL: &str = include_str!("../../queries/metrics.sql");
@@ -874,7 +879,11 @@ row_struct! {
 }
 
 /// Reads `temp.prices` (the caller loads them: `load_prices`).
-pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
+pub(super) fn audit_rows(
+    conn: &Connection,
+    filter: &AuditFilter,
+    prices: &PriceTable,
+) -> Result<Vec<AuditRow>, StoreError> {
     conn.execute_batch(&format!(
         "SET VARIABLE audit_examples = {}::BIGINT;
          CREATE OR REPLACE TEMP TABLE audit_policy (
@@ -941,6 +950,19 @@ pub(super) fn audit_rows(conn: &Connection, filter: &AuditFilter) -> Result<Vec<
         super::derived::FINDING_ROLLUPS_SQL,
         &[("r_findings", "rollup_findings"), ("r_finding_sets", "rollup_finding_sets")],
     )?;
+    let policies =
+        std::iter::once(&filter.policy.default).chain(filter.policy.workflows.iter().map(|(_, p)| p));
+    if policies.into_iter().any(|p| p.no_costlier_fallback) {
+        // The first attempt's served model at each fallback attempt's key:
+        // what costlier_fallback compares.
+        super::prices::price_keys(
+            conn,
+            prices,
+            "SELECT DISTINCT f.served_provider, f.served_model, s.price_key
+             FROM workflow_steps s JOIN workflow_steps f ON f.workflow_id = s.workflow_id AND f.seq = 1
+             WHERE s.effective_route = 'fallback' AND in_window(s.first_at, s.workflow_name)",
+        )?;
+    }
     conn.execute_batch(COST_SQL)?;
     conn.execute_batch(AUDIT_SQL)?;
     let mut statement = conn.prepare("SELECT * FROM temp.audit_findings ORDER BY finding")?;

@@ -59,8 +59,9 @@ fn sum_steps(conn: &Connection) -> Result<(), StoreError> {
 /// every shape (a sixth of the steps of a storm), so a write merges its
 /// difference in place; a row whose every measure comes to 0 goes.
 fn merge(conn: &Connection) -> Result<(), StoreError> {
-    let keys = ["shape_key", "seq", "served_provider", "served_model", "cost_kind"];
-    let on: Vec<String> = keys.iter().map(|k| format!("t.{k} = d.{k}")).collect();
+    let keys =
+        ["shape_key", "seq", "served_provider", "served_model", "cost_kind", "price_key", "priced_kinds"];
+    let on: Vec<String> = keys.iter().map(|k| format!("t.{k} IS NOT DISTINCT FROM d.{k}")).collect();
     let zero: Vec<String> = SPEND_MEASURES.iter().map(|m| format!("t.{m} + d.{m} = 0")).collect();
     let add: Vec<String> = SPEND_MEASURES.iter().map(|m| format!("{m} = t.{m} + d.{m}")).collect();
     cost::run(

@@ -28,7 +28,7 @@ impl<'a> Snapshot<'a> {
     /// Loads the prices of the served models into `temp.prices`, once.
     pub(super) fn priced(&self) -> Result<(), StoreError> {
         if !self.priced.get() {
-            queries::load_prices(self.conn, self.prices)?;
+            super::prices::load(self.conn, self.prices)?;
             self.priced.set(true);
         }
         Ok(())
@@ -43,6 +43,7 @@ impl<'a> Snapshot<'a> {
         };
         self.priced()?;
         queries::scope_of(self.conn, filter, "false")?;
+        queries::price_primaries(self.conn, queries, self.prices)?;
         let mut rows = queries::report_rows(self.conn, filter, queries)?;
         if let Some((slot, dimension)) = group {
             rows.groups = Some(queries::Groups { rows: queries::group_rows(self.conn, slot)?, dimension });
@@ -54,14 +55,14 @@ impl<'a> Snapshot<'a> {
     /// (`queries/audit.sql`).
     pub fn audit_rows(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
         self.priced()?;
-        queries::audit_rows(self.conn, filter)
+        queries::audit_rows(self.conn, filter, self.prices)
     }
 
     /// Workflows by outcome, and attempts and cost by served provider, per
     /// bucket of `range` (`queries/timeseries.sql`).
     pub fn series_rows(&self, range: &SeriesRange) -> Result<Vec<SeriesRow>, StoreError> {
         self.priced()?;
-        self.conn.execute_batch(queries::COST_SQL)?;
+        self.conn.execute_batch(super::prices::COST_SQL)?;
         queries::series_rows(self.conn, range)
     }
 

@@ -140,7 +140,7 @@ impl std::ops::AddAssign for WriteStats {
 
 /// The columns the writer fills, in `to_record_batch`'s order;
 /// `ingested_at` takes its default.
-pub(super) const COLUMNS: [&str; 51] = [
+pub(super) const COLUMNS: [&str; 54] = [
     "attempt_id",
     "workflow_id",
     "started_at",
@@ -191,6 +191,9 @@ pub(super) const COLUMNS: [&str; 51] = [
     "ratelimit_reset_output_tokens_ms",
     "reasoning_output_tokens",
     "cost_currency",
+    "batch",
+    "cache_write_1h_input_tokens",
+    "web_search_requests",
     "ingest_seq",
 ];
 
@@ -716,5 +719,12 @@ fn to_record_batch(attempts: &[&Attempt], aliases: &ProviderAliases) -> Result<R
     }
     columns.push(ints(&|a| a.tokens.reasoning_output));
     columns.push(strings(&|a| a.cost_currency.as_deref()));
+    let mut batch = BooleanBuilder::with_capacity(n);
+    for a in attempts {
+        batch.append_option(a.batch);
+    }
+    columns.push(Arc::new(batch.finish()));
+    columns.push(ints(&|a| a.tokens.cache_write_1h_input));
+    columns.push(ints(&|a| a.web_search_requests));
     Ok(RecordBatch::try_from_iter(COLUMNS.into_iter().zip(columns))?)
 }

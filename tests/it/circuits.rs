@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use attempt_core::ingest::{Decoded, format::Format};
 use attempt_core::model::{Circuit, name};
-use attempt_core::pricing::PriceTable;
+use attempt_core::pricing::{PriceKey, PriceTable};
 use attempt_core::request::ReportFilter;
 use attempt_ledger::report::CircuitInterval;
 use attempt_ledger::store::{Batch, Store};
@@ -211,11 +211,16 @@ fn breaker_intervals_from_records_events_and_attempts_in_any_order() {
     let backward: Vec<_> = records.iter().rev().collect();
     let interleaved: Vec<_> = records.iter().step_by(2).chain(records.iter().skip(1).step_by(2)).collect();
     let prices = PriceTable::load(None).unwrap();
-    let per_token = |provider: &str, model: &str| prices.resolve([(provider, model)]).pop().unwrap().price;
+    let per_token = |provider: &str, model: &str| {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let key = PriceKey { provider, model, day, tier: "standard", prompt_over: 0, billing_account: None };
+        let prices = prices.resolve(&key).unwrap().prices;
+        (prices.input.unwrap(), prices.output.unwrap())
+    };
     let (claude, gpt) = (per_token("anthropic", "claude-sonnet-4-5"), per_token("openai", "gpt-4o"));
     let usd = |pusd: i64| pusd as f64 / 1e12;
-    let fallback_cost = usd(1000 * claude.input + 200 * claude.output);
-    let at_primary_price = usd(1000 * gpt.input + 200 * gpt.output);
+    let fallback_cost = usd(1000 * claude.0 + 200 * claude.1);
+    let at_primary_price = usd(1000 * gpt.0 + 200 * gpt.1);
     for (order, split) in [(&forward, 100), (&backward, 1), (&interleaved, 3)] {
         let store = store_of(order, split);
         // A redelivery of every record changes nothing.

@@ -575,12 +575,31 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
             }
         }
         // Schema 18 had neither the 64-bit sums (19), the bill (20), the
-        // rate-limit headroom (21), the limit kinds (22) nor the reasoning
-        // tokens (24).
-        let headroom: String = attempt_core::ratelimit::FIELDS
+        // rate-limit headroom (21), the limit kinds (22), the reasoning
+        // tokens (24) nor the price keys (25).
+        let mut headroom: String = attempt_core::ratelimit::FIELDS
             .iter()
             .map(|(name, _, _)| format!("ALTER TABLE attempts DROP COLUMN {name};"))
             .collect();
+        let priced = ["price_key", "priced_kinds", "cache_write_1h_input_tokens", "web_search_requests"];
+        for table in ["workflow_spend", "rollup_attempts", "total_attempts"] {
+            headroom +=
+                &priced.iter().map(|c| format!("ALTER TABLE {table} DROP COLUMN {c};")).collect::<String>();
+        }
+        for table in [
+            "workflow_findings",
+            "rollup_findings",
+            "workflow_steps",
+            "rollup_steps",
+            "total_steps",
+            "total_shapes",
+        ] {
+            let columns = priced.iter().chain(&["reasoning_output_tokens"]);
+            headroom += &columns.map(|c| format!("ALTER TABLE {table} DROP COLUMN {c};")).collect::<String>();
+        }
+        for column in ["batch", "cache_write_1h_input_tokens", "web_search_requests"] {
+            headroom += &format!("ALTER TABLE attempts DROP COLUMN {column};");
+        }
         conn.execute_batch(&format!(
             "DELETE FROM schema_migrations WHERE version >= 19;
              DROP TABLE bill_buckets; DROP TABLE bill_facts; DROP TABLE workflow_headroom;
@@ -613,7 +632,10 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(wide, 20, "the all-time totals keep 128 bits");
+    // 20 sums, and the one-hour cache writes and web searches of
+    // total_attempts, and those and reasoning of total_steps and
+    // total_shapes (migrations/0025_prices.sql).
+    assert_eq!(wide, 28, "the all-time totals keep 128 bits");
 }
 
 /// $9.2M in pico-USD is a BIGINT's bound. One attempt may cost up to it; a

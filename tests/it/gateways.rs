@@ -66,6 +66,8 @@ pub(crate) fn provider_truth(log: &Path, usage: Usage) -> Value {
                      "queued": 0},
         "tokens": {"input": usage.input * ok, "output": usage.output * ok, "cached_input": usage.cached_input * ok,
                    "cache_write_input": usage.cache_write_input * ok,
+                   // The fake provider's usage names no cache lifetime.
+                   "cache_write_1h_input": 0,
                    "reasoning_output": usage.reasoning_output * ok},
     })
 }
@@ -499,11 +501,14 @@ fn envoy_ai_gateway_openinference_spans() {
     assert!(served.contains(&&json!("gpt-4o-mini-2024-07-18")), "llm.model_name is who answered: {served:?}");
     assert_eq!(
         r["tokens"]["total"],
-        json!({"input": 1000, "output": 50, "cached_input": 400, "cache_write_input": 100, "reasoning_output": 0})
+        json!({"input": 1000, "output": 50, "cached_input": 400, "cache_write_input": 100, "reasoning_output": 0,
+               "cache_write_1h_input": 0})
     );
-    // 500 plain x $0.15 + 400 cached x $0.075 + 100 cache-written (no premium
-    // listed: input price) x $0.15 + 50 out x $0.60, per 1M tokens.
-    assert!((usd(&r["cost_usd"]["total"]) - 150e-6).abs() < 1e-12, "{}", r["cost_usd"]);
+    // OpenAI lists no cache-write price for gpt-4o-mini: the 100 tokens
+    // written make the attempt's cost unknown, never priced as input.
+    assert_eq!(r["cost_usd"]["unknown_cost_attempts"], 1, "{}", r["cost_usd"]);
+    assert_eq!(r["cost_usd"]["unknown_cost_reasons"]["no_kind_price"], 1, "{}", r["cost_usd"]);
+    assert_eq!(usd(&r["cost_usd"]["total"]), 0.0);
     assert_eq!(r["error_classes"][0]["error_class"], "rate_limit", "from the exception event's type");
 }
 

@@ -25,6 +25,7 @@ mod lake_writers;
 mod latency;
 mod licences;
 mod otlp_logs;
+mod prices;
 mod prometheus;
 mod properties;
 mod readme;

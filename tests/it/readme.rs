@@ -7,7 +7,7 @@ use crate::FIXTURE;
 /// The pages whose `sh` blocks run, in the order a reader meets them: the
 /// README, then the reference in `docs/`. Later pages may use what earlier
 /// ones made (the README's `ledger.duckdb`).
-const PAGES: [&str; 15] = [
+const PAGES: [&str; 16] = [
     "README.md",
     "docs/testing.md",
     "docs/ingest.md",
@@ -23,6 +23,7 @@ const PAGES: [&str; 15] = [
     "docs/record-format.md",
     "docs/reconcile.md",
     "docs/emitters.md",
+    "docs/prices.md",
 ];
 
 fn page(name: &str) -> String {
@@ -89,6 +90,15 @@ fn the_readme_commands_work_as_written() {
         std::fs::copy(
             format!("{}/tests/it/fixtures/bill/{source}.json", env!("CARGO_MANIFEST_DIR")),
             dir.path().join(format!("{source}.json")),
+        )
+        .unwrap();
+    }
+    // The catalogs the prices page imports, as LiteLLM and OpenRouter
+    // publish them.
+    for catalog in ["model_prices_and_context_window.json", "models.json"] {
+        std::fs::copy(
+            format!("{}/tests/it/fixtures/prices/{catalog}", env!("CARGO_MANIFEST_DIR")),
+            dir.path().join(catalog),
         )
         .unwrap();
     }

@@ -21,10 +21,12 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/bill").join(name)
 }
 
+/// Every command prices with the fixture's own file: the bills are of a
+/// model the shipped table no longer lists.
 fn run(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
         .env_remove("ATTEMPT_LEDGER_DB")
-        .env_remove("ATTEMPT_LEDGER_PRICES")
+        .env("ATTEMPT_LEDGER_PRICES", fixture("prices.toml"))
         .args(args)
         .current_dir(dir)
         .output()
@@ -499,7 +501,8 @@ pub fn answer_after(order: &[usize]) -> Value {
         until: at("2025-08-03T00:00:00Z"),
         grain: Grain::Day,
     };
-    let rows = store.reconcile_rows(&scope, &PriceTable::load(None).unwrap()).unwrap();
+    let rows =
+        store.reconcile_rows(&scope, &PriceTable::load(Some(&fixture("prices.toml"))).unwrap()).unwrap();
     let options = Options { tolerance: Tolerance::default(), settled_before: at("2026-01-01T00:00:00Z") };
     serde_json::to_value(reconcile(rows, &scope, options)).unwrap()
 }
@@ -529,7 +532,7 @@ fn cost_drift_alerts_per_billing_provider_on_settled_cells() {
     let store = store_after(&[0, 1, 2, 3, 4]);
     let reader = attempt_ledger::read::Reader::new(
         store,
-        PriceTable::load(None).unwrap().into(),
+        PriceTable::load(Some(&fixture("prices.toml"))).unwrap().into(),
         attempt_core::policy::LoadedPolicy::default().into(),
     );
     let rules = attempt_core::alert_rules::RuleSet::parse(
@@ -595,7 +598,9 @@ fn the_route_answers_what_the_command_does() {
     }
     let asked = "since=2025-07-31T10:37:00Z&until=2025-08-03&tolerance_usd=0&tolerance_pct=0";
     let from_command = compared(dir.path());
-    let service = crate::service::Service::start(&dir.path().join("r.duckdb"), &[]);
+    let prices = fixture("prices.toml");
+    let service =
+        crate::service::Service::start(&dir.path().join("r.duckdb"), &["--prices", prices.to_str().unwrap()]);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let get = |path: &str| {
         let mut response = agent.get(&format!("{}{path}", service.http)).call().unwrap();
@@ -609,9 +614,22 @@ fn the_route_answers_what_the_command_does() {
     let (status, body) = get("/api/v1/reconcile?grain=week");
     assert_eq!(status, 400);
     assert!(body.contains("grain: `week` is not day or hour"), "{body}");
-    // While the service holds the file, the command asks it.
-    let asked_service = compared(dir.path());
+    // While the service holds the file, the command asks it (and prices
+    // with the service's table: a table of its own would be refused).
+    let out = Command::new(env!("CARGO_BIN_EXE_attempt-ledger"))
+        .env_remove("ATTEMPT_LEDGER_DB")
+        .env_remove("ATTEMPT_LEDGER_PRICES")
+        .args(["reconcile", "--db", "r.duckdb", "--since", "2025-07-31T10:37:00Z", "--until", "2025-08-03"])
+        .args(["--tolerance-usd", "0", "--tolerance-pct", "0", "--format", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let asked_service: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(asked_service["cells"], from_command["cells"]);
+    let refused = run(&["reconcile", "--db", "r.duckdb"], dir.path());
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--prices cannot apply"));
 }
 
 /// A loopback stand-in for the three admin APIs, serving the fixtures as
@@ -838,7 +856,9 @@ fn serve_fetches_on_a_schedule_and_shows_each_providers_last_settled_day() {
     ok(&["ingest", "--db", "r.duckdb", "ledger.jsonl"], dir.path());
     let urls: Vec<String> =
         ["openai", "anthropic", "openrouter"].iter().map(|p| format!("{p}={}", api.url)).collect();
-    let mut flags = vec!["--reconcile-every", "1m", "--reconcile-look-back", "7d"];
+    let prices = fixture("prices.toml");
+    let mut flags =
+        vec!["--reconcile-every", "1m", "--reconcile-look-back", "7d", "--prices", prices.to_str().unwrap()];
     for url in &urls {
         flags.extend(["--reconcile-base-url", url.as_str()]);
     }
@@ -875,7 +895,9 @@ fn the_dashboard_page_shows_the_cells_by_drift_and_their_causes() {
     for source in SOURCES {
         import(dir.path(), source, &fixture(&format!("{source}.json")));
     }
-    let service = crate::service::Service::start(&dir.path().join("r.duckdb"), &[]);
+    let prices = fixture("prices.toml");
+    let service =
+        crate::service::Service::start(&dir.path().join("r.duckdb"), &["--prices", prices.to_str().unwrap()]);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let mut response = agent
         .get(&format!("{}/reconcile?since=2025-08-01T06:00:00Z&until=2025-08-01T18:00:00Z", service.http))

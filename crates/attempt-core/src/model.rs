@@ -163,8 +163,12 @@ pub struct Tokens {
     pub output: Option<i64>,
     pub cached_input: Option<i64>,
     pub cache_write_input: Option<i64>,
-    /// The part of `output` the model spent reasoning (billed as output).
+    /// The part of `output` the model spent reasoning (billed as output
+    /// unless the price table prices it apart).
     pub reasoning_output: Option<i64>,
+    /// The part of `cache_write_input` written to a one-hour cache (the rest
+    /// went to the five-minute cache).
+    pub cache_write_1h_input: Option<i64>,
 }
 
 impl Tokens {
@@ -174,6 +178,7 @@ impl Tokens {
             && self.cached_input.is_none()
             && self.cache_write_input.is_none()
             && self.reasoning_output.is_none()
+            && self.cache_write_1h_input.is_none()
     }
 }
 
@@ -207,6 +212,10 @@ pub struct Attempt {
     /// The provider's service tier (`default`, `flex`, `priority`, `batch`,
     /// ...), as the provider spells it.
     pub service_tier: Option<String>,
+    /// Sent through the provider's batch API (billed at its batch price).
+    pub batch: Option<bool>,
+    /// Server-side searches or grounding queries billed per request.
+    pub web_search_requests: Option<i64>,
     /// The rate-limit windows the provider stated on this attempt's response.
     pub headroom: crate::ratelimit::Headroom,
     pub duration_ms: Option<f64>,
@@ -291,9 +300,20 @@ impl Attempt {
                 put(value.as_bytes());
             }
         }
-        if let Some(reasoning) = self.tokens.reasoning_output {
-            put(b"reasoning_output_tokens");
-            put(&reasoning.to_le_bytes());
+        let added_counts = [
+            ("reasoning_output_tokens", self.tokens.reasoning_output),
+            ("cache_write_1h_input_tokens", self.tokens.cache_write_1h_input),
+            ("web_search_requests", self.web_search_requests),
+        ];
+        for (tag, value) in added_counts {
+            if let Some(value) = value {
+                put(tag.as_bytes());
+                put(&value.to_le_bytes());
+            }
+        }
+        if let Some(batch) = self.batch {
+            put(b"batch");
+            put(if batch { b"true" } else { b"false" });
         }
         for (tag, value) in self.headroom.fields() {
             if let Some(value) = value {

@@ -104,6 +104,12 @@ impl ProviderAliases {
         self.canonical.get(&key).cloned().unwrap_or(key)
     }
 
+    /// Whether the table names this spelling (as an alias or a canonical
+    /// name), rather than keeping an unknown spelling as itself.
+    pub fn knows(&self, received: &str) -> bool {
+        self.canonical.contains_key(&normalise(received))
+    }
+
     /// Every (alias, canonical) pair whose alias differs from its canonical
     /// name, sorted: what `rebuild` re-applies to stored rows.
     pub fn pairs(&self) -> Vec<(&str, &str)> {

@@ -52,12 +52,14 @@ WHERE (${read_from} IS NULL OR (toDate(day) >= toDate(${read_from}) AND started_
 CREATE TABLE ${db}.lake_attempts ENGINE = Memory AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+       batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
                cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+               batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM ${db}.lake_read
@@ -69,10 +71,13 @@ WHERE copy_rank = 1;
 -- result: copies
 SELECT (SELECT count() FROM ${db}.lake_read) AS copies_read, (SELECT count() FROM ${db}.lake_attempts) AS attempts;
 
--- The newest price of each served model (every node ships its own).
+-- The newest answer of the price table for each served model and price
+-- key (every node ships the keys of its own attempts).
 CREATE TABLE ${db}.lake_prices ENGINE = Memory AS
-SELECT served_provider, served_model, input_pusd, cached_input_pusd, cache_write_pusd, output_pusd FROM (
-    SELECT *, row_number() OVER (PARTITION BY served_provider, served_model ORDER BY exported_at DESC, ingest_node) AS r
+SELECT served_provider, served_model, day, tier, over, account, priced, unpriced, input_pusd, cached_input_pusd,
+       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd FROM (
+    SELECT *, row_number() OVER (PARTITION BY served_provider, served_model, day, tier, over, account
+                                 ORDER BY exported_at DESC, ingest_node) AS r
     FROM ${price_files}
 )
 WHERE r = 1;
@@ -82,6 +87,7 @@ CREATE TABLE ${db}.fact_ordered ENGINE = Memory AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
        cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+       batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
@@ -131,15 +137,18 @@ SELECT o.workflow_id AS workflow_id, o.attempt_id AS attempt_id, o.started_at AS
        o.served_model AS served_model, o.error_class AS error_class, o.input_tokens AS input_tokens, o.output_tokens AS output_tokens,
        o.cached_input_tokens AS cached_input_tokens, o.cache_write_input_tokens AS cache_write_input_tokens,
        o.reasoning_output_tokens AS reasoning_output_tokens, o.cost_pusd AS cost_pusd, o.seq AS seq,
-       o.deliverable AS deliverable,
+       o.deliverable AS deliverable, o.batch AS batch, o.service_tier AS service_tier,
+       o.billing_account AS billing_account, o.cache_write_1h_input_tokens AS cache_write_1h_input_tokens,
+       o.web_search_requests AS web_search_requests,
        coalesce(o.route, CASE WHEN CASE WHEN o.route_group IS NOT NULL OR w.primary_route_group IS NOT NULL THEN coalesce(o.route_group = w.primary_route_group, false)
                                         ELSE o.provider = w.primary_provider AND o.model = w.primary_model END
                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
-            WHEN o.cost_currency IS NOT NULL THEN 'unknown'
+            WHEN o.cost_currency IS NOT NULL THEN 'other_currency'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
                  AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
+                 AND coalesce(o.web_search_requests, 0) = 0
                  THEN 'free'
             WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
                  AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
@@ -180,8 +189,42 @@ WHERE (${since} IS NULL OR w.first_at >= ${since})
   AND (${workflow} IS NULL OR w.workflow_name = ${workflow});
 
 -- Their attempts, priced as queries/cost.sql prices (the emitter's cost,
--- else 0 for a failure without tokens, else the tokens at the served
--- model's price; unknown without usage or without a price).
+-- else 0 for a failure without tokens or searches, else the tokens at the
+-- price of the served model's key: its day, tier, prompt size and account;
+-- unknown without usage, in another currency, or without a price).
+CREATE TABLE ${db}.priced_attempts ENGINE = Memory AS
+SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.cost_kind AS cost_kind,
+       coalesce(p.priced, false) AS has_price, p.unpriced AS unpriced,
+       if(coalesce(p.priced, false),
+          (CASE WHEN toInt128(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
+                                           - coalesce(a.cache_write_input_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
+                                           - coalesce(a.cache_write_input_tokens, 0)) * p.input_pusd END
+           + CASE WHEN toInt128(coalesce(a.cached_input_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.cached_input_tokens, 0)) * p.cached_input_pusd END
+           + CASE WHEN toInt128(coalesce(a.cache_write_input_tokens, 0) - coalesce(a.cache_write_1h_input_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.cache_write_input_tokens, 0) - coalesce(a.cache_write_1h_input_tokens, 0)) * p.cache_write_pusd END
+           + CASE WHEN toInt128(coalesce(a.cache_write_1h_input_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.cache_write_1h_input_tokens, 0)) * p.cache_write_1h_pusd END
+           + CASE WHEN toInt128(coalesce(a.output_tokens, 0) - coalesce(a.reasoning_output_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.output_tokens, 0) - coalesce(a.reasoning_output_tokens, 0)) * p.output_pusd END
+           + CASE WHEN toInt128(coalesce(a.reasoning_output_tokens, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.reasoning_output_tokens, 0)) * p.reasoning_output_pusd END
+           + CASE WHEN toInt128(coalesce(a.web_search_requests, 0)) = 0 THEN 0 ELSE toInt128(coalesce(a.web_search_requests, 0)) * p.web_search_pusd END), NULL) AS priced
+FROM ${db}.fact_attempts a
+LEFT JOIN ${db}.lake_prices p
+  ON p.served_provider = a.served_provider AND p.served_model = a.served_model
+ AND p.day = toDate(a.started_at) AND p.tier = CASE WHEN coalesce(a.batch, false) THEN 'batch'
+                                                    WHEN a.service_tier IS NULL OR lower(a.service_tier) IN ('', 'default', 'auto', 'standard', 'on_demand')
+                                                         THEN 'standard'
+                                                    ELSE lower(a.service_tier) END
+ AND p.over = CASE WHEN a.input_tokens > 1000000 THEN 1000000
+                   WHEN a.input_tokens > 512000 THEN 512000
+                   WHEN a.input_tokens > 272000 THEN 272000
+                   WHEN a.input_tokens > 256000 THEN 256000
+                   WHEN a.input_tokens > 200000 THEN 200000
+                   WHEN a.input_tokens > 199999 THEN 199999
+                   WHEN a.input_tokens > 128000 THEN 128000
+                   WHEN a.input_tokens > 100000 THEN 100000
+                   WHEN a.input_tokens > 64000 THEN 64000
+                   WHEN a.input_tokens > 32000 THEN 32000
+                   ELSE 0 END AND isNotDistinctFrom(p.account, a.billing_account)
+SETTINGS join_use_nulls = 1;
+
 CREATE TABLE ${db}.scope_attempts ENGINE = Memory AS
 SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.started_at AS started_at, a.layer AS layer,
        a.workflow AS workflow, a.route AS route, a.provider AS provider, a.model AS model,
@@ -193,18 +236,17 @@ SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.started_at AS
        w.workflow_name AS workflow_name,
        coalesce(CASE a.cost_kind
                     WHEN 'emitter' THEN toInt128(a.cost_pusd)
-                    WHEN 'priced' THEN
-                         toInt128(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
-                                  - coalesce(a.cache_write_input_tokens, 0)) * p.input_pusd
-                       + toInt128(coalesce(a.cached_input_tokens, 0)) * p.cached_input_pusd
-                       + toInt128(coalesce(a.cache_write_input_tokens, 0)) * p.cache_write_pusd
-                       + toInt128(coalesce(a.output_tokens, 0)) * p.output_pusd
+                    WHEN 'priced' THEN q.priced
                     ELSE toInt128(0) END,
                 toInt128(0)) AS cost,
-       if(a.cost_kind = 'unknown' OR (a.cost_kind = 'priced' AND p.served_model IS NULL), 1, 0) AS unknown_cost
+       if(CASE WHEN a.cost_kind = 'unknown' THEN 'no_usage'
+               WHEN a.cost_kind = 'other_currency' THEN 'other_currency'
+               WHEN a.cost_kind <> 'priced' THEN NULL
+               WHEN NOT q.has_price THEN coalesce(q.unpriced, 'no_price')
+               WHEN q.priced IS NULL THEN 'no_kind_price' END IS NOT NULL, 1, 0) AS unknown_cost
 FROM ${db}.fact_attempts a
 JOIN ${db}.scope_workflows w ON w.workflow_id = a.workflow_id
-LEFT JOIN ${db}.lake_prices p ON p.served_provider = a.served_provider AND p.served_model = a.served_model;
+JOIN ${db}.priced_attempts q ON q.workflow_id = a.workflow_id AND q.attempt_id = a.attempt_id;
 
 -- result: outside
 SELECT uniqExact(attempt_id) AS attempts_outside_horizon FROM ${attempts_files}

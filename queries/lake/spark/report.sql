@@ -15,7 +15,8 @@
 -- Reads: the temp views lake_rows (the lake's attempts files read with
 --   mergeSchema, with the partition columns day and bucket, and an added
 --   column no file holds yet as a typed NULL) and lake_price_rows (every
---   node's prices/<node>.parquet).
+--   node's prices/<node>.parquet: the price table's answer per served
+--   model and price key, as store::lake writes it).
 -- Results, each after a `-- result: NAME` line:
 --   copies        copies_read, attempts: rows read, rows left after dedup
 --   outside       attempts_outside_horizon
@@ -40,12 +41,14 @@ WHERE (${read_from} IS NULL OR (day >= CAST(${read_from} AS DATE) AND started_at
 CACHE TABLE lake_attempts AS
 SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
        decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
-       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency FROM (
+       cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+       batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY ingested_at, ingest_node, ingest_seq) AS copy_rank
     FROM (
         SELECT attempt_id, workflow_id, started_at, attempt, layer, workflow, route, provider, model, route_group,
                decision, status, served_provider, served_model, error_class, input_tokens, output_tokens,
                cached_input_tokens, cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+               batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests,
                ingested_at, ingest_node, ingest_seq, source_trace,
                max(ingest_seq) OVER (PARTITION BY source_trace, ingest_node) AS trace_revision
         FROM lake_read
@@ -57,10 +60,13 @@ WHERE copy_rank = 1;
 -- result: copies
 SELECT (SELECT count(*) FROM lake_read) AS copies_read, (SELECT count(*) FROM lake_attempts) AS attempts;
 
--- The newest price of each served model (every node ships its own).
+-- The newest answer of the price table for each served model and price
+-- key (every node ships the keys of its own attempts).
 CREATE OR REPLACE TEMP VIEW lake_prices AS
-SELECT served_provider, served_model, input_pusd, cached_input_pusd, cache_write_pusd, output_pusd FROM (
-    SELECT *, row_number() OVER (PARTITION BY served_provider, served_model ORDER BY exported_at DESC, ingest_node) AS r
+SELECT served_provider, served_model, day, tier, over, account, priced, unpriced, input_pusd, cached_input_pusd,
+       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd FROM (
+    SELECT *, row_number() OVER (PARTITION BY served_provider, served_model, day, tier, over, account
+                                 ORDER BY exported_at DESC, ingest_node) AS r
     FROM lake_price_rows
 )
 WHERE r = 1;
@@ -70,6 +76,7 @@ CACHE TABLE fact_ordered AS
 SELECT workflow_id, attempt_id, started_at, layer, workflow, route, provider, model, route_group, decision, status,
        served_provider, served_model, error_class, input_tokens, output_tokens, cached_input_tokens,
        cache_write_input_tokens, reasoning_output_tokens, cost_pusd, cost_currency,
+       batch, service_tier, billing_account, cache_write_1h_input_tokens, web_search_requests,
        row_number() OVER (PARTITION BY workflow_id
                           ORDER BY attempt ASC NULLS LAST, started_at, status, attempt_id) AS seq,
        coalesce(status = 'ok' AND (decision IS NULL OR decision NOT IN ('retry', 'fallback')), false) AS deliverable
@@ -118,9 +125,10 @@ SELECT o.*,
                              THEN 'primary' ELSE 'fallback' END) AS effective_route,
        coalesce(o.seq = w.delivered_seq, false) AS delivered,
        CASE WHEN o.cost_pusd IS NOT NULL THEN 'emitter'
-            WHEN o.cost_currency IS NOT NULL THEN 'unknown'
+            WHEN o.cost_currency IS NOT NULL THEN 'other_currency'
             WHEN o.status = 'error' AND coalesce(o.input_tokens, 0) = 0 AND coalesce(o.output_tokens, 0) = 0
                  AND coalesce(o.cached_input_tokens, 0) = 0 AND coalesce(o.cache_write_input_tokens, 0) = 0
+                 AND coalesce(o.web_search_requests, 0) = 0
                  THEN 'free'
             WHEN o.status = 'ok' AND o.input_tokens IS NULL AND o.output_tokens IS NULL
                  AND o.cached_input_tokens IS NULL AND o.cache_write_input_tokens IS NULL
@@ -158,25 +166,58 @@ WHERE (${since} IS NULL OR w.first_at >= ${since})
   AND (${workflow} IS NULL OR w.workflow_name = ${workflow});
 
 -- Their attempts, priced as queries/cost.sql prices (the emitter's cost,
--- else 0 for a failure without tokens, else the tokens at the served
--- model's price; unknown without usage or without a price).
+-- else 0 for a failure without tokens or searches, else the tokens at the
+-- price of the served model's key: its day, tier, prompt size and account;
+-- unknown without usage, in another currency, or without a price).
 CACHE TABLE scope_attempts AS
 SELECT a.*, w.workflow_name,
        coalesce(CASE a.cost_kind
                     WHEN 'emitter' THEN CAST(a.cost_pusd AS DECIMAL(38, 0))
-                    WHEN 'priced' THEN
-                         CAST(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
-                              - coalesce(a.cache_write_input_tokens, 0) AS DECIMAL(38, 0)) * p.input_pusd
-                       + CAST(coalesce(a.cached_input_tokens, 0) AS DECIMAL(38, 0)) * p.cached_input_pusd
-                       + CAST(coalesce(a.cache_write_input_tokens, 0) AS DECIMAL(38, 0)) * p.cache_write_pusd
-                       + CAST(coalesce(a.output_tokens, 0) AS DECIMAL(38, 0)) * p.output_pusd
+                    WHEN 'priced' THEN a.priced
                     ELSE CAST(0 AS DECIMAL(38, 0)) END,
                 CAST(0 AS DECIMAL(38, 0))) AS cost,
-       CASE WHEN a.cost_kind = 'unknown' OR (a.cost_kind = 'priced' AND p.served_model IS NULL) THEN 1 ELSE 0 END
+       CASE WHEN CASE WHEN a.cost_kind = 'unknown' THEN 'no_usage'
+                      WHEN a.cost_kind = 'other_currency' THEN 'other_currency'
+                      WHEN a.cost_kind <> 'priced' THEN NULL
+                      WHEN NOT a.has_price THEN coalesce(a.unpriced, 'no_price')
+                      WHEN a.priced IS NULL THEN 'no_kind_price' END IS NOT NULL THEN 1 ELSE 0 END
            AS unknown_cost
-FROM fact_attempts a
-JOIN scope_workflows w ON w.workflow_id = a.workflow_id
-LEFT JOIN lake_prices p ON p.served_provider = a.served_provider AND p.served_model = a.served_model;
+FROM (
+    SELECT a.*, coalesce(p.priced, false) AS has_price, p.unpriced,
+           CASE WHEN p.priced THEN
+                (CASE WHEN CAST(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
+                                                   - coalesce(a.cache_write_input_tokens, 0) AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
+                                                   - coalesce(a.cache_write_input_tokens, 0) AS DECIMAL(38, 0)) * p.input_pusd END
+                 + CASE WHEN CAST(coalesce(a.cached_input_tokens, 0) AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.cached_input_tokens, 0) AS DECIMAL(38, 0)) * p.cached_input_pusd END
+                 + CASE WHEN CAST(coalesce(a.cache_write_input_tokens, 0) - coalesce(a.cache_write_1h_input_tokens, 0)
+                                                   AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.cache_write_input_tokens, 0) - coalesce(a.cache_write_1h_input_tokens, 0)
+                                                   AS DECIMAL(38, 0)) * p.cache_write_pusd END
+                 + CASE WHEN CAST(coalesce(a.cache_write_1h_input_tokens, 0) AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.cache_write_1h_input_tokens, 0) AS DECIMAL(38, 0)) * p.cache_write_1h_pusd END
+                 + CASE WHEN CAST(coalesce(a.output_tokens, 0) - coalesce(a.reasoning_output_tokens, 0)
+                                                   AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.output_tokens, 0) - coalesce(a.reasoning_output_tokens, 0)
+                                                   AS DECIMAL(38, 0)) * p.output_pusd END
+                 + CASE WHEN CAST(coalesce(a.reasoning_output_tokens, 0) AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.reasoning_output_tokens, 0) AS DECIMAL(38, 0)) * p.reasoning_output_pusd END
+                 + CASE WHEN CAST(coalesce(a.web_search_requests, 0) AS DECIMAL(38, 0)) = 0 THEN 0 ELSE CAST(coalesce(a.web_search_requests, 0) AS DECIMAL(38, 0)) * p.web_search_pusd END) END AS priced
+    FROM fact_attempts a
+    LEFT JOIN lake_prices p
+      ON p.served_provider = a.served_provider AND p.served_model = a.served_model
+     AND p.day = CAST(a.started_at AS DATE) AND p.tier = CASE WHEN coalesce(a.batch, false) THEN 'batch'
+                                                              WHEN a.service_tier IS NULL OR lower(a.service_tier) IN ('', 'default', 'auto', 'standard', 'on_demand')
+                                                                   THEN 'standard'
+                                                              ELSE lower(a.service_tier) END
+     AND p.over = CASE WHEN a.input_tokens > 1000000 THEN 1000000
+                       WHEN a.input_tokens > 512000 THEN 512000
+                       WHEN a.input_tokens > 272000 THEN 272000
+                       WHEN a.input_tokens > 256000 THEN 256000
+                       WHEN a.input_tokens > 200000 THEN 200000
+                       WHEN a.input_tokens > 199999 THEN 199999
+                       WHEN a.input_tokens > 128000 THEN 128000
+                       WHEN a.input_tokens > 100000 THEN 100000
+                       WHEN a.input_tokens > 64000 THEN 64000
+                       WHEN a.input_tokens > 32000 THEN 32000
+                       ELSE 0 END AND p.account <=> a.billing_account
+) a
+JOIN scope_workflows w ON w.workflow_id = a.workflow_id;
 
 -- result: outside
 SELECT count(DISTINCT attempt_id) AS attempts_outside_horizon FROM lake_rows

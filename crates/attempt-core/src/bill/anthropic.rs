@@ -34,6 +34,13 @@ pub(super) struct UsageResult {
     workspace_id: Option<String>,
     model: Option<String>,
     service_tier: Option<String>,
+    server_tool_use: Option<ServerToolUse>,
+    context_window: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ServerToolUse {
+    web_search_requests: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +59,7 @@ pub(super) struct CostResult {
     model: Option<String>,
     service_tier: Option<String>,
     token_type: Option<String>,
+    context_window: Option<String>,
 }
 
 pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String> {
@@ -81,7 +89,13 @@ pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String>
                 cache_write_input: written,
                 output: count(Some(r.output_tokens), "output_tokens")?,
                 reasoning_output: None,
+                cache_write_1h_input: hour,
             },
+            web_search_requests: count(
+                r.server_tool_use.and_then(|s| s.web_search_requests),
+                "server_tool_use.web_search_requests",
+            )?,
+            prompt_over: context_window_start(r.context_window.as_deref())?,
             amount: None,
         })
     })
@@ -111,9 +125,31 @@ pub(super) fn cost_page(page: Page<CostResult>) -> Result<PageBuckets, String> {
             detail,
             requests: None,
             tokens: Tokens::default(),
+            web_search_requests: None,
+            prompt_over: context_window_start(r.context_window.as_deref())?,
             amount: Some(Money { currency: currency(&r.currency)?, pico }),
         })
     })
+}
+
+/// Where a `context_window` (`0-200k`, `200k-1M`) starts, in tokens: the
+/// prompt size its line's prompts exceed. `None` when not grouped by it.
+fn context_window_start(window: Option<&str>) -> Result<Option<i64>, String> {
+    let Some(window) = window else { return Ok(None) };
+    let start = window.split_once('-').map_or(window, |(start, _)| start).trim();
+    let (digits, scale) = match start.strip_suffix(['k', 'K']) {
+        Some(digits) => (digits, 1_000),
+        None => match start.strip_suffix('M') {
+            Some(digits) => (digits, 1_000_000),
+            None => (start, 1),
+        },
+    };
+    digits
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .map(Some)
+        .ok_or_else(|| format!("`context_window`: `{window}` is not a range of tokens (`0-200k`, `200k-1M`)"))
 }
 
 fn buckets<R>(

@@ -101,6 +101,12 @@ pub struct BillFact {
     pub detail: Option<String>,
     pub requests: Option<i64>,
     pub tokens: Tokens,
+    /// Server-side web searches the usage line counts.
+    pub web_search_requests: Option<i64>,
+    /// The prompt size the line's context window starts above (Anthropic's
+    /// `context_window`: `200k-1M` is 200,000; `0-200k` is 0): what selects
+    /// a long-context price.
+    pub prompt_over: Option<i64>,
     pub amount: Option<Money>,
 }
 

@@ -68,8 +68,14 @@ pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String>
                 cached_input: count(r.input_cached_tokens, "input_cached_tokens")?,
                 cache_write_input: None,
                 reasoning_output: None,
+                cache_write_1h_input: None,
             };
-            let service_tier = r.service_tier.or_else(|| r.batch.filter(|b| *b).map(|_| "batch".to_string()));
+            // The Batch API's requests are billed at its price, whatever
+            // tier the line also names.
+            let service_tier = match r.batch {
+                Some(true) => Some("batch".to_string()),
+                _ => r.service_tier,
+            };
             Ok(BillFact {
                 bucket,
                 kind: FactKind::Usage,
@@ -80,6 +86,8 @@ pub(super) fn usage_page(page: Page<UsageResult>) -> Result<PageBuckets, String>
                 detail: None,
                 requests: count(r.num_model_requests, "num_model_requests")?,
                 tokens,
+                web_search_requests: None,
+                prompt_over: None,
                 amount: None,
             })
         },
@@ -106,6 +114,8 @@ pub(super) fn costs_page(page: Page<CostsResult>) -> Result<PageBuckets, String>
                 detail: r.line_item,
                 requests: None,
                 tokens: Tokens::default(),
+                web_search_requests: None,
+                prompt_over: None,
                 amount: Some(Money { currency: currency(&amount.currency)?, pico }),
             })
         },

@@ -57,7 +57,10 @@ pub(super) fn activity_page(page: Page) -> Result<PageBuckets, String> {
                 cached_input: None,
                 cache_write_input: None,
                 reasoning_output: None,
+                cache_write_1h_input: None,
             },
+            web_search_requests: None,
+            prompt_over: None,
             amount: None,
         };
         let mut facts = vec![
@@ -66,6 +69,8 @@ pub(super) fn activity_page(page: Page) -> Result<PageBuckets, String> {
                 kind: FactKind::TokenCost,
                 requests: None,
                 tokens: Tokens::default(),
+                web_search_requests: None,
+                prompt_over: None,
                 amount: usd(dollars(&item.usage, "usage")?),
                 ..base.clone()
             },
@@ -81,6 +86,8 @@ pub(super) fn activity_page(page: Page) -> Result<PageBuckets, String> {
                     requests: None,
                     tokens: Tokens::default(),
                     detail: Some("byok_usage_inference".into()),
+                    web_search_requests: None,
+                    prompt_over: None,
                     amount: usd(pico),
                     ..base
                 });

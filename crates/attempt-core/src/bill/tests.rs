@@ -63,10 +63,20 @@ fn anthropic_cost_is_cents_and_usage_input_adds_its_parts() {
             cached_input: Some(500),
             cache_write_input: Some(200),
             output: Some(400),
-            reasoning_output: None
+            reasoning_output: None,
+            cache_write_1h_input: Some(0),
         }
     );
     assert_eq!(standard.requests, None, "Anthropic's usage has no request count");
+    assert_eq!((standard.web_search_requests, standard.prompt_over), (Some(1), Some(0)));
+    let long = fixture("anthropic-usage.json")
+        .replace(r#""context_window": "0-200k"}"#, r#""context_window": "200k-1M"}"#);
+    let long = read_pages(BillSource::AnthropicUsage, &long).unwrap();
+    assert!(long.facts.iter().any(|f| f.prompt_over == Some(200_000)), "{:?}", long.facts);
+    let bad = fixture("anthropic-usage.json")
+        .replace(r#""context_window": "0-200k"}"#, r#""context_window": "large"}"#);
+    let err = read_pages(BillSource::AnthropicUsage, &bad).unwrap_err();
+    assert!(err.contains("`context_window`: `large` is not a range of tokens"), "{err}");
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub fn decode_value(value: Value) -> Result<Built, String> {
 /// The fields every attempt record may carry, in the order they are checked
 /// (the first that is wrong is the one a rejection names; `http_status` is
 /// read first).
-const KNOWN: [&str; 44] = [
+const KNOWN: [&str; 47] = [
     "http_status",
     "workflow_id",
     "started_at",
@@ -98,6 +98,7 @@ const KNOWN: [&str; 44] = [
     "provider_request_id",
     "billing_account",
     "service_tier",
+    "batch",
     "duration_ms",
     "ttft_ms",
     "error_class",
@@ -108,6 +109,8 @@ const KNOWN: [&str; 44] = [
     "cached_input_tokens",
     "cache_write_input_tokens",
     "reasoning_output_tokens",
+    "cache_write_1h_input_tokens",
+    "web_search_requests",
     "cost_usd",
     "commit_state",
     "visible_output",
@@ -418,6 +421,7 @@ impl<'a> Fields<'a> {
             provider_request_id: self.string("provider_request_id")?,
             billing_account: self.string("billing_account")?,
             service_tier: self.string("service_tier")?,
+            batch: self.optional("batch", boolean)?,
             duration_ms: self.optional("duration_ms", non_negative_number)?,
             ttft_ms: self.optional("ttft_ms", non_negative_number)?,
             http_status,
@@ -430,7 +434,9 @@ impl<'a> Fields<'a> {
                 cached_input: self.optional("cached_input_tokens", non_negative_integer)?,
                 cache_write_input: self.optional("cache_write_input_tokens", non_negative_integer)?,
                 reasoning_output: self.optional("reasoning_output_tokens", non_negative_integer)?,
+                cache_write_1h_input: self.optional("cache_write_1h_input_tokens", non_negative_integer)?,
             },
+            web_search_requests: self.optional("web_search_requests", non_negative_integer)?,
             cost: self.optional("cost_usd", cost_usd)?,
             commit_state: self.optional("commit_state", parse_enum)?,
             visible_output: self.optional("visible_output", boolean)?,
@@ -708,6 +714,36 @@ mod tests {
         let a = decode_line(&line).unwrap();
         assert_eq!(a.route_group.as_deref(), Some("gpt-4o-pool"));
         assert_eq!(a.tokens.cache_write_input, Some(60));
+    }
+
+    #[test]
+    fn what_prices_an_attempt_is_read_and_checked() {
+        let line = MINIMAL.replace(
+            "\"status\":\"ok\"",
+            r#""status":"ok","batch":true,"service_tier":"flex","input_tokens":500,"cache_write_input_tokens":300,
+               "cache_write_1h_input_tokens":200,"web_search_requests":3"#,
+        );
+        let a = decode_line(&line.replace('\n', " ")).unwrap();
+        assert_eq!(
+            (a.batch, a.service_tier.as_deref(), a.web_search_requests),
+            (Some(true), Some("flex"), Some(3))
+        );
+        assert_eq!((a.tokens.cache_write_input, a.tokens.cache_write_1h_input), (Some(300), Some(200)));
+        let absent = decode_line(MINIMAL).unwrap();
+        assert_eq!(
+            (absent.batch, absent.web_search_requests, absent.tokens.cache_write_1h_input),
+            (None, None, None)
+        );
+        for (field, why) in [
+            (r#""batch":"yes""#, "field `batch`: expected true or false"),
+            (r#""web_search_requests":-2"#, "field `web_search_requests`"),
+            (r#""cache_write_1h_input_tokens":1.5"#, "field `cache_write_1h_input_tokens`"),
+        ] {
+            let err =
+                decode_line(&MINIMAL.replace("\"status\":\"ok\"", &format!(r#""status":"ok",{field}"#)))
+                    .unwrap_err();
+            assert!(err.contains(why), "{field}: {err}");
+        }
     }
 
     #[test]

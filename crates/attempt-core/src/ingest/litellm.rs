@@ -107,13 +107,14 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
         provider_request_id: error_str("error_provider_request_id")
             .or_else(|| map.get("response").and_then(|r| r.get("id")).and_then(Value::as_str))
             .map(String::from),
-        // The tier the provider answered with (OpenAI echoes it in the response).
-        service_tier: map
-            .get("response")
-            .and_then(|r| r.get("service_tier"))
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .map(String::from),
+        service_tier: service_tier(&map, usage),
+        // LiteLLM logs a batch by the call that retrieved its results.
+        batch: p.str("call_type").filter(|call| call.contains("batch")).map(|_| true),
+        web_search_requests: usage.and_then(|u| web_search_requests(u, &mut warnings)),
+        total_tokens: p.count("total_tokens")?,
+        tool_use_prompt_tokens: usage.and_then(|u| u.get("prompt_tokens_details")).and_then(|d| {
+            numbers::count(d.get("tool_use_tokens"), "prompt_tokens_details.tool_use_tokens", &mut warnings)
+        }),
         headroom,
         tokens: Tokens {
             input: p.count("prompt_tokens")?,
@@ -129,6 +130,7 @@ pub(super) fn decode_value(value: Value) -> Result<Built, String> {
                 })
                 .filter(|n| *n > 0),
             reasoning_output: usage.and_then(|u| reasoning_tokens(u, &mut warnings)),
+            cache_write_1h_input: usage.and_then(|u| one_hour_cache_writes(u, &mut warnings)),
         },
         cost: match numbers::amount(map.get("response_cost"), "response_cost", &mut warnings) {
             Some(usd) => {
@@ -214,6 +216,52 @@ fn cached_tokens(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Opti
     .filter(|n| *n > 0)
 }
 
+/// The tier that served: the one the provider answered with (OpenAI echoes
+/// it in the response, Anthropic in its usage), else the one LiteLLM
+/// priced the call at (`cost_breakdown`), else the one asked for.
+fn service_tier(map: &Map<String, Value>, usage: Option<&Map<String, Value>>) -> Option<String> {
+    fn tier(value: Option<&Value>) -> Option<&str> {
+        value.and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty())
+    }
+    tier(map.get("response").and_then(|r| r.get("service_tier")))
+        .or_else(|| tier(usage.and_then(|u| u.get("service_tier"))))
+        .or_else(|| tier(map.get("cost_breakdown").and_then(|c| c.get("service_tier"))))
+        .or_else(|| tier(map.get("model_parameters").and_then(|m| m.get("service_tier"))))
+        .map(String::from)
+}
+
+/// Anthropic's one-hour cache writes, as LiteLLM's usage object carries
+/// them (`prompt_tokens_details.cache_creation_token_details`, or the same
+/// object at the top).
+fn one_hour_cache_writes(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Option<i64> {
+    let details = usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cache_creation_token_details"))
+        .filter(|d| !d.is_null())
+        .or_else(|| usage.get("cache_creation_token_details").filter(|d| !d.is_null()))?;
+    numbers::count(
+        details.get("ephemeral_1h_input_tokens"),
+        "cache_creation_token_details.ephemeral_1h_input_tokens",
+        warnings,
+    )
+}
+
+/// Server-side web searches: `server_tool_use.web_search_requests`
+/// (Anthropic, OpenAI-compatible providers), else the count LiteLLM keeps
+/// in `prompt_tokens_details`.
+fn web_search_requests(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Option<i64> {
+    let server =
+        usage.get("server_tool_use").and_then(|s| s.get("web_search_requests")).filter(|v| !v.is_null());
+    match server {
+        Some(v) => numbers::count(Some(v), "server_tool_use.web_search_requests", warnings),
+        None => numbers::count(
+            usage.get("prompt_tokens_details").and_then(|d| d.get("web_search_requests")),
+            "prompt_tokens_details.web_search_requests",
+            warnings,
+        ),
+    }
+}
+
 /// OpenAI's `completion_tokens_details.reasoning_tokens`, as LiteLLM's
 /// usage object copies it (a part of `completion_tokens`).
 fn reasoning_tokens(usage: &Map<String, Value>, warnings: &mut Vec<String>) -> Option<i64> {
@@ -282,6 +330,44 @@ mod tests {
             "prompt_tokens_details":{"cached_tokens":20}}}"#;
         let a = &decode_lines(&payload("success", &usage.replace('\n', " ")), 1).attempts[0];
         assert_eq!((a.tokens.cached_input, a.tokens.reasoning_output), (Some(20), Some(12)));
+    }
+
+    #[test]
+    fn one_hour_cache_writes_searches_tiers_and_batches_are_read() {
+        let usage = r#","call_type":"aretrieve_batch","cost_breakdown":{"service_tier":"priority"},
+            "hidden_params":{"usage_object":{"prompt_tokens":100,"completion_tokens":20,
+            "cache_creation_input_tokens":60,"server_tool_use":{"web_search_requests":4},
+            "prompt_tokens_details":{"cached_tokens":0,"cache_creation_token_details":
+            {"ephemeral_5m_input_tokens":10,"ephemeral_1h_input_tokens":50}}}}"#;
+        let text = payload("success", &usage.replace('\n', " ")).replace(r#""call_type":"acompletion","#, "");
+        let a = &decode_lines(&text, 1).attempts[0];
+        assert_eq!((a.tokens.cache_write_input, a.tokens.cache_write_1h_input), (Some(60), Some(50)));
+        assert_eq!(
+            (a.web_search_requests, a.batch, a.service_tier.as_deref()),
+            (Some(4), Some(true), Some("priority"))
+        );
+        // The tier the response states wins over the one LiteLLM priced.
+        let answered = text.replace(r#""id":"chatcmpl-9""#, r#""id":"chatcmpl-9","service_tier":"flex""#);
+        assert_eq!(decode_lines(&answered, 1).attempts[0].service_tier.as_deref(), Some("flex"));
+        let plain = &decode_lines(&payload("success", ""), 1).attempts[0];
+        assert_eq!(
+            (plain.batch, plain.web_search_requests, plain.service_tier.as_deref()),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn gemini_tool_use_prompt_tokens_are_counted_once_as_the_total_says() {
+        // Prompt 100 + tool use 30 + completion 20 = 150: the tool use is apart.
+        let usage = r#","total_tokens":150,"hidden_params":{"usage_object":{"prompt_tokens":100,"completion_tokens":20,
+            "prompt_tokens_details":{"tool_use_tokens":30}}}"#;
+        let decoded = decode_lines(&payload("success", &usage.replace('\n', " ")), 1);
+        assert_eq!(decoded.attempts[0].tokens.input, Some(130));
+        assert_eq!(decoded.warnings.len(), 1, "{:?}", decoded.warnings);
+        // A total of 120 says the tool use was counted in.
+        let counted_in = usage.replace("150", "120");
+        let decoded = decode_lines(&payload("success", &counted_in.replace('\n', " ")), 1);
+        assert_eq!((decoded.attempts[0].tokens.input, decoded.warnings.len()), (Some(100), 0));
     }
 
     #[test]

@@ -238,6 +238,14 @@ pub struct AttemptFields {
     pub provider_request_id: Option<String>,
     pub billing_account: Option<String>,
     pub service_tier: Option<String>,
+    pub batch: Option<bool>,
+    pub web_search_requests: Option<i64>,
+    /// The emitter's total token count, when it states one: it settles
+    /// whether reasoning and tool-use prompt tokens were counted in or apart.
+    pub total_tokens: Option<i64>,
+    /// Prompt tokens a server-side tool used (Gemini's grounding), which
+    /// some emitters count apart from the prompt.
+    pub tool_use_prompt_tokens: Option<i64>,
     pub headroom: crate::ratelimit::Headroom,
     pub duration_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
@@ -309,6 +317,26 @@ pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
     check_bounds(&fields)?;
     let mut warnings = std::mem::take(&mut fields.warnings);
     let tokens = &mut fields.tokens;
+    if let Some(one_hour) = tokens.cache_write_1h_input {
+        match tokens.cache_write_input {
+            // Only the one-hour part is known: every known write is it.
+            None => tokens.cache_write_input = Some(one_hour),
+            Some(all) if one_hour > all => {
+                // Counted apart from the five-minute writes, as some
+                // emitters split Anthropic's usage.
+                let raised = all.saturating_add(one_hour);
+                warnings.push(format!(
+                    "cache_write_1h_input_tokens ({one_hour}) exceed cache_write_input_tokens ({all}): read as \
+                     counted apart, cache_write_input_tokens raised to {raised}"
+                ));
+                tokens.cache_write_input = Some(raised);
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(total) = fields.total_tokens {
+        settle_by_total(tokens, total, fields.tool_use_prompt_tokens.unwrap_or(0), &mut warnings);
+    }
     let cached = tokens.cached_input.unwrap_or(0);
     let cache_write = tokens.cache_write_input.unwrap_or(0);
     if cached.saturating_add(cache_write) > tokens.input.unwrap_or(0) {
@@ -373,6 +401,8 @@ pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
         provider_request_id: fields.provider_request_id,
         billing_account: fields.billing_account,
         service_tier: fields.service_tier,
+        batch: fields.batch,
+        web_search_requests: fields.web_search_requests,
         headroom: fields.headroom,
         duration_ms: fields.duration_ms,
         ttft_ms: fields.ttft_ms,
@@ -393,6 +423,39 @@ pub fn build_attempt(mut fields: AttemptFields) -> Result<Built, String> {
     };
     let attempt = Attempt { fingerprint: attempt.compute_fingerprint(), ..attempt };
     Ok(Built { attempt, warnings })
+}
+
+/// Counts each token once when an emitter's total says how it counted:
+/// Gemini reports thoughts and tool-use prompt tokens apart from output and
+/// prompt, and emitters copy its usage as is or add them in. The first
+/// reading under which input and output add up to the total wins (none
+/// added, the tool-use tokens, the thoughts, both); under none, the counts
+/// stand as sent.
+fn settle_by_total(tokens: &mut Tokens, total: i64, tool_use: i64, warnings: &mut Vec<String>) {
+    let (input, output) = (tokens.input.unwrap_or(0), tokens.output.unwrap_or(0));
+    let reasoning = tokens.reasoning_output.unwrap_or(0);
+    for (tool_apart, thoughts_apart) in [(0, 0), (tool_use, 0), (0, reasoning), (tool_use, reasoning)] {
+        if input.saturating_add(tool_apart).saturating_add(output).saturating_add(thoughts_apart) != total {
+            continue;
+        }
+        if tool_apart > 0 {
+            warnings.push(format!(
+                "tool-use prompt tokens ({tool_apart}) counted apart from input_tokens ({input}), as the total \
+                 ({total}) says: input_tokens raised to {}",
+                input + tool_apart
+            ));
+            tokens.input = Some(input + tool_apart);
+        }
+        if thoughts_apart > 0 {
+            warnings.push(format!(
+                "reasoning_output_tokens ({thoughts_apart}) counted apart from output_tokens ({output}), as the \
+                 total ({total}) says: output_tokens raised to {}",
+                output + thoughts_apart
+            ));
+            tokens.output = Some(output + thoughts_apart);
+        }
+        return;
+    }
 }
 
 /// The id of a record that carries none: a hash of what identifies the
@@ -531,6 +594,61 @@ mod tests {
             assert_eq!(built.attempt.tokens.output, Some(stored), "{output:?} {reasoning}");
             assert_eq!(built.attempt.tokens.reasoning_output, Some(reasoning));
             assert_eq!(built.warnings.len(), usize::from(warned), "{:?}", built.warnings);
+        }
+    }
+
+    #[test]
+    fn one_hour_cache_writes_are_part_of_the_cache_writes() {
+        for (all, one_hour, stored, warned) in [
+            (Some(100), 40, 100, false),
+            (Some(40), 40, 40, false),
+            (Some(30), 50, 80, true),
+            (None, 25, 25, false),
+        ] {
+            let mut f = fields();
+            f.tokens = Tokens {
+                input: Some(500),
+                cache_write_input: all,
+                cache_write_1h_input: Some(one_hour),
+                ..Tokens::default()
+            };
+            let built = build_attempt(f).unwrap();
+            assert_eq!(built.attempt.tokens.cache_write_input, Some(stored), "{all:?} {one_hour}");
+            assert_eq!(built.warnings.len(), usize::from(warned), "{:?}", built.warnings);
+        }
+    }
+
+    #[test]
+    fn a_total_settles_whether_thoughts_were_counted_in_the_output() {
+        // Gemini: 20 candidates and 15 thoughts; some emitters add them up.
+        for (total, output, warned) in
+            [(Some(135), 35, true), (Some(120), 20, false), (Some(999), 20, false), (None, 20, false)]
+        {
+            let mut f = fields();
+            f.tokens = Tokens {
+                input: Some(100),
+                output: Some(20),
+                reasoning_output: Some(15),
+                ..Tokens::default()
+            };
+            f.total_tokens = total;
+            let built = build_attempt(f).unwrap();
+            assert_eq!(built.attempt.tokens.output, Some(output), "{total:?}");
+            assert_eq!(built.warnings.len(), usize::from(warned), "{:?}", built.warnings);
+        }
+    }
+
+    #[test]
+    fn pricing_fields_change_the_fingerprint_only_when_present() {
+        let plain = build_attempt(fields()).unwrap().attempt;
+        for change in [
+            (|f: &mut AttemptFields| f.batch = Some(true)) as fn(&mut AttemptFields),
+            |f| f.web_search_requests = Some(2),
+            |f| f.tokens.cache_write_1h_input = Some(1),
+        ] {
+            let mut f = fields();
+            change(&mut f);
+            assert_ne!(build_attempt(f).unwrap().attempt.fingerprint, plain.fingerprint);
         }
     }
 

@@ -60,6 +60,7 @@ pub(super) fn decode_value(value: Value) -> Result<Vec<Built>, String> {
         cached_input: g.count("native_tokens_cached", &mut warnings).filter(|n| *n > 0),
         cache_write_input: None,
         reasoning_output: g.count("native_tokens_reasoning", &mut warnings).filter(|n| *n > 0),
+        cache_write_1h_input: None,
     };
     let cost = match numbers::amount(map.get("total_cost"), "total_cost", &mut warnings) {
         Some(usd) => Some(PicoUsd::from_usd(usd).ok_or(format!("field `total_cost`: {usd} is not a cost"))?),

@@ -833,6 +833,13 @@ fn call_fields(span: &Span, around: &[&Span]) -> Result<AttemptFields, String> {
         billing_account: view.str(&["attempt.billing_account"]).map(String::from),
         // The tier that served wins over the tier asked for ("auto" asks).
         service_tier: str_attr(span, &SERVICE_TIER_KEYS).map(String::from),
+        batch: attr(span, "attempt.batch").and_then(|v| match v {
+            any_value::Value::BoolValue(b) => Some(*b),
+            any_value::Value::StringValue(s) => s.parse().ok(),
+            _ => None,
+        }),
+        web_search_requests: checked_int(span, &WEB_SEARCH_KEYS, &mut warnings).filter(|n| *n >= 0),
+        total_tokens: checked_int(span, &TOTAL_TOKEN_KEYS, &mut warnings).filter(|n| *n >= 0),
         http_status,
         error_code: error_code(span),
         ttft_ms: time_to_first_token_ms(span, &mut warnings),
@@ -1197,15 +1204,25 @@ fn tokens(span: &Span, warnings: &mut Vec<String>) -> Result<Tokens, String> {
         cached_input: count(&CACHE_READ_KEYS)?,
         cache_write_input: count(&CACHE_WRITE_KEYS)?,
         reasoning_output: count(&REASONING_KEYS)?,
+        cache_write_1h_input: count(&CACHE_WRITE_1H_KEYS)?,
     })
 }
 
 /// Whether a field reads `key` as a token count: the stored span keeps it,
 /// extra does not repeat it.
 fn is_token_key(key: &str) -> bool {
-    [INPUT_TOKEN_KEYS.as_slice(), &OUTPUT_TOKEN_KEYS, &CACHE_READ_KEYS, &CACHE_WRITE_KEYS, &REASONING_KEYS]
-        .iter()
-        .any(|keys| keys.contains(&key))
+    [
+        INPUT_TOKEN_KEYS.as_slice(),
+        &OUTPUT_TOKEN_KEYS,
+        &CACHE_READ_KEYS,
+        &CACHE_WRITE_KEYS,
+        &CACHE_WRITE_1H_KEYS,
+        &REASONING_KEYS,
+        &TOTAL_TOKEN_KEYS,
+        &WEB_SEARCH_KEYS,
+    ]
+    .iter()
+    .any(|keys| keys.contains(&key))
 }
 
 /// Reasoning ("thinking") tokens, a part of the output tokens.
@@ -1215,6 +1232,25 @@ const REASONING_KEYS: [&str; 5] = [
     "llm.token_count.completion_details.reasoning",
     "ai.usage.outputTokenDetails.reasoningTokens",
     "ai.usage.reasoningTokens",
+];
+
+/// The part of the cache writes that went to a one-hour cache.
+const CACHE_WRITE_1H_KEYS: [&str; 3] = [
+    "attempt.cache_write_1h_input_tokens",
+    "gen_ai.usage.cache_creation.ephemeral_1h_input_tokens",
+    "gen_ai.usage.cache_write_1h.input_tokens",
+];
+
+/// The emitter's total, which settles how it counted reasoning and tool-use
+/// tokens (`ingest::build_attempt`).
+const TOTAL_TOKEN_KEYS: [&str; 3] =
+    ["gen_ai.usage.total_tokens", "llm.token_count.total", "ai.usage.totalTokens"];
+
+/// Server-side web searches billed per request.
+const WEB_SEARCH_KEYS: [&str; 3] = [
+    "attempt.web_search_requests",
+    "gen_ai.usage.web_search_requests",
+    "gen_ai.usage.server_tool_use.web_search_requests",
 ];
 
 const CACHE_READ_KEYS: [&str; 5] = [

@@ -224,3 +224,59 @@ fn each_stored_span_keeps_the_schema_url_it_was_exported_under() {
     );
     assert!(kept_bytes_at_most(&bytes).unwrap() >= whole.iter().map(SpanRecord::held_bytes).sum::<usize>());
 }
+
+#[test]
+fn what_prices_a_call_is_read_in_every_spelling() {
+    for key in CACHE_WRITE_1H_KEYS {
+        let out = attempts(vec![call(
+            vec![
+                kv("gen_ai.usage.cache_creation.input_tokens", Value::IntValue(80)),
+                kv(key, Value::IntValue(60)),
+            ],
+            0,
+        )]);
+        assert_eq!(
+            (out[0].tokens.cache_write_input, out[0].tokens.cache_write_1h_input),
+            (Some(80), Some(60)),
+            "{key}"
+        );
+    }
+    for key in WEB_SEARCH_KEYS {
+        let out = attempts(vec![call(vec![kv(key, s("3"))], 0)]);
+        assert_eq!(out[0].web_search_requests, Some(3), "{key}");
+    }
+    for (value, batch) in
+        [(Value::BoolValue(true), Some(true)), (s("false"), Some(false)), (s("maybe"), None)]
+    {
+        let out = attempts(vec![call(vec![kv("attempt.batch", value)], 0)]);
+        assert_eq!(out[0].batch, batch);
+    }
+    let plain = attempts(vec![call(vec![], 0)]);
+    assert_eq!(
+        (plain[0].batch, plain[0].web_search_requests, plain[0].tokens.cache_write_1h_input),
+        (None, None, None)
+    );
+}
+
+#[test]
+fn a_total_settles_thoughts_counted_apart_from_the_output() {
+    // Gemini's usage copied as is: 100 prompt, 4096 candidates, 512 thoughts.
+    for key in TOTAL_TOKEN_KEYS {
+        let out = attempts(vec![call(
+            vec![
+                kv("gen_ai.usage.reasoning.output_tokens", Value::IntValue(512)),
+                kv(key, Value::IntValue(4708)),
+            ],
+            0,
+        )]);
+        assert_eq!(out[0].tokens.output, Some(4608), "{key}");
+    }
+    let counted_in = attempts(vec![call(
+        vec![
+            kv("gen_ai.usage.reasoning.output_tokens", Value::IntValue(512)),
+            kv("gen_ai.usage.total_tokens", Value::IntValue(4196)),
+        ],
+        0,
+    )]);
+    assert_eq!(counted_in[0].tokens.output, Some(4096));
+}

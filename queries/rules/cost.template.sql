@@ -1,0 +1,73 @@
+-- cost.sql: what attempts cost, in one place (docs/prices.md). Rendered
+-- from queries/rules/cost.template.sql with the rules of
+-- queries/rules/rules.sql (facts.sql and the lake's Spark and ClickHouse
+-- reports apply the same ones): edit those, then render (docs/testing.md,
+-- "Rules"). Not a report: it defines the macros every query that prices
+-- reads (scope.sql for groups of attempts, workflow.sql and reconcile for
+-- single ones, tune, audit, circuits), so all apply the same rule.
+--
+-- Parameters: of the macros,
+--   kind       the attempts' cost_kind (emitter | free | unknown |
+--              other_currency | priced; facts.sql decides it)
+--   emitter    the emitters' own cost, pico-USD
+--   input, cached, cw, cw1h, output, reasoning, searches
+--              the attempts' token counts as the record states them (input
+--              all input, cw all cache writes, output all output) and web
+--              searches
+--   price      the temp.prices row's price STRUCT(input, cached_input,
+--              cache_write, cache_write_1h, output, reasoning_output,
+--              web_search), pico-USD per token (per search); NULL when the
+--              table has none for the attempts' key
+--   unpriced   the temp.prices row's reason it has no price (no_price |
+--              no_tier_price); NULL with a price, or with no row at all
+--   started_at, batch, service_tier, input_tokens, billing_account
+--              what price_key_of reads of one attempt
+-- Columns: none (it defines macros). known_cost_pusd is the known cost in
+--   pico-USD: the emitter's, 0 for a free failure, the priced tokens, and 0
+--   where the cost is unknown; unknown_cost_reason says when and why it is
+--   unknown (no_usage | other_currency | no_price | no_tier_price |
+--   no_kind_price; NULL when known).
+
+-- The price key of one attempt, as facts.sql keys its rows.
+CREATE OR REPLACE TEMP MACRO price_key_of(started_at, batch, service_tier, input_tokens, billing_account) AS
+    {'day': started_at::DATE, 'tier': {{price_tier(batch, service_tier)}},
+     'over': ({{prompt_over(input_tokens)}})::INTEGER, 'account': billing_account};
+
+-- The price key of a bill's usage fact: its bucket's day, its tier, the
+-- prompt size its context window starts above (0: none stated), its
+-- account.
+CREATE OR REPLACE TEMP MACRO bill_price_key(bucket_start, service_tier, prompt_over, billing_account) AS
+    {'day': bucket_start::DATE, 'tier': {{price_tier(NULL, service_tier)}},
+     'over': coalesce(prompt_over, 0)::INTEGER, 'account': billing_account};
+
+CREATE OR REPLACE TEMP MACRO cost_kind_of(cost_pusd, cost_currency, status, input_tokens, output_tokens,
+                                          cached_input_tokens, cache_write_input_tokens, web_search_requests) AS
+    {{cost_kind(cost_pusd, cost_currency, status, input_tokens, output_tokens, cached_input_tokens,
+                cache_write_input_tokens, web_search_requests)}};
+
+CREATE OR REPLACE TEMP MACRO priced_kinds_of(kind, input_tokens, cached_input_tokens, cache_write_input_tokens,
+                                             cache_write_1h_input_tokens, output_tokens, reasoning_output_tokens,
+                                             web_search_requests) AS
+    ({{priced_kinds(kind, input_tokens, cached_input_tokens, cache_write_input_tokens, cache_write_1h_input_tokens,
+                    output_tokens, reasoning_output_tokens, web_search_requests)}})::UTINYINT;
+
+-- In 128 bits from the first operation: stored counts are 64-bit, and a
+-- count times a price may pass that.
+CREATE OR REPLACE TEMP MACRO priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price) AS
+    CASE WHEN price IS NOT NULL THEN
+         {{priced_pusd((input::HUGEINT - cached - cw), cached::HUGEINT, (cw::HUGEINT - cw1h), cw1h::HUGEINT,
+                       (output::HUGEINT - reasoning), reasoning::HUGEINT, searches::HUGEINT,
+                       price.input, price.cached_input, price.cache_write, price.cache_write_1h, price.output,
+                       price.reasoning_output, price.web_search)}} END;
+
+CREATE OR REPLACE TEMP MACRO known_cost_pusd(kind, emitter, input, cached, cw, cw1h, output, reasoning, searches,
+                                             price) AS
+    coalesce(CASE kind
+        WHEN 'emitter' THEN emitter::HUGEINT
+        WHEN 'priced' THEN priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price)
+        ELSE 0 END, 0)::HUGEINT;
+
+CREATE OR REPLACE TEMP MACRO unknown_cost_reason(kind, input, cached, cw, cw1h, output, reasoning, searches,
+                                                 price, unpriced) AS
+    {{unknown_cost_reason(kind, (price IS NOT NULL), unpriced,
+                          priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price))}};
