@@ -48,6 +48,8 @@ PER_USD = 1e12
 OUTCOMES = ["primary_success", "retry_recovery", "fallback_recovery", "degraded", "fail_closed", "queued",
             "in_flight"]
 TERMINAL = OUTCOMES[:5]
+# Why a cost is unknown (queries/rules/rules.sql, unknown_cost_reason).
+UNKNOWN_COST_REASONS = ["no_usage", "other_currency", "no_price", "no_tier_price", "no_kind_price"]
 
 
 def parse_time(text):
@@ -76,13 +78,15 @@ def parse_horizon(text):
 
 # An added column no file of the lake holds yet (every file predates it)
 # reads as NULL of its type: the engines' types of the manifest's.
-SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint"}
-CLICKHOUSE_TYPES = {"VARCHAR": "String", "BIGINT": "Int64"}
+SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "BOOLEAN": "boolean"}
+CLICKHOUSE_TYPES = {"VARCHAR": "String", "BIGINT": "Int64", "BOOLEAN": "Bool"}
 
 
 # The added columns the reports read: a lake older than one lacks it in
 # its manifest too.
-REPORTED_ADDED = [("reasoning_output_tokens", "BIGINT"), ("cost_currency", "VARCHAR")]
+REPORTED_ADDED = [("reasoning_output_tokens", "BIGINT"), ("cost_currency", "VARCHAR"), ("batch", "BOOLEAN"),
+                  ("service_tier", "VARCHAR"), ("billing_account", "VARCHAR"),
+                  ("cache_write_1h_input_tokens", "BIGINT"), ("web_search_requests", "BIGINT")]
 
 
 def absent_added_columns(manifest, files):
@@ -493,17 +497,23 @@ def shape(results, lake_section):
         "tokens": {
             "total": {"input": w["input_tokens"], "output": w["output_tokens"],
                       "cached_input": w["cached_input_tokens"], "cache_write_input": w["cache_write_input_tokens"],
-                      "reasoning_output": w["reasoning_output_tokens"]},
+                      "reasoning_output": w["reasoning_output_tokens"],
+                      "cache_write_1h_input": w["cache_write_1h_input_tokens"]},
             "wasted": {"input": w["wasted_input_tokens"], "output": w["wasted_output_tokens"],
                        "cached_input": w["wasted_cached_input_tokens"],
                        "cache_write_input": w["wasted_cache_write_input_tokens"],
-                       "reasoning_output": w["wasted_reasoning_output_tokens"]},
+                       "reasoning_output": w["wasted_reasoning_output_tokens"],
+                       "cache_write_1h_input": w["wasted_cache_write_1h_input_tokens"]},
         },
         "cost_usd": {
             "total": usd(w["cost_pusd"]),
             "wasted": usd(w["wasted_cost_pusd"]),
             "unknown_cost_attempts": w["unknown_cost_attempts"],
             "wasted_unknown_cost_attempts": w["wasted_unknown_cost_attempts"],
+            "unknown_cost_reasons": {reason: w[reason] for reason in UNKNOWN_COST_REASONS},
+            "region_unpriced_attempts": w["region_unpriced_attempts"],
+            "web_search_requests": w["web_search_requests"],
+            "wasted_web_search_requests": w["wasted_web_search_requests"],
         },
         "waste_share": {
             "attempts": share(w["wasted_attempts"], w["attempts"]),
@@ -516,7 +526,8 @@ def shape(results, lake_section):
         "by_served_provider": [
             {"served_provider": r["served_provider"], "attempts": number(r["attempts"]),
              "rerouted_attempts": number(r["rerouted_attempts"]), "cost_usd": usd(r["cost_pusd"]),
-             "wasted_cost_usd": usd(r["wasted_cost_pusd"]), "unknown_cost_attempts": number(r["unknown_cost_attempts"])}
+             "wasted_cost_usd": usd(r["wasted_cost_pusd"]), "unknown_cost_attempts": number(r["unknown_cost_attempts"]),
+             "prices_as_of": r["prices_as_of"]}
             for r in served if r["served_model"] is None
         ],
         "by_served_model": [
@@ -525,7 +536,7 @@ def shape(results, lake_section):
              "rerouted_attempts": number(r["rerouted_attempts"]), "input_tokens": number(r["input_tokens"]),
              "output_tokens": number(r["output_tokens"]), "cached_input_tokens": number(r["cached_input_tokens"]),
              "cost_usd": usd(r["cost_pusd"]), "wasted_cost_usd": usd(r["wasted_cost_pusd"]),
-             "unknown_cost_attempts": number(r["unknown_cost_attempts"])}
+             "unknown_cost_attempts": number(r["unknown_cost_attempts"]), "prices_as_of": r["prices_as_of"]}
             for r in served if r["served_model"] is not None
         ],
         "by_workflow": [

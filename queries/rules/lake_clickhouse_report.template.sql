@@ -75,7 +75,8 @@ SELECT (SELECT count() FROM ${db}.lake_read) AS copies_read, (SELECT count() FRO
 -- key (every node ships the keys of its own attempts).
 CREATE TABLE ${db}.lake_prices ENGINE = Memory AS
 SELECT served_provider, served_model, day, tier, over, account, priced, unpriced, input_pusd, cached_input_pusd,
-       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd FROM (
+       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd, region_dropped,
+       as_of FROM (
     SELECT *, row_number() OVER (PARTITION BY served_provider, served_model, day, tier, over, account
                                  ORDER BY exported_at DESC, ingest_node) AS r
     FROM ${price_files}
@@ -174,10 +175,13 @@ WHERE (${since} IS NULL OR w.first_at >= ${since})
 -- Their attempts, priced as queries/cost.sql prices (the emitter's cost,
 -- else 0 for a failure without tokens or searches, else the tokens at the
 -- price of the served model's key: its day, tier, prompt size and account;
--- unknown without usage, in another currency, or without a price).
+-- unknown without usage, in another currency, or without a price), with
+-- why a cost is unknown, whether its price was found only once the served
+-- model's region was dropped, and the as-of day of the price that priced it.
 CREATE TABLE ${db}.priced_attempts ENGINE = Memory AS
 SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.cost_kind AS cost_kind,
-       coalesce(p.priced, false) AS has_price, p.unpriced AS unpriced,
+       coalesce(p.priced, false) AS has_price, p.unpriced AS unpriced, p.region_dropped AS region_dropped,
+       p.as_of AS as_of,
        if(coalesce(p.priced, false),
           {{priced_pusd(toInt128(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
                                  - coalesce(a.cache_write_input_tokens, 0)),
@@ -204,13 +208,18 @@ SELECT a.workflow_id AS workflow_id, a.attempt_id AS attempt_id, a.started_at AS
        a.cached_input_tokens AS cached_input_tokens, a.cache_write_input_tokens AS cache_write_input_tokens,
        a.reasoning_output_tokens AS reasoning_output_tokens, a.cost_pusd AS cost_pusd, a.seq AS seq,
        a.deliverable AS deliverable, a.effective_route AS effective_route, a.delivered AS delivered, a.cost_kind AS cost_kind,
+       a.cache_write_1h_input_tokens AS cache_write_1h_input_tokens, a.web_search_requests AS web_search_requests,
        w.workflow_name AS workflow_name,
        coalesce(CASE a.cost_kind
                     WHEN 'emitter' THEN toInt128(a.cost_pusd)
                     WHEN 'priced' THEN q.priced
                     ELSE toInt128(0) END,
                 toInt128(0)) AS cost,
-       if({{unknown_cost_reason(a.cost_kind, q.has_price, q.unpriced, q.priced)}} IS NOT NULL, 1, 0) AS unknown_cost
+       {{unknown_cost_reason(a.cost_kind, q.has_price, q.unpriced, q.priced)}} AS unknown_reason,
+       if(unknown_reason IS NOT NULL, 1, 0) AS unknown_cost,
+       if(unknown_reason IS NULL AND a.cost_kind = 'priced' AND coalesce(q.region_dropped, false), 1, 0)
+           AS region_unpriced,
+       if(unknown_reason IS NULL AND a.cost_kind = 'priced', q.as_of, NULL) AS prices_as_of
 FROM ${db}.fact_attempts a
 JOIN ${db}.scope_workflows w ON w.workflow_id = a.workflow_id
 JOIN ${db}.priced_attempts q ON q.workflow_id = a.workflow_id AND q.attempt_id = a.attempt_id;
@@ -282,7 +291,17 @@ SELECT count() AS attempts,
        sum(cost) AS cost_pusd,
        sumIf(cost, NOT delivered) AS wasted_cost_pusd,
        sum(unknown_cost) AS unknown_cost_attempts,
-       sumIf(unknown_cost, NOT delivered) AS wasted_unknown_cost_attempts
+       sumIf(unknown_cost, NOT delivered) AS wasted_unknown_cost_attempts,
+       countIf(unknown_reason = 'no_usage') AS no_usage,
+       countIf(unknown_reason = 'other_currency') AS other_currency,
+       countIf(unknown_reason = 'no_price') AS no_price,
+       countIf(unknown_reason = 'no_tier_price') AS no_tier_price,
+       countIf(unknown_reason = 'no_kind_price') AS no_kind_price,
+       sum(region_unpriced) AS region_unpriced_attempts,
+       sum(toInt128(coalesce(cache_write_1h_input_tokens, 0))) AS cache_write_1h_input_tokens,
+       sumIf(toInt128(coalesce(cache_write_1h_input_tokens, 0)), NOT delivered) AS wasted_cache_write_1h_input_tokens,
+       sum(toInt128(coalesce(web_search_requests, 0))) AS web_search_requests,
+       sumIf(toInt128(coalesce(web_search_requests, 0)), NOT delivered) AS wasted_web_search_requests
 FROM ${db}.scope_attempts;
 
 -- result: served
@@ -296,7 +315,8 @@ WITH served AS (
            sum(toInt128(coalesce(cached_input_tokens, 0))) AS cached_input_tokens,
            sum(cost) AS cost_pusd,
            sumIf(cost, NOT delivered) AS wasted_cost_pusd,
-           sum(unknown_cost) AS unknown_cost_attempts
+           sum(unknown_cost) AS unknown_cost_attempts,
+           min(prices_as_of) AS prices_as_of
     FROM ${db}.scope_attempts
     GROUP BY served_provider, served_model
 ),
@@ -319,7 +339,7 @@ folded AS (
     SELECT if(provider_rank <= 50, served_provider, 'other') AS served_provider,
            if(provider_rank <= 50 AND model_rank <= 200, served_model, 'other') AS served_model,
            attempts, wasted_attempts, rerouted_attempts, input_tokens, output_tokens, cached_input_tokens,
-           cost_pusd, wasted_cost_pusd, unknown_cost_attempts
+           cost_pusd, wasted_cost_pusd, unknown_cost_attempts, prices_as_of
     FROM ranked
 )
 SELECT * FROM (
@@ -328,12 +348,14 @@ SELECT * FROM (
            sum(rerouted_attempts) AS rerouted_attempts, sum(input_tokens) AS input_tokens,
            sum(output_tokens) AS output_tokens, sum(cached_input_tokens) AS cached_input_tokens,
            sum(cost_pusd) AS cost_pusd, sum(wasted_cost_pusd) AS wasted_cost_pusd,
-           sum(unknown_cost_attempts) AS unknown_cost_attempts
+           sum(unknown_cost_attempts) AS unknown_cost_attempts,
+           CAST(min(prices_as_of) AS Nullable(String)) AS prices_as_of
     FROM folded GROUP BY served_provider
     UNION ALL
     SELECT served_provider, CAST(served_model AS Nullable(String)) AS served_model,
            sum(attempts), sum(wasted_attempts), sum(rerouted_attempts), sum(input_tokens), sum(output_tokens),
-           sum(cached_input_tokens), sum(cost_pusd), sum(wasted_cost_pusd), sum(unknown_cost_attempts)
+           sum(cached_input_tokens), sum(cost_pusd), sum(wasted_cost_pusd), sum(unknown_cost_attempts),
+           CAST(min(prices_as_of) AS Nullable(String))
     FROM folded GROUP BY served_provider, served_model
 )
 ORDER BY served_provider ASC, served_model ASC NULLS FIRST;

@@ -64,7 +64,8 @@ SELECT (SELECT count(*) FROM lake_read) AS copies_read, (SELECT count(*) FROM la
 -- key (every node ships the keys of its own attempts).
 CREATE OR REPLACE TEMP VIEW lake_prices AS
 SELECT served_provider, served_model, day, tier, over, account, priced, unpriced, input_pusd, cached_input_pusd,
-       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd FROM (
+       cache_write_pusd, cache_write_1h_pusd, output_pusd, reasoning_output_pusd, web_search_pusd, region_dropped,
+       as_of FROM (
     SELECT *, row_number() OVER (PARTITION BY served_provider, served_model, day, tier, over, account
                                  ORDER BY exported_at DESC, ingest_node) AS r
     FROM lake_price_rows
@@ -151,18 +152,25 @@ WHERE (${since} IS NULL OR w.first_at >= ${since})
 -- Their attempts, priced as queries/cost.sql prices (the emitter's cost,
 -- else 0 for a failure without tokens or searches, else the tokens at the
 -- price of the served model's key: its day, tier, prompt size and account;
--- unknown without usage, in another currency, or without a price).
+-- unknown without usage, in another currency, or without a price), with
+-- why a cost is unknown, whether its price was found only once the served
+-- model's region was dropped, and the as-of day of the price that priced it.
 CACHE TABLE scope_attempts AS
+SELECT b.*,
+       CASE WHEN b.unknown_reason IS NOT NULL THEN 1 ELSE 0 END AS unknown_cost,
+       CASE WHEN b.unknown_reason IS NULL AND b.cost_kind = 'priced' AND b.region_dropped THEN 1 ELSE 0 END
+           AS region_unpriced,
+       CASE WHEN b.unknown_reason IS NULL AND b.cost_kind = 'priced' THEN b.as_of END AS prices_as_of
+FROM (
 SELECT a.*, w.workflow_name,
        coalesce(CASE a.cost_kind
                     WHEN 'emitter' THEN CAST(a.cost_pusd AS DECIMAL(38, 0))
                     WHEN 'priced' THEN a.priced
                     ELSE CAST(0 AS DECIMAL(38, 0)) END,
                 CAST(0 AS DECIMAL(38, 0))) AS cost,
-       CASE WHEN {{unknown_cost_reason(a.cost_kind, a.has_price, a.unpriced, a.priced)}} IS NOT NULL THEN 1 ELSE 0 END
-           AS unknown_cost
+       {{unknown_cost_reason(a.cost_kind, a.has_price, a.unpriced, a.priced)}} AS unknown_reason
 FROM (
-    SELECT a.*, coalesce(p.priced, false) AS has_price, p.unpriced,
+    SELECT a.*, coalesce(p.priced, false) AS has_price, p.unpriced, p.region_dropped, p.as_of,
            CASE WHEN p.priced THEN
                 {{priced_pusd(CAST(coalesce(a.input_tokens, 0) - coalesce(a.cached_input_tokens, 0)
                                    - coalesce(a.cache_write_input_tokens, 0) AS DECIMAL(38, 0)),
@@ -182,7 +190,8 @@ FROM (
      AND p.day = CAST(a.started_at AS DATE) AND p.tier = {{price_tier(a.batch, a.service_tier)}}
      AND p.over = {{prompt_over(a.input_tokens)}} AND p.account <=> a.billing_account
 ) a
-JOIN scope_workflows w ON w.workflow_id = a.workflow_id;
+JOIN scope_workflows w ON w.workflow_id = a.workflow_id
+) b;
 
 -- result: outside
 SELECT count(DISTINCT attempt_id) AS attempts_outside_horizon FROM lake_rows
@@ -235,7 +244,18 @@ SELECT count(*) AS attempts,
        coalesce(sum(cost), 0) AS cost_pusd,
        coalesce(sum(CASE WHEN NOT delivered THEN cost END), 0) AS wasted_cost_pusd,
        coalesce(sum(unknown_cost), 0) AS unknown_cost_attempts,
-       coalesce(sum(CASE WHEN NOT delivered THEN unknown_cost END), 0) AS wasted_unknown_cost_attempts
+       coalesce(sum(CASE WHEN NOT delivered THEN unknown_cost END), 0) AS wasted_unknown_cost_attempts,
+       count_if(unknown_reason = 'no_usage') AS no_usage,
+       count_if(unknown_reason = 'other_currency') AS other_currency,
+       count_if(unknown_reason = 'no_price') AS no_price,
+       count_if(unknown_reason = 'no_tier_price') AS no_tier_price,
+       count_if(unknown_reason = 'no_kind_price') AS no_kind_price,
+       coalesce(sum(region_unpriced), 0) AS region_unpriced_attempts,
+       coalesce(sum(cache_write_1h_input_tokens), 0) AS cache_write_1h_input_tokens,
+       coalesce(sum(CASE WHEN NOT delivered THEN cache_write_1h_input_tokens END), 0)
+           AS wasted_cache_write_1h_input_tokens,
+       coalesce(sum(web_search_requests), 0) AS web_search_requests,
+       coalesce(sum(CASE WHEN NOT delivered THEN web_search_requests END), 0) AS wasted_web_search_requests
 FROM scope_attempts;
 
 -- result: served
@@ -249,7 +269,8 @@ WITH served AS (
            coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens,
            coalesce(sum(cost), 0) AS cost_pusd,
            coalesce(sum(CASE WHEN NOT delivered THEN cost END), 0) AS wasted_cost_pusd,
-           coalesce(sum(unknown_cost), 0) AS unknown_cost_attempts
+           coalesce(sum(unknown_cost), 0) AS unknown_cost_attempts,
+           min(prices_as_of) AS prices_as_of
     FROM scope_attempts
     GROUP BY served_provider, served_model
 ),
@@ -269,7 +290,7 @@ folded AS (
     SELECT CASE WHEN provider_rank <= 50 THEN served_provider ELSE 'other' END AS served_provider,
            CASE WHEN provider_rank <= 50 AND model_rank <= 200 THEN served_model ELSE 'other' END AS served_model,
            attempts, wasted_attempts, rerouted_attempts, input_tokens, output_tokens, cached_input_tokens,
-           cost_pusd, wasted_cost_pusd, unknown_cost_attempts
+           cost_pusd, wasted_cost_pusd, unknown_cost_attempts, prices_as_of
     FROM ranked
 )
 SELECT * FROM (
@@ -278,12 +299,14 @@ SELECT * FROM (
            sum(rerouted_attempts) AS rerouted_attempts, sum(input_tokens) AS input_tokens,
            sum(output_tokens) AS output_tokens, sum(cached_input_tokens) AS cached_input_tokens,
            sum(cost_pusd) AS cost_pusd, sum(wasted_cost_pusd) AS wasted_cost_pusd,
-           sum(unknown_cost_attempts) AS unknown_cost_attempts
+           sum(unknown_cost_attempts) AS unknown_cost_attempts,
+           CAST(min(prices_as_of) AS STRING) AS prices_as_of
     FROM folded GROUP BY served_provider
     UNION ALL
     SELECT served_provider, served_model,
            sum(attempts), sum(wasted_attempts), sum(rerouted_attempts), sum(input_tokens), sum(output_tokens),
-           sum(cached_input_tokens), sum(cost_pusd), sum(wasted_cost_pusd), sum(unknown_cost_attempts)
+           sum(cached_input_tokens), sum(cost_pusd), sum(wasted_cost_pusd), sum(unknown_cost_attempts),
+           CAST(min(prices_as_of) AS STRING)
     FROM folded GROUP BY served_provider, served_model
 )
 ORDER BY served_provider ASC, served_model ASC NULLS FIRST;

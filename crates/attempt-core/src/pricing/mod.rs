@@ -11,6 +11,7 @@
 mod file;
 pub mod import;
 pub mod names;
+mod shipped;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -211,6 +212,12 @@ struct Discount {
     ppm: i64,
 }
 
+/// The order of an entry's rows: by since, the standard rows first, then
+/// each tier's, by prompt size.
+fn row_order(row: &Row) -> (Option<NaiveDate>, bool, &str, i64) {
+    (row.since, row.tier != STANDARD_TIER, row.tier.as_str(), row.above)
+}
+
 /// Why an attempt that needs a price has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unpriced {
@@ -261,7 +268,11 @@ pub struct Resolved {
 
 #[derive(Debug, Clone, Default)]
 pub struct PriceTable {
-    /// Rows by (provider, model), sorted by since, tier and size.
+    /// Whether the shipped table lies under the merged rows (read through
+    /// `shipped::shipped()`, each provider parsed on first use).
+    on_shipped: bool,
+    /// Rows merged over the shipped ones by (provider, model), sorted by
+    /// since, tier and size: they replace the shipped rows of their since.
     models: BTreeMap<(String, String), Vec<Row>>,
     discounts: BTreeMap<String, Vec<Discount>>,
 }
@@ -280,11 +291,10 @@ impl PriceTable {
 
     /// The shipped table alone.
     pub fn builtin() -> Self {
-        let mut table = Self::default();
-        table
-            .merge(BUILTIN_PRICES, "<built-in prices.toml>")
-            .expect("the shipped price table is valid (tested)");
-        table
+        match shipped::shipped() {
+            shipped::Shipped::Indexed(_) => Self { on_shipped: true, ..Self::default() },
+            shipped::Shipped::Whole(table) => (**table).clone(),
+        }
     }
 
     /// Merges a price file over the table: the rows it gives for a (provider,
@@ -317,13 +327,9 @@ impl PriceTable {
             }
             rows.push(row);
         }
-        // The standard rows first, then each tier's, by prompt size.
         for (provider, model, _) in &replaced {
             if let Some(rows) = self.models.get_mut(&(provider.clone(), model.clone())) {
-                rows.sort_by(|a, b| {
-                    let key = |r: &Row| (r.since, r.tier != STANDARD_TIER, r.tier.clone(), r.above);
-                    key(a).cmp(&key(b))
-                });
+                rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
             }
         }
         for (provider, discount) in checked.discounts {
@@ -334,14 +340,36 @@ impl PriceTable {
         Ok(())
     }
 
-    /// The rows of a (provider, model) entry name, every `since` included.
-    pub fn rows(&self, provider: &str, model: &str) -> Option<&[Row]> {
-        self.models.get(&(provider.to_ascii_lowercase(), model.to_string())).map(Vec::as_slice)
+    /// The rows of a (provider, model) entry name, every `since` included:
+    /// the shipped ones a merged file did not replace, then the merged ones.
+    fn rows(&self, provider: &str, model: &str) -> Vec<&Row> {
+        let merged = self.models.get(&(provider.to_string(), model.to_string()));
+        let shipped = self.shipped_providers().and_then(|providers| providers.get(provider)?.rows(model));
+        let mut rows: Vec<&Row> = shipped
+            .into_iter()
+            .flatten()
+            .filter(|r| merged.is_none_or(|merged| merged.iter().all(|m| m.since != r.since)))
+            .chain(merged.into_iter().flatten())
+            .collect();
+        rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
+        rows
+    }
+
+    fn shipped_providers(&self) -> Option<&'static BTreeMap<String, shipped::Provider>> {
+        match shipped::shipped() {
+            shipped::Shipped::Indexed(providers) if self.on_shipped => Some(providers),
+            _ => None,
+        }
     }
 
     /// Every entry name of the table, sorted by provider and model.
     pub fn entry_names(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.models.keys().map(|(p, m)| (p.as_str(), m.as_str()))
+        let shipped =
+            self.shipped_providers().into_iter().flatten().flat_map(|(name, provider)| {
+                provider.models.keys().map(move |model| (name.as_str(), *model))
+            });
+        let merged = self.models.keys().map(|(p, m)| (p.as_str(), m.as_str()));
+        shipped.chain(merged).collect::<std::collections::BTreeSet<_>>().into_iter()
     }
 
     /// The rows of the entry that prices `model` of `provider` on `day`:
@@ -350,11 +378,11 @@ impl PriceTable {
     pub fn entry_at(&self, provider: &str, model: &str, day: NaiveDate) -> Option<(String, Vec<&Row>, bool)> {
         let provider = provider.to_ascii_lowercase();
         for candidate in names::candidates(model) {
-            let Some(rows) = self.models.get(&(provider.clone(), candidate.name.clone())) else { continue };
+            let rows = self.rows(&provider, &candidate.name);
             let in_force =
                 rows.iter().filter(|r| r.since.is_none_or(|since| since <= day)).map(|r| r.since).max();
             let Some(since) = in_force else { continue };
-            let entry: Vec<&Row> = rows.iter().filter(|r| r.since == since).collect();
+            let entry: Vec<&Row> = rows.into_iter().filter(|r| r.since == since).collect();
             return Some((candidate.name, entry, candidate.region_dropped));
         }
         None

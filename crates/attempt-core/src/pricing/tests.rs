@@ -363,3 +363,68 @@ fn missing_kinds_are_named_by_the_bits_attempts_used() {
     assert_eq!(prices.missing(1 | 16 | 32), Vec::<&str>::new(), "reasoning is output");
     assert_eq!(prices.missing(2 | 8 | 64), ["cached_input", "cache_write_1h", "web_search"]);
 }
+
+/// The shipped table is read an entry at a time; what it answers must be
+/// what parsing the whole file answers, entry by entry.
+#[test]
+fn the_shipped_table_read_by_provider_answers_as_the_whole_file() {
+    assert!(
+        shipped::index(BUILTIN_PRICES).is_some(),
+        "prices/prices.toml keeps the importer's layout, so it is read an entry at a time"
+    );
+    let lazy = PriceTable::builtin();
+    let whole = table(BUILTIN_PRICES);
+    let names: Vec<(&str, &str)> = lazy.entry_names().collect();
+    assert_eq!(names, whole.entry_names().collect::<Vec<_>>());
+    assert!(names.len() > 1_000, "{} entries", names.len());
+    for (provider, model) in names {
+        assert_eq!(lazy.rows(provider, model), whole.rows(provider, model), "{provider}/{model}");
+    }
+}
+
+#[test]
+fn a_merged_file_replaces_the_shipped_rows_of_its_since_only() {
+    let mut merged = PriceTable::builtin();
+    merged
+        .merge(
+            "[[provider]]\nname = \"OpenAI\"\nmodels = [\n  { model = \"gpt-5\", since = \"2030-01-01\", input = 1.0, output = 2.0 },\n  { model = \"gpt-5\", tier = \"flex\", input = 0.5, output = 1.0 },\n]\n",
+            "mine.toml",
+        )
+        .unwrap();
+    let million = usage(1_000_000, 1_000_000);
+    // Before 2030 the shipped standard row is gone (the undated rows were
+    // replaced by the file's one flex row), so standard is unpriced.
+    assert_eq!(merged.cost(&key("openai", "gpt-5", "2026-11-28", "flex", 10), &million), Ok(3 * USD / 2));
+    assert_eq!(
+        merged.cost(&key("openai", "gpt-5", "2026-11-28", "standard", 10), &million),
+        Err(Unpriced::NoTierPrice)
+    );
+    assert_eq!(merged.cost(&key("openai", "gpt-5", "2030-01-02", "standard", 10), &million), Ok(3 * USD));
+    // Other models of the provider keep their shipped rows.
+    let shipped = PriceTable::builtin();
+    let mini = key("openai", "gpt-5-mini", "2026-11-28", "standard", 10);
+    assert_eq!(merged.cost(&mini, &million), shipped.cost(&mini, &million));
+    assert!(shipped.cost(&mini, &million).is_ok());
+}
+
+#[test]
+fn a_text_off_the_importer_s_layout_is_parsed_whole() {
+    let block =
+        "[[provider]]\nname = \"A\"\nmodels = [\n  { model = \"m\", input = 1.0, output = 1.0 },\n]\n";
+    let row = "  { model = \"m\", input = 1.0, output = 1.0 },\n";
+    let indexed = shipped::index(Box::leak(format!("# prices\n\n{block}").into_boxed_str())).unwrap();
+    assert_eq!(indexed["a"].rows("m").map(<[Row]>::len), Some(1));
+    for odd in [
+        format!("{block}[[discount]]\nprovider = \"a\"\nmultiplier = 0.5\n"),
+        format!("top = 1\n{block}"),
+        format!("\n{block}\n{block}"),
+        format!("\n[[provider]]\nmodels = [\n]\nname = \"a\"\n"),
+        format!(
+            "\n[[provider]]\nname = \"a\"\nmodels = [\n{row}  {{ model = \"n\", input = 1.0 }},\n{row}]\n"
+        ),
+        format!("\n[[provider]]\nname = \"a\"\nmodels = [\n  {{ model = \"m\\u0041\", input = 1.0 }},\n]\n"),
+        format!("\n[[provider]]\nname = \"a\"\nmodels = [\n{row}]\nextra = 1\n"),
+    ] {
+        assert!(shipped::index(Box::leak(odd.clone().into_boxed_str())).is_none(), "{odd}");
+    }
+}
