@@ -418,11 +418,11 @@ fn a_text_off_the_importer_s_layout_is_parsed_whole() {
         format!("{block}[[discount]]\nprovider = \"a\"\nmultiplier = 0.5\n"),
         format!("top = 1\n{block}"),
         format!("\n{block}\n{block}"),
-        format!("\n[[provider]]\nmodels = [\n]\nname = \"a\"\n"),
+        "\n[[provider]]\nmodels = [\n]\nname = \"a\"\n".to_string(),
         format!(
             "\n[[provider]]\nname = \"a\"\nmodels = [\n{row}  {{ model = \"n\", input = 1.0 }},\n{row}]\n"
         ),
-        format!("\n[[provider]]\nname = \"a\"\nmodels = [\n  {{ model = \"m\\u0041\", input = 1.0 }},\n]\n"),
+        "\n[[provider]]\nname = \"a\"\nmodels = [\n  { model = \"m\\u0041\", input = 1.0 },\n]\n".to_string(),
         format!("\n[[provider]]\nname = \"a\"\nmodels = [\n{row}]\nextra = 1\n"),
     ] {
         assert!(shipped::index(Box::leak(odd.clone().into_boxed_str())).is_none(), "{odd}");
