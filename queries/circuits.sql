@@ -61,14 +61,11 @@ outcomes AS (
     FROM started
     GROUP BY ALL
 ),
-fallback_rows AS (
-    SELECT w.id, s.cost_kind, s.attempts,
-           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                           s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
-                           s.reasoning_output_tokens, s.web_search_requests, p.price) AS cost_pusd,
-           unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                               s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
-                               s.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+fallback_priced AS (
+    SELECT w.id, s.cost_kind, s.attempts, s.emitter_cost_pusd, p.price, p.unpriced,
+           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                       s.web_search_requests, p.price) AS priced,
            -- The same tokens at the primary's price, on the same day, tier,
            -- prompt size and account.
            priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
@@ -82,6 +79,11 @@ fallback_rows AS (
     LEFT JOIN temp.prices q
       ON q.served_provider = w.primary_provider AND q.served_model = w.primary_model
      AND q.price_key IS NOT DISTINCT FROM s.price_key
+),
+fallback_rows AS (
+    SELECT id, cost_kind, attempts, primary_pusd, known_cost_of(cost_kind, emitter_cost_pusd, priced) AS cost_pusd,
+           unknown_reason_of(cost_kind, price, unpriced, priced) AS unknown_reason
+    FROM fallback_priced
 ),
 fallback_spend AS (
     SELECT id,

@@ -95,17 +95,26 @@ CREATE OR REPLACE TEMP MACRO priced_pusd(input, cached, cw, cw1h, output, reason
           + CASE WHEN reasoning::HUGEINT = 0 THEN 0 ELSE reasoning::HUGEINT * price.reasoning_output END
           + CASE WHEN searches::HUGEINT = 0 THEN 0 ELSE searches::HUGEINT * price.web_search END) END;
 
-CREATE OR REPLACE TEMP MACRO known_cost_pusd(kind, emitter, input, cached, cw, cw1h, output, reasoning, searches,
-                                             price) AS
-    coalesce(CASE kind
-        WHEN 'emitter' THEN emitter::HUGEINT
-        WHEN 'priced' THEN priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price)
-        ELSE 0 END, 0)::HUGEINT;
+-- The known cost and why a cost is unknown, from `priced` (priced_pusd's
+-- answer for the attempts' tokens): a query that needs both computes
+-- priced_pusd once, in a subquery, and reads both from it (planning the
+-- price arithmetic twice in every such query cost a report's process
+-- milliseconds each: docs/performance.md).
+CREATE OR REPLACE TEMP MACRO known_cost_of(kind, emitter, priced) AS
+    coalesce(CASE kind WHEN 'emitter' THEN emitter::HUGEINT WHEN 'priced' THEN priced ELSE 0 END, 0)::HUGEINT;
 
-CREATE OR REPLACE TEMP MACRO unknown_cost_reason(kind, input, cached, cw, cw1h, output, reasoning, searches,
-                                                 price, unpriced) AS
+CREATE OR REPLACE TEMP MACRO unknown_reason_of(kind, price, unpriced, priced) AS
     CASE WHEN kind = 'unknown' THEN 'no_usage'
          WHEN kind = 'other_currency' THEN 'other_currency'
          WHEN kind <> 'priced' THEN NULL
          WHEN NOT (price IS NOT NULL) THEN coalesce(unpriced, 'no_price')
-         WHEN priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price) IS NULL THEN 'no_kind_price' END;
+         WHEN priced IS NULL THEN 'no_kind_price' END;
+
+CREATE OR REPLACE TEMP MACRO known_cost_pusd(kind, emitter, input, cached, cw, cw1h, output, reasoning, searches,
+                                             price) AS
+    known_cost_of(kind, emitter, priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price));
+
+CREATE OR REPLACE TEMP MACRO unknown_cost_reason(kind, input, cached, cw, cw1h, output, reasoning, searches,
+                                                 price, unpriced) AS
+    unknown_reason_of(kind, price, unpriced,
+                      priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price));

@@ -35,14 +35,12 @@ WITH fell AS (
     FROM workflow_facts
     WHERE fallback_reason IS NOT NULL AND in_window(first_at, workflow_name)
 ),
-spend_rows AS (
+spend_priced AS (
     SELECT f.workflow_id, s.off_primary, s.limit_kind, s.served_provider, s.served_model, s.cost_kind, s.attempts,
-           known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                           s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
-                           s.reasoning_output_tokens, s.web_search_requests, p.price) AS cost_pusd,
-           unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                               s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
-                               s.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+           s.emitter_cost_pusd, p.price, p.unpriced,
+           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
+                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
+                       s.web_search_requests, p.price) AS priced,
            -- The same tokens at the primary's price, on the same day, tier,
            -- prompt size and account.
            priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
@@ -56,6 +54,12 @@ spend_rows AS (
     LEFT JOIN temp.prices q
       ON q.served_provider = f.priced_provider AND q.served_model = f.priced_model
      AND q.price_key IS NOT DISTINCT FROM s.price_key
+),
+spend_rows AS (
+    SELECT workflow_id, off_primary, limit_kind, served_provider, served_model, cost_kind, attempts, primary_pusd,
+           known_cost_of(cost_kind, emitter_cost_pusd, priced) AS cost_pusd,
+           unknown_reason_of(cost_kind, price, unpriced, priced) AS unknown_reason
+    FROM spend_priced
 ),
 spend AS (
     SELECT workflow_id,

@@ -66,23 +66,25 @@ WITH grouped AS (
     WHERE getvariable('scope_everything')
       AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))
 )
-SELECT g.*,
+SELECT g.* EXCLUDE (price, unpriced, region_dropped, as_of, priced),
        -- The rule is cost.sql's; an unknown cost adds 0 here and is counted
        -- in unknown_cost_attempts instead, by its reason.
-       known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                       g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
-                       g.reasoning_output_tokens, g.web_search_requests, p.price) AS cost_pusd,
-       unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                           g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                           g.web_search_requests, p.price, p.unpriced) AS unknown_reason,
+       known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
+       unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) AS unknown_reason,
        CASE WHEN unknown_reason IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts,
-       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND p.region_dropped THEN g.attempts ELSE 0 END
+       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND g.region_dropped THEN g.attempts ELSE 0 END
            AS region_unpriced_attempts,
-       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN p.as_of END AS prices_as_of
-FROM grouped g
-LEFT JOIN temp.prices p
-  ON p.served_provider = g.served_provider AND p.served_model = g.served_model
- AND p.price_key IS NOT DISTINCT FROM g.price_key;
+       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN g.as_of END AS prices_as_of
+FROM (
+    SELECT g.*, p.price, p.unpriced, p.region_dropped, p.as_of,
+           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
+                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
+                       g.web_search_requests, p.price) AS priced
+    FROM grouped g
+    LEFT JOIN temp.prices p
+      ON p.served_provider = g.served_provider AND p.served_model = g.served_model
+     AND p.price_key IS NOT DISTINCT FROM g.price_key
+) g;
 
 CREATE OR REPLACE TEMP VIEW scope_recovery AS
 SELECT outcome, le_us, sum(workflows)::BIGINT AS workflows, sum(sum_us)::HUGEINT AS sum_us

@@ -60,14 +60,22 @@ CREATE OR REPLACE TEMP MACRO priced_pusd(input, cached, cw, cw1h, output, reason
                        price.input, price.cached_input, price.cache_write, price.cache_write_1h, price.output,
                        price.reasoning_output, price.web_search)}} END;
 
+-- The known cost and why a cost is unknown, from `priced` (priced_pusd's
+-- answer for the attempts' tokens): a query that needs both computes
+-- priced_pusd once, in a subquery, and reads both from it (planning the
+-- price arithmetic twice in every such query cost a report's process
+-- milliseconds each: docs/performance.md).
+CREATE OR REPLACE TEMP MACRO known_cost_of(kind, emitter, priced) AS
+    coalesce(CASE kind WHEN 'emitter' THEN emitter::HUGEINT WHEN 'priced' THEN priced ELSE 0 END, 0)::HUGEINT;
+
+CREATE OR REPLACE TEMP MACRO unknown_reason_of(kind, price, unpriced, priced) AS
+    {{unknown_cost_reason(kind, (price IS NOT NULL), unpriced, priced)}};
+
 CREATE OR REPLACE TEMP MACRO known_cost_pusd(kind, emitter, input, cached, cw, cw1h, output, reasoning, searches,
                                              price) AS
-    coalesce(CASE kind
-        WHEN 'emitter' THEN emitter::HUGEINT
-        WHEN 'priced' THEN priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price)
-        ELSE 0 END, 0)::HUGEINT;
+    known_cost_of(kind, emitter, priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price));
 
 CREATE OR REPLACE TEMP MACRO unknown_cost_reason(kind, input, cached, cw, cw1h, output, reasoning, searches,
                                                  price, unpriced) AS
-    {{unknown_cost_reason(kind, (price IS NOT NULL), unpriced,
-                          priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price))}};
+    unknown_reason_of(kind, price, unpriced,
+                      priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price));
