@@ -3,10 +3,11 @@
 -- overlap the window, the workflows that started while their primary
 -- route's breaker was open and how they ended, what their fallbacks cost
 -- against the primary's price, and the probes of each half-open interval.
--- Parameters: none (the scope_* variables and in_window of window.sql; the
---   prices of temp.prices and the macros of cost.sql).
+-- Parameters: none (the scope_* variables and in_window of window.sql).
 -- Reads: temp.circuit_intervals (circuit_timeline.sql: the rules of a
---   timeline), workflow_facts, workflow_spend, attempts (the probes).
+--   timeline), workflow_facts, temp.off_primary_spend (off_primary_spend.sql:
+--   the window's attempts off their primary route, priced), attempts (the
+--   probes).
 -- A workflow started while the breaker was open when its first attempt
 -- started in an open interval of its primary route (of its caller, or of
 -- every caller).
@@ -61,42 +62,19 @@ outcomes AS (
     FROM started
     GROUP BY ALL
 ),
-fallback_priced AS (
-    SELECT w.id, s.cost_kind, s.attempts, s.emitter_cost_pusd, p.price, p.unpriced,
-           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
-                       s.web_search_requests, p.price) AS priced,
-           -- The same tokens at the primary's price, on the same day, tier,
-           -- prompt size and account.
-           priced_pusd(s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                       s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
-                       s.web_search_requests, q.price) AS primary_pusd
-    FROM started w
-    JOIN workflow_spend s ON s.workflow_id = w.workflow_id AND s.off_primary
-    LEFT JOIN temp.prices p
-      ON p.served_provider = s.served_provider AND p.served_model = s.served_model
-     AND p.price_key IS NOT DISTINCT FROM s.price_key
-    LEFT JOIN temp.prices q
-      ON q.served_provider = w.primary_provider AND q.served_model = w.primary_model
-     AND q.price_key IS NOT DISTINCT FROM s.price_key
-),
-fallback_rows AS (
-    SELECT id, cost_kind, attempts, primary_pusd, known_cost_of(cost_kind, emitter_cost_pusd, priced) AS cost_pusd,
-           unknown_reason_of(cost_kind, price, unpriced, priced) AS unknown_reason
-    FROM fallback_priced
-),
 fallback_spend AS (
-    SELECT id,
-           coalesce(sum(cost_pusd), 0)::HUGEINT AS fallback_cost_pusd,
+    SELECT w.id,
+           coalesce(sum(s.cost_pusd), 0)::HUGEINT AS fallback_cost_pusd,
            -- NULL as soon as one workflow's primary has no price for its
            -- tokens: a partial comparison would understate what the primary
            -- would have cost.
-           CASE WHEN bool_and(cost_kind = 'free' OR primary_pusd IS NOT NULL) THEN
-               coalesce(sum(primary_pusd) FILTER (WHERE cost_kind <> 'free'), 0)::HUGEINT
+           CASE WHEN bool_and(s.cost_kind = 'free' OR s.primary_pusd IS NOT NULL) THEN
+               coalesce(sum(s.primary_pusd) FILTER (WHERE s.cost_kind <> 'free'), 0)::HUGEINT
            END AS primary_cost_pusd,
-           coalesce(sum(attempts) FILTER (WHERE unknown_reason IS NOT NULL), 0)::BIGINT AS unknown_cost_attempts
-    FROM fallback_rows
-    GROUP BY id
+           coalesce(sum(s.attempts) FILTER (WHERE s.unknown_reason IS NOT NULL), 0)::BIGINT AS unknown_cost_attempts
+    FROM started w
+    JOIN temp.off_primary_spend s ON s.workflow_id = w.workflow_id
+    GROUP BY w.id
 ),
 probes AS (
     SELECT s.id,

@@ -11,7 +11,6 @@ use duckdb::{Connection, params};
 use super::Store;
 use super::columns::{row_struct, timestamp_column};
 use super::error::StoreError;
-use super::prices::COST_SQL;
 use attempt_core::bill::BillPages;
 use attempt_core::pricing::PriceTable;
 use attempt_core::reconcile::Grain;
@@ -195,7 +194,6 @@ impl Store {
         prices: &PriceTable,
     ) -> Result<ReconcileRows, StoreError> {
         self.in_transaction(|conn| {
-            conn.execute_batch(COST_SQL)?;
             set_variables(conn, scope)?;
             load_models(conn, prices)?;
             load_prices(conn, prices)?;
@@ -318,7 +316,6 @@ impl Store {
     /// provider, model, UTC day, price tier and prompt size: what a
     /// simulated provider bills.
     pub fn served_by_day(&self) -> Result<Vec<ServedRow>, StoreError> {
-        self.conn.execute_batch(COST_SQL)?;
         query(
             &self.conn,
             "SELECT served_provider, served_model, date_trunc('day', started_at) AS day,

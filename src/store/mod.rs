@@ -272,6 +272,7 @@ impl Store {
         functions::register(&conn)?;
         writer::create_scratch(&conn)?;
         derived::create_scratch(&conn, label_limit)?;
+        prices::define(&conn)?;
         let store = Self {
             conn,
             aliases: Arc::new(ProviderAliases::builtin()),
@@ -297,6 +298,7 @@ impl Store {
         functions::register(&conn)?;
         writer::create_scratch(&conn)?;
         derived::create_scratch(&conn, self.label_limit)?;
+        prices::define(&conn)?;
         Ok(Self {
             conn,
             aliases: self.aliases.clone(),
@@ -759,7 +761,6 @@ impl Store {
         )?;
         self.conn.execute_batch(derived::FACTS_SQL)?;
         snapshot.priced()?;
-        self.conn.execute_batch(prices::COST_SQL)?;
         let rows = queries::workflow_rows(&self.conn)?;
         let circuits = queries::workflow_circuit_rows(&self.conn)?;
         self.conn.execute_batch(derived::DROP_FACT_SCRATCH)?;
@@ -846,6 +847,7 @@ impl Store {
         prices: &PriceTable,
     ) -> Result<String, StoreError> {
         queries::prepare_scope(&self.conn, filter, prices)?;
+        queries::price_primaries(&self.conn, &[query], prices)?;
         queries::pretty(&self.conn, query, filter)
     }
 

@@ -21,21 +21,40 @@ use super::error::StoreError;
 
 /// The pricing macros (an attempt's price key, its cost from the key's
 /// prices) every query that prices reads.
-pub(super) const COST_SQL: &str = include_str!("../../queries/cost.sql");
+const COST_SQL: &str = include_str!("../../queries/cost.sql");
 use attempt_core::pricing::{PriceKey, PriceTable, Resolved};
 
-const PRICES_TABLE: &str = "CREATE OR REPLACE TEMP TABLE prices (
-    served_provider VARCHAR, served_model VARCHAR,
-    price_key STRUCT(day DATE, tier VARCHAR, over INTEGER, account VARCHAR),
-    price STRUCT(input BIGINT, cached_input BIGINT, cache_write BIGINT, cache_write_1h BIGINT, output BIGINT,
-                 reasoning_output BIGINT, web_search BIGINT),
-    unpriced VARCHAR, region_dropped BOOLEAN, as_of DATE, entry_model VARCHAR);";
+/// What the price table answered, a row per key; `temp.prices` is the view
+/// of it the queries join on. Both live as long as the connection
+/// (`define`): a read only empties and refills the rows, where creating
+/// the tables and the macros cost every read a dozen statements.
+const PRICE_ROWS: &str = "CREATE TEMP TABLE IF NOT EXISTS price_rows (
+        served_provider VARCHAR, served_model VARCHAR, day DATE, tier VARCHAR, over INTEGER, account VARCHAR,
+        input BIGINT, cached_input BIGINT, cache_write BIGINT, cache_write_1h BIGINT, output BIGINT,
+        reasoning_output BIGINT, web_search BIGINT,
+        unpriced VARCHAR, region_dropped BOOLEAN, as_of DATE, entry_model VARCHAR);
+    CREATE OR REPLACE TEMP VIEW prices AS
+    SELECT served_provider, served_model, {'day': day, 'tier': tier, 'over': over, 'account': account} AS price_key,
+           CASE WHEN unpriced IS NULL THEN
+                {'input': input, 'cached_input': cached_input, 'cache_write': cache_write,
+                 'cache_write_1h': cache_write_1h, 'output': output, 'reasoning_output': reasoning_output,
+                 'web_search': web_search} END AS price,
+           unpriced, region_dropped, as_of, entry_model
+    FROM temp.price_rows;";
+
+/// Defines, once per connection, the pricing macros (`COST_SQL`) and the
+/// empty `temp.prices`.
+pub(super) fn define(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(COST_SQL)?;
+    conn.execute_batch(PRICE_ROWS)?;
+    Ok(())
+}
 
 /// `temp.prices` for every key the stored attempts have (`total_attempts`
 /// holds each once per day, tier, size and account).
 pub(super) fn load(conn: &Connection, table: &PriceTable) -> Result<(), StoreError> {
     create(conn)?;
-    price_keys(
+    append_keys(
         conn,
         table,
         "SELECT DISTINCT served_provider, served_model, price_key FROM total_attempts WHERE price_key IS NOT NULL",
@@ -44,7 +63,7 @@ pub(super) fn load(conn: &Connection, table: &PriceTable) -> Result<(), StoreErr
 
 /// An empty `temp.prices`.
 pub(super) fn create(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch(PRICES_TABLE)?;
+    conn.execute_batch("DELETE FROM temp.price_rows;")?;
     Ok(())
 }
 
@@ -53,80 +72,66 @@ pub(super) fn create(conn: &Connection) -> Result<(), StoreError> {
 /// prices besides the stored attempts' own keys (a primary's price for the
 /// tokens its fallback used; a bill's cells).
 pub(super) fn price_keys(conn: &Connection, table: &PriceTable, keys_sql: &str) -> Result<(), StoreError> {
+    append_keys(
+        conn,
+        table,
+        &format!(
+            "SELECT * FROM ({keys_sql}) k
+             WHERE NOT EXISTS (SELECT 1 FROM temp.prices p
+                               WHERE p.served_provider = k.served_provider AND p.served_model = k.served_model
+                                 AND p.price_key IS NOT DISTINCT FROM k.price_key)"
+        ),
+    )
+}
+
+/// Appends the price of every key `keys_sql` selects, which `temp.prices`
+/// lacks.
+fn append_keys(conn: &Connection, table: &PriceTable, keys_sql: &str) -> Result<(), StoreError> {
     let wanted: Vec<(String, String, i64, String, i64, Option<String>)> = conn
         .prepare(&format!(
             "SELECT served_provider, served_model, date_diff('day', DATE '1970-01-01', price_key.day),
                     price_key.tier, price_key.over, price_key.account
-             FROM ({keys_sql}) k
-             WHERE NOT EXISTS (SELECT 1 FROM temp.prices p
-                               WHERE p.served_provider = k.served_provider AND p.served_model = k.served_model
-                                 AND p.price_key IS NOT DISTINCT FROM k.price_key)"
+             FROM ({keys_sql}) k"
         ))?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
         .collect::<Result<_, _>>()?;
     if wanted.is_empty() {
         return Ok(());
     }
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE price_rows (
-             served_provider VARCHAR, served_model VARCHAR, day DATE, tier VARCHAR, over INTEGER, account VARCHAR,
-             input BIGINT, cached_input BIGINT, cache_write BIGINT, cache_write_1h BIGINT, output BIGINT,
-             reasoning_output BIGINT, web_search BIGINT,
-             unpriced VARCHAR, region_dropped BOOLEAN, as_of DATE, entry_model VARCHAR);",
-    )?;
-    {
-        let mut appender = conn.appender_to_catalog_and_db("price_rows", "temp", "main")?;
-        for (provider, model, days, tier, over, account) in &wanted {
-            let day = epoch_day(*days);
-            let key = PriceKey {
-                provider,
-                model,
-                day,
-                tier,
-                prompt_over: *over,
-                billing_account: account.as_deref(),
-            };
-            let resolved = table.resolve(&key);
-            let (prices, unpriced, region_dropped, as_of, entry) = match &resolved {
-                Ok(Resolved { prices, region_dropped, row, model, .. }) => {
-                    (Some(*prices), None, *region_dropped, row.as_of, Some(model.as_str()))
-                }
-                Err(why) => (None, Some(why.name()), false, None, None),
-            };
-            let p = prices.unwrap_or_default();
-            appender.append_row(params![
-                provider,
-                model,
-                Value::Date32(*days as i32),
-                tier,
-                *over as i32,
-                account,
-                p.input,
-                p.cached_input,
-                p.cache_write,
-                p.cache_write_1h,
-                p.output,
-                p.reasoning_output,
-                p.web_search,
-                unpriced,
-                region_dropped,
-                as_of.map(|d| Value::Date32(days_since_epoch(d))),
-                entry,
-            ])?;
-        }
-        appender.flush()?;
+    let mut appender = conn.appender_to_catalog_and_db("price_rows", "temp", "main")?;
+    for (provider, model, days, tier, over, account) in &wanted {
+        let day = epoch_day(*days);
+        let key =
+            PriceKey { provider, model, day, tier, prompt_over: *over, billing_account: account.as_deref() };
+        let resolved = table.resolve(&key);
+        let (prices, unpriced, region_dropped, as_of, entry) = match &resolved {
+            Ok(Resolved { prices, region_dropped, row, model, .. }) => {
+                (Some(*prices), None, *region_dropped, row.as_of, Some(model.as_str()))
+            }
+            Err(why) => (None, Some(why.name()), false, None, None),
+        };
+        let p = prices.unwrap_or_default();
+        appender.append_row(params![
+            provider,
+            model,
+            Value::Date32(*days as i32),
+            tier,
+            *over as i32,
+            account,
+            p.input,
+            p.cached_input,
+            p.cache_write,
+            p.cache_write_1h,
+            p.output,
+            p.reasoning_output,
+            p.web_search,
+            unpriced,
+            region_dropped,
+            as_of.map(|d| Value::Date32(days_since_epoch(d))),
+            entry,
+        ])?;
     }
-    conn.execute_batch(
-        "INSERT INTO temp.prices
-         SELECT served_provider, served_model, {'day': day, 'tier': tier, 'over': over, 'account': account},
-                CASE WHEN unpriced IS NULL THEN
-                     {'input': input, 'cached_input': cached_input, 'cache_write': cache_write,
-                      'cache_write_1h': cache_write_1h, 'output': output, 'reasoning_output': reasoning_output,
-                      'web_search': web_search} END,
-                unpriced, region_dropped, as_of, entry_model
-         FROM temp.price_rows;
-         DROP TABLE temp.price_rows;",
-    )?;
+    appender.flush()?;
     Ok(())
 }
 
@@ -163,7 +168,6 @@ impl super::Store {
         since: Option<chrono::DateTime<chrono::Utc>>,
         until: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Vec<PriceNeed>, StoreError> {
-        self.conn.execute_batch(COST_SQL)?;
         let micros = |t: Option<chrono::DateTime<chrono::Utc>>| {
             t.map(|t| Value::Timestamp(duckdb::types::TimeUnit::Microsecond, t.timestamp_micros()))
         };

@@ -18,7 +18,6 @@ use attempt_core::pricing::PriceTable;
 const WINDOW_SQL: &str = include_str!("../../queries/window.sql");
 const ROLLUPS_SQL: &str = include_str!("../../queries/rollups.sql");
 const SCOPE_SQL: &str = include_str!("../../queries/scope.sql");
-use super::prices::COST_SQL;
 const CIRCUIT_TIMELINE_SQL: &str = include_str!("../../queries/circuit_timeline.sql");
 
 use attempt_core::request::{AuditFilter, ReportFilter, RouteKey, SeriesRange};
@@ -188,7 +187,6 @@ pub(super) fn scope_of(conn: &Connection, filter: &ReportFilter, unfold: &str) -
     let began = std::time::Instant::now();
     split_window(conn, filter.since, filter.until, filter.workflow.as_deref(), unfold)?;
     let split = began.elapsed();
-    conn.execute_batch(COST_SQL)?;
     conn.execute_batch(SCOPE_SQL)?;
     conn.execute_batch(CIRCUIT_TIMELINE_SQL)?;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
@@ -553,25 +551,32 @@ pub(super) fn report_rows(
     })
 }
 
-/// The keys of the window's attempts off their primary route, with their
-/// workflow's primary route as the model: what fallback_costs.sql and
-/// circuits.sql price the same tokens at (`price_primaries`).
-const PRIMARY_KEYS_SQL: &str =
-    "SELECT DISTINCT f.primary_provider AS served_provider, f.primary_model AS served_model,
-                s.price_key
-         FROM workflow_facts f JOIN workflow_spend s USING (workflow_id)
-         WHERE s.off_primary AND f.primary_provider IS NOT NULL AND in_window(f.first_at, f.workflow_name)";
+const OFF_PRIMARY_ROWS_SQL: &str = include_str!("../../queries/off_primary_rows.sql");
+const OFF_PRIMARY_SPEND_SQL: &str = include_str!("../../queries/off_primary_spend.sql");
 
-/// Prices what `wanted`'s queries read besides the stored keys: a
-/// fallback's tokens on its workflow's primary route. Needs the window
-/// (`scope_of`).
+/// Prices, once for both queries that read them, the window's attempts off
+/// their primary route, as served and at the primary's price
+/// (`temp.off_primary_spend`), when `wanted` has fallback_costs.sql or
+/// circuits.sql. Needs the window (`scope_of`).
 pub(super) fn price_primaries(
     conn: &Connection,
     wanted: &[Query],
     prices: &PriceTable,
 ) -> Result<(), StoreError> {
     if wanted.iter().any(|q| matches!(q, Query::FallbackCosts | Query::Circuits)) {
-        super::prices::price_keys(conn, prices, PRIMARY_KEYS_SQL)?;
+        conn.execute_batch(OFF_PRIMARY_ROWS_SQL)?;
+        let rows: i64 = conn.query_row("SELECT count(*) FROM temp.off_primary_rows", [], |r| r.get(0))?;
+        if rows == 0 {
+            conn.execute_batch("DROP TABLE temp.off_primary_rows;")?;
+            return Ok(());
+        }
+        super::prices::price_keys(
+            conn,
+            prices,
+            "SELECT DISTINCT primary_provider AS served_provider, primary_model AS served_model, price_key
+             FROM temp.off_primary_rows WHERE primary_provider IS NOT NULL",
+        )?;
+        conn.execute_batch(OFF_PRIMARY_SPEND_SQL)?;
     }
     Ok(())
 }
@@ -963,7 +968,6 @@ pub(super) fn audit_rows(
              WHERE s.effective_route = 'fallback' AND in_window(s.first_at, s.workflow_name)",
         )?;
     }
-    conn.execute_batch(COST_SQL)?;
     conn.execute_batch(AUDIT_SQL)?;
     let mut statement = conn.prepare("SELECT * FROM temp.audit_findings ORDER BY finding")?;
     let rows = statement.query_map([], AuditRow::from_row)?.collect::<Result<Vec<_>, _>>()?;

@@ -62,7 +62,6 @@ impl<'a> Snapshot<'a> {
     /// bucket of `range` (`queries/timeseries.sql`).
     pub fn series_rows(&self, range: &SeriesRange) -> Result<Vec<SeriesRow>, StoreError> {
         self.priced()?;
-        self.conn.execute_batch(super::prices::COST_SQL)?;
         queries::series_rows(self.conn, range)
     }
 

@@ -33,7 +33,8 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         .collect();
     // metrics.sql feeds /metrics, checked against the report in alerts.rs;
     // the derivation files build what every report reads (properties.rs
-    // checks them against a rebuild).
+    // checks them against a rebuild; off_primary_*.sql are in the snapshots
+    // of fallback_costs.sql and circuits.sql).
     let derivation = [
         "facts.sql",
         "rollups.sql",
@@ -47,6 +48,8 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "shape_rollups.sql",
         "bounds.sql",
         "circuit_timeline.sql",
+        "off_primary_rows.sql",
+        "off_primary_spend.sql",
     ];
     // groups.sql runs only for --group-by: its snapshot is json_report_grouped_by_a_dimension;
     // workflow.sql's is workflow_pages_of_the_fixture (workflow_circuits.sql's
