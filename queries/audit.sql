@@ -142,24 +142,27 @@ WITH grouped AS (
     UNION ALL BY NAME
     SELECT * FROM temp.r_findings
 ),
-priced AS (
-    SELECT g.minute, g.kind, g.class, g.seq, g.attempts, g.input_tokens, g.output_tokens,
-           known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                           g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
-                           g.reasoning_output_tokens, g.web_search_requests, pr.price) AS cost_pusd,
-           CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
-                                         g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
-                                         g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
-                                         pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END
-               AS unknown_cost_attempts,
-           p.retryable, p.fail_closed_on, p.fail_closed_on_commit, p.approved_fallbacks, p.queue_allowed,
-           p.max_total_attempts
+grouped_priced AS (
+    -- Priced once: the cost and why it is unknown both read `priced`.
+    SELECT g.*, pr.price, pr.unpriced,
+           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
+                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
+                       g.web_search_requests, pr.price) AS priced
     FROM grouped g
-    LEFT JOIN temp.audit_named n ON n.workflow_name = g.workflow_name
-    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
     LEFT JOIN temp.prices pr
       ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
      AND pr.price_key IS NOT DISTINCT FROM g.price_key
+),
+priced AS (
+    SELECT g.minute, g.kind, g.class, g.seq, g.attempts, g.input_tokens, g.output_tokens,
+           known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
+           CASE WHEN unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) IS NOT NULL THEN g.attempts ELSE 0 END
+               AS unknown_cost_attempts,
+           p.retryable, p.fail_closed_on, p.fail_closed_on_commit, p.approved_fallbacks, p.queue_allowed,
+           p.max_total_attempts
+    FROM grouped_priced g
+    LEFT JOIN temp.audit_named n ON n.workflow_name = g.workflow_name
+    JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
 )
 SELECT finding, minute, class, attempts, input_tokens, output_tokens, cost_pusd, unknown_cost_attempts,
        0::BIGINT AS workflows
@@ -189,30 +192,29 @@ WITH grouped AS (
            reasoning_output_tokens, web_search_requests, emitter_cost_pusd
     FROM temp.r_attempts
 ),
+grouped_priced AS (
+    -- Priced once: the cost and why it is unknown both read `priced`.
+    SELECT g.*, pr.price, pr.unpriced,
+           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
+                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
+                       g.web_search_requests, pr.price) AS priced
+    FROM grouped g
+    LEFT JOIN temp.prices pr
+      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+     AND pr.price_key IS NOT DISTINCT FROM g.price_key
+),
 minutes AS (
     SELECT g.attempt_minute, g.workflow_name,
            coalesce(sum(g.attempts) FILTER (WHERE NOT g.retry), 0) AS first_attempts,
            coalesce(sum(g.attempts) FILTER (WHERE g.retry), 0) AS retries,
            coalesce(sum(g.input_tokens) FILTER (WHERE g.retry), 0) AS input_tokens,
            coalesce(sum(g.output_tokens) FILTER (WHERE g.retry), 0) AS output_tokens,
-           coalesce(sum(known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens,
-                                        g.cached_input_tokens, g.cache_write_input_tokens,
-                                        g.cache_write_1h_input_tokens, g.output_tokens,
-                                        g.reasoning_output_tokens, g.web_search_requests, pr.price))
-                        FILTER (WHERE g.retry), 0) AS cost_pusd,
-           coalesce(sum(g.attempts) FILTER (WHERE g.retry AND unknown_cost_reason(g.cost_kind, g.input_tokens,
-                                                                                  g.cached_input_tokens,
-                                                                                  g.cache_write_input_tokens,
-                                                                                  g.cache_write_1h_input_tokens,
-                                                                                  g.output_tokens,
-                                                                                  g.reasoning_output_tokens,
-                                                                                  g.web_search_requests,
-                                                                                  pr.price, pr.unpriced) IS NOT NULL), 0)
+           coalesce(sum(known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced)) FILTER (WHERE g.retry), 0)
+               AS cost_pusd,
+           coalesce(sum(g.attempts) FILTER (WHERE g.retry AND unknown_reason_of(g.cost_kind, g.price, g.unpriced,
+                                                                                g.priced) IS NOT NULL), 0)
                AS unknown_cost_attempts
-    FROM grouped g
-    LEFT JOIN temp.prices pr
-      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
-     AND pr.price_key IS NOT DISTINCT FROM g.price_key
+    FROM grouped_priced g
     GROUP BY g.attempt_minute, g.workflow_name
 )
 SELECT m.*
@@ -370,17 +372,20 @@ GROUP BY GROUPING SETS ((finding, class, served_provider, served_model, cost_kin
 CREATE OR REPLACE TEMP TABLE audit_budget_classes AS
 WITH grouped AS (SELECT * FROM audit_budget_rows WHERE workflow_id IS NULL)
 SELECT g.finding, g.class, g.attempts, g.input_tokens, g.output_tokens,
-       known_cost_pusd(g.cost_kind, g.emitter_cost_pusd, g.input_tokens, g.cached_input_tokens,
-                       g.cache_write_input_tokens, g.cache_write_1h_input_tokens, g.output_tokens,
-                       g.reasoning_output_tokens, g.web_search_requests, pr.price) AS cost_pusd,
-       CASE WHEN unknown_cost_reason(g.cost_kind, g.input_tokens, g.cached_input_tokens,
-                                     g.cache_write_input_tokens, g.cache_write_1h_input_tokens,
-                                     g.output_tokens, g.reasoning_output_tokens, g.web_search_requests,
-                                     pr.price, pr.unpriced) IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts
-FROM grouped g
-LEFT JOIN temp.prices pr
-  ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
- AND pr.price_key IS NOT DISTINCT FROM g.price_key;
+       known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
+       CASE WHEN unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) IS NOT NULL THEN g.attempts ELSE 0 END
+           AS unknown_cost_attempts
+FROM (
+    -- Priced once: the cost and why it is unknown both read `priced`.
+    SELECT g.*, pr.price, pr.unpriced,
+           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
+                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
+                       g.web_search_requests, pr.price) AS priced
+    FROM grouped g
+    LEFT JOIN temp.prices pr
+      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
+     AND pr.price_key IS NOT DISTINCT FROM g.price_key
+) g;
 
 CREATE OR REPLACE TEMP TABLE audit_budget_workflows AS
 SELECT finding, count(*)::BIGINT AS workflows,

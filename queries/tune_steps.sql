@@ -61,11 +61,19 @@ SET VARIABLE tune_price_values = (
 DROP TABLE temp.tune_price_list;
 
 CREATE OR REPLACE TEMP VIEW tune_step_rows AS
-WITH s AS (
-    SELECT *, list_position(getvariable('tune_price_keys'),
-                            {provider: served_provider, model: served_model, key: price_key}) AS price_at
+WITH keyed AS (
+    SELECT *, getvariable('tune_price_values')[
+                  list_position(getvariable('tune_price_keys'),
+                                {provider: served_provider, model: served_model, key: price_key})] AS looked_up
     FROM workflow_steps
     WHERE in_window(first_at, workflow_name) AND tune_apart(shape_key)
+),
+s AS (
+    -- Priced once: the cost and why it is unknown both read `priced`.
+    SELECT *, looked_up.price AS price, looked_up.unpriced AS unpriced,
+           priced_pusd(input_tokens, cached_input_tokens, cache_write_input_tokens, cache_write_1h_input_tokens,
+                       output_tokens, reasoning_output_tokens, web_search_requests, looked_up.price) AS priced
+    FROM keyed
 )
 SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
        CASE WHEN s.seq = 1 THEN s.workflow_id END AS workflow_id,
@@ -82,12 +90,6 @@ SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
        (list_position(getvariable('tune_route_keys'), s.route_key) - 1)::INTEGER AS route,
        s.effective_route = 'fallback' AS on_fallback,
        (s.input_tokens + s.output_tokens)::BIGINT AS tokens,
-       known_cost_pusd(s.cost_kind, s.emitter_cost_pusd, s.input_tokens, s.cached_input_tokens,
-                       s.cache_write_input_tokens, s.cache_write_1h_input_tokens, s.output_tokens,
-                       s.reasoning_output_tokens, s.web_search_requests,
-                       getvariable('tune_price_values')[s.price_at].price)::DECIMAL(38, 0) AS cost_pusd,
-       unknown_cost_reason(s.cost_kind, s.input_tokens, s.cached_input_tokens, s.cache_write_input_tokens,
-                           s.cache_write_1h_input_tokens, s.output_tokens, s.reasoning_output_tokens,
-                           s.web_search_requests, getvariable('tune_price_values')[s.price_at].price,
-                           getvariable('tune_price_values')[s.price_at].unpriced) IS NOT NULL AS cost_unknown
+       known_cost_of(s.cost_kind, s.emitter_cost_pusd, s.priced)::DECIMAL(38, 0) AS cost_pusd,
+       unknown_reason_of(s.cost_kind, s.price, s.unpriced, s.priced) IS NOT NULL AS cost_unknown
 FROM s;

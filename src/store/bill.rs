@@ -15,6 +15,7 @@ use attempt_core::bill::BillPages;
 use attempt_core::pricing::PriceTable;
 use attempt_core::reconcile::Grain;
 
+const GROUPS_SQL: &str = include_str!("../../queries/reconcile_groups.sql");
 const LEDGER_SQL: &str = include_str!("../../queries/reconcile_ledger.sql");
 const BILLED_SQL: &str = include_str!("../../queries/reconcile_billed.sql");
 
@@ -195,9 +196,12 @@ impl Store {
     ) -> Result<ReconcileRows, StoreError> {
         self.in_transaction(|conn| {
             set_variables(conn, scope)?;
+            // One pass over the scope's attempts; what follows reads its sums.
+            conn.execute_batch(GROUPS_SQL)?;
             load_models(conn, prices)?;
             load_prices(conn, prices)?;
             let ledger = query(conn, LEDGER_SQL)?;
+            conn.execute_batch("DROP TABLE temp.reconcile_groups;")?;
             let billed = query(conn, BILLED_SQL)?;
             let buckets = conn
                 .prepare(
@@ -233,16 +237,15 @@ fn set_variables(conn: &Connection, scope: &ReconcileScope) -> Result<(), StoreE
 }
 
 /// `temp.reconcile_models`: every (provider, model) either side names in
-/// the scope, with the name its cells use.
+/// the scope (the attempts' from `temp.reconcile_groups`), with the name
+/// its cells use.
 fn load_models(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
     let pairs: BTreeSet<(String, String)> = conn
         .prepare(
-            "SELECT DISTINCT served_provider, served_model FROM attempts
-             WHERE started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
+            "SELECT DISTINCT served_provider, served_model FROM temp.reconcile_groups
              UNION
-             SELECT DISTINCT provider, model FROM attempts
-             WHERE provider = 'openrouter'
-               AND started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
+             SELECT DISTINCT billing_provider, billed_model FROM temp.reconcile_groups
+             WHERE billing_provider = 'openrouter'
              UNION
              SELECT DISTINCT provider, model FROM bill_facts
              WHERE model IS NOT NULL
@@ -262,17 +265,15 @@ fn load_models(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError>
     Ok(())
 }
 
-/// `temp.prices` for the price key of every attempt in the scope and of
-/// every usage fact in its cells: both sides priced by the one rule.
+/// `temp.prices` for the price key of every attempt in the scope (of
+/// `temp.reconcile_groups`) and of every usage fact in its cells: both
+/// sides priced by the one rule.
 fn load_prices(conn: &Connection, prices: &PriceTable) -> Result<(), StoreError> {
     super::prices::create(conn)?;
     super::prices::price_keys(
         conn,
         prices,
-        "SELECT DISTINCT served_provider, served_model,
-                price_key_of(started_at, batch, service_tier, input_tokens, billing_account) AS price_key
-         FROM attempts
-         WHERE started_at >= getvariable('reconcile_since') AND started_at < getvariable('reconcile_until')
+        "SELECT DISTINCT served_provider, served_model, price_key FROM temp.reconcile_groups
          UNION
          SELECT DISTINCT provider, model, bill_price_key(bucket_start, service_tier, prompt_over, billing_account)
          FROM bill_facts

@@ -75,7 +75,7 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         .chain(["tune_curve.sql", "step_rollups.sql", "tune_shapes.sql", "tune_replay.sql"])
         .chain(["tune_outcome_counts.sql", "tune_steps.sql"])
         // reconcile_of_the_bill_fixtures (and reconcile.rs, by hand).
-        .chain(["reconcile_ledger.sql", "reconcile_billed.sql"])
+        .chain(["reconcile_groups.sql", "reconcile_ledger.sql", "reconcile_billed.sql"])
         .chain(derivation)
         .collect();
     for file in &files {
