@@ -253,6 +253,7 @@ impl Store {
         }
         functions::register(&conn)?;
         derived::define_bounds(&conn)?;
+        prices::define(&conn)?;
         Ok(Self {
             conn,
             aliases: Arc::new(ProviderAliases::builtin()),
