@@ -148,10 +148,12 @@ mod tests {
     #[test]
     fn canonical_names_match_the_price_table() {
         let table = ProviderAliases::builtin();
-        let prices: toml::Value = toml::from_str(crate::pricing::BUILTIN_PRICES).unwrap();
-        for entry in prices["provider"].as_array().unwrap() {
-            let name = entry["name"].as_str().unwrap();
-            assert_eq!(table.canonical(name), name, "price entry `{name}` is not a canonical name");
+        for text in [crate::pricing::BUILTIN_PRICES, crate::pricing::BUILTIN_CORRECTIONS] {
+            let prices: toml::Value = toml::from_str(text).unwrap();
+            for entry in prices["provider"].as_array().unwrap() {
+                let name = entry["name"].as_str().unwrap();
+                assert_eq!(table.canonical(name), name, "price entry `{name}` is not a canonical name");
+            }
         }
     }
 

@@ -20,6 +20,9 @@ use chrono::NaiveDate;
 
 /// The table shipped inside the binary.
 pub const BUILTIN_PRICES: &str = include_str!("../../../../prices/prices.toml");
+/// Entries the binary takes from providers' own price pages over the
+/// converted table's (docs/prices.md, "Corrections").
+pub const BUILTIN_CORRECTIONS: &str = include_str!("../../../../prices/corrections.toml");
 
 /// The tier of an attempt that states none, or states one of the names
 /// providers give their standard tier.
@@ -289,12 +292,34 @@ impl PriceTable {
         Ok(table)
     }
 
-    /// The shipped table alone.
+    /// The shipped table alone: the converted map with the corrections
+    /// merged over it.
     pub fn builtin() -> Self {
-        match shipped::shipped() {
+        let mut table = match shipped::shipped() {
             shipped::Shipped::Indexed(_) => Self { on_shipped: true, ..Self::default() },
             shipped::Shipped::Whole(table) => (**table).clone(),
+        };
+        let corrections = Self::corrections();
+        for (name, rows) in &corrections.models {
+            let merged = table.models.entry(name.clone()).or_default();
+            merged.retain(|r| rows.iter().all(|c| c.since != r.since));
+            merged.extend(rows.iter().cloned());
+            merged.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
         }
+        table
+    }
+
+    /// The corrections alone (prices/corrections.toml), parsed once per
+    /// process.
+    pub fn corrections() -> &'static PriceTable {
+        static CORRECTIONS: std::sync::OnceLock<PriceTable> = std::sync::OnceLock::new();
+        CORRECTIONS.get_or_init(|| {
+            let mut table = PriceTable::default();
+            table
+                .merge(BUILTIN_CORRECTIONS, "<built-in corrections.toml>")
+                .expect("the shipped corrections are valid (tested)");
+            table
+        })
     }
 
     /// Merges a price file over the table: the rows it gives for a (provider,

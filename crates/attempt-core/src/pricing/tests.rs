@@ -373,12 +373,56 @@ fn the_shipped_table_read_by_provider_answers_as_the_whole_file() {
         "prices/prices.toml keeps the importer's layout, so it is read an entry at a time"
     );
     let lazy = PriceTable::builtin();
-    let whole = table(BUILTIN_PRICES);
+    let mut whole = table(BUILTIN_PRICES);
+    whole.merge(BUILTIN_CORRECTIONS, "corrections.toml").unwrap();
     let names: Vec<(&str, &str)> = lazy.entry_names().collect();
     assert_eq!(names, whole.entry_names().collect::<Vec<_>>());
     assert!(names.len() > 1_000, "{} entries", names.len());
     for (provider, model) in names {
         assert_eq!(lazy.rows(provider, model), whole.rows(provider, model), "{provider}/{model}");
+    }
+}
+
+#[test]
+fn the_corrections_charge_what_the_providers_pages_do() {
+    let shipped = PriceTable::builtin();
+    let on = "2026-02-10";
+    // Gemini 3 Pro Preview on the Gemini API, which the converted map
+    // dropped: a 250k-token prompt is all at the long-context rate.
+    let long = usage(250_000, 2_000);
+    let cost = shipped.cost(&key("gcp.gemini", "gemini-3-pro-preview", on, "standard", long.input), &long);
+    assert_eq!(cost, Ok(1036 * USD / 1000));
+    let short = usage(100_000, 2_000);
+    let cost = shipped.cost(&key("gcp.gemini", "gemini-3-pro-preview", on, "batch", short.input), &short);
+    assert_eq!(cost, Ok(112 * USD / 1000));
+    // Claude Sonnet 4.5 over 200k tokens of prompt (the 1M-context beta),
+    // by its alias and its dated name, standard and batch.
+    let long = usage(300_000, 1_000);
+    for model in ["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"] {
+        let standard = shipped.cost(&key("anthropic", model, on, "standard", long.input), &long);
+        assert_eq!(standard, Ok(18_225 * USD / 10_000), "{model}");
+        let batch = shipped.cost(&key("anthropic", model, on, "batch", long.input), &long);
+        assert_eq!(batch, Ok(18_225 * USD / 20_000), "{model}");
+    }
+    // Elsewhere the converted rows still charge.
+    let converted = table(BUILTIN_PRICES);
+    let haiku = key("anthropic", "claude-haiku-4-5", on, "standard", 10);
+    assert_eq!(shipped.cost(&haiku, &long), converted.cost(&haiku, &long));
+}
+
+/// A correction the converted map has caught up with is dead weight that
+/// would hide the map's next change: each must still differ from it.
+#[test]
+fn every_correction_differs_from_the_converted_entry() {
+    let converted = table(BUILTIN_PRICES);
+    let corrections = PriceTable::corrections();
+    let names: Vec<(&str, &str)> = corrections.entry_names().collect();
+    assert!(!names.is_empty());
+    assert!(corrections.discounts.is_empty(), "a discount is a user's, not a correction");
+    for (provider, model) in names {
+        let corrected = corrections.rows(provider, model);
+        assert!(corrected.iter().all(|r| r.source.as_deref().is_some_and(|s| s.starts_with("https://"))));
+        assert_ne!(converted.rows(provider, model), corrected, "{provider}/{model}");
     }
 }
 
