@@ -144,14 +144,7 @@ WITH grouped AS (
 ),
 grouped_priced AS (
     -- Priced once: the cost and why it is unknown both read `priced`.
-    SELECT g.*, pr.price, pr.unpriced,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, pr.price) AS priced
-    FROM grouped g
-    LEFT JOIN temp.prices pr
-      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
-     AND pr.price_key IS NOT DISTINCT FROM g.price_key
+    SELECT * FROM priced_rows(grouped)
 ),
 priced AS (
     SELECT g.minute, g.kind, g.class, g.seq, g.attempts, g.input_tokens, g.output_tokens,
@@ -194,14 +187,7 @@ WITH grouped AS (
 ),
 grouped_priced AS (
     -- Priced once: the cost and why it is unknown both read `priced`.
-    SELECT g.*, pr.price, pr.unpriced,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, pr.price) AS priced
-    FROM grouped g
-    LEFT JOIN temp.prices pr
-      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
-     AND pr.price_key IS NOT DISTINCT FROM g.price_key
+    SELECT * FROM priced_rows(grouped)
 ),
 minutes AS (
     SELECT g.attempt_minute, g.workflow_name,
@@ -309,9 +295,7 @@ over_time AS (
 ),
 cost_rows AS NOT MATERIALIZED (
     SELECT b.*,
-           known_cost_pusd(b.cost_kind, b.emitter_cost_pusd, b.input_tokens, b.cached_input_tokens,
-                           b.cache_write_input_tokens, b.cache_write_1h_input_tokens, b.output_tokens,
-                           b.reasoning_output_tokens, b.web_search_requests, pr.price) AS cost_pusd
+           known_cost_of(b.cost_kind, b.emitter_cost_pusd, priced_tokens(b, pr.price)) AS cost_pusd
     FROM budgeted b
     LEFT JOIN temp.prices pr
       ON pr.served_provider = b.served_provider AND pr.served_model = b.served_model
@@ -375,17 +359,8 @@ SELECT g.finding, g.class, g.attempts, g.input_tokens, g.output_tokens,
        known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
        CASE WHEN unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) IS NOT NULL THEN g.attempts ELSE 0 END
            AS unknown_cost_attempts
-FROM (
-    -- Priced once: the cost and why it is unknown both read `priced`.
-    SELECT g.*, pr.price, pr.unpriced,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, pr.price) AS priced
-    FROM grouped g
-    LEFT JOIN temp.prices pr
-      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
-     AND pr.price_key IS NOT DISTINCT FROM g.price_key
-) g;
+-- Priced once: the cost and why it is unknown both read `priced`.
+FROM priced_rows(grouped) g;
 
 CREATE OR REPLACE TEMP TABLE audit_budget_workflows AS
 SELECT finding, count(*)::BIGINT AS workflows,

@@ -95,6 +95,25 @@ CREATE OR REPLACE TEMP MACRO priced_pusd(input, cached, cw, cw1h, output, reason
           + CASE WHEN reasoning::HUGEINT = 0 THEN 0 ELSE reasoning::HUGEINT * price.reasoning_output END
           + CASE WHEN searches::HUGEINT = 0 THEN 0 ELSE searches::HUGEINT * price.web_search END) END;
 
+-- priced_pusd of a row that holds the stored token columns by their names:
+-- `priced_tokens(g, price)`, `g` a table alias, read as a struct whose
+-- fields DuckDB plans as plain column reads.
+CREATE OR REPLACE TEMP MACRO priced_tokens(r, price) AS
+    priced_pusd(r.input_tokens, r.cached_input_tokens, r.cache_write_input_tokens, r.cache_write_1h_input_tokens,
+                r.output_tokens, r.reasoning_output_tokens, r.web_search_requests, price);
+
+-- The rows of `rows` (a table or a query's CTE with the stored token
+-- columns, served_provider, served_model and price_key) with their
+-- temp.prices row's price, unpriced, region_dropped and as_of, and
+-- `priced`: priced once, for queries that read both the known cost and why
+-- it is unknown.
+CREATE OR REPLACE TEMP MACRO priced_rows(rows) AS TABLE
+    SELECT r.*, p.price, p.unpriced, p.region_dropped, p.as_of, priced_tokens(r, p.price) AS priced
+    FROM query_table(rows) r
+    LEFT JOIN temp.prices p
+      ON p.served_provider = r.served_provider AND p.served_model = r.served_model
+     AND p.price_key IS NOT DISTINCT FROM r.price_key;
+
 -- The known cost and why a cost is unknown, from `priced` (priced_pusd's
 -- answer for the attempts' tokens): a query that needs both computes
 -- priced_pusd once, in a subquery, and reads both from it (planning the

@@ -22,12 +22,8 @@ SELECT workflow_id, served_provider, served_model, cost_kind, attempts, primary_
 FROM (
     SELECT r.workflow_id, r.served_provider, r.served_model, r.cost_kind, r.attempts, r.emitter_cost_pusd,
            p.price, p.unpriced,
-           priced_pusd(r.input_tokens, r.cached_input_tokens, r.cache_write_input_tokens,
-                       r.cache_write_1h_input_tokens, r.output_tokens, r.reasoning_output_tokens,
-                       r.web_search_requests, p.price) AS priced,
-           priced_pusd(r.input_tokens, r.cached_input_tokens, r.cache_write_input_tokens,
-                       r.cache_write_1h_input_tokens, r.output_tokens, r.reasoning_output_tokens,
-                       r.web_search_requests, q.price) AS primary_pusd
+           priced_tokens(r, p.price) AS priced,
+           priced_tokens(r, q.price) AS primary_pusd
     FROM temp.off_primary_rows r
     LEFT JOIN temp.prices p
       ON p.served_provider = r.served_provider AND p.served_model = r.served_model

@@ -18,19 +18,13 @@
 --   tokens priced by the table: their tokens only, web searches apart as
 --   the provider's token costs are), unrepriced_attempts.
 WITH priced AS (
-    SELECT g.*, coalesce(named.cell_model, g.billed_model) AS cell_model, p.price, p.unpriced,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, p.price) AS priced,
+    SELECT g.*, coalesce(named.cell_model, g.billed_model) AS cell_model,
            -- The provider's token costs: web searches are billed apart.
            priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens, 0, p.price)
+                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens, 0, g.price)
                AS repriced
-    FROM temp.reconcile_groups g
+    FROM priced_rows(reconcile_groups) g
     LEFT JOIN temp.reconcile_models named ON named.provider = g.billing_provider AND named.model = g.billed_model
-    LEFT JOIN temp.prices p
-      ON p.served_provider = g.served_provider AND p.served_model = g.served_model
-     AND p.price_key IS NOT DISTINCT FROM g.price_key
 ),
 marked AS (
     SELECT *, known_cost_of(cost_kind, emitter_pusd, priced) AS known_pusd,

@@ -75,16 +75,7 @@ SELECT g.* EXCLUDE (price, unpriced, region_dropped, as_of, priced),
        CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND g.region_dropped THEN g.attempts ELSE 0 END
            AS region_unpriced_attempts,
        CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN g.as_of END AS prices_as_of
-FROM (
-    SELECT g.*, p.price, p.unpriced, p.region_dropped, p.as_of,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, p.price) AS priced
-    FROM grouped g
-    LEFT JOIN temp.prices p
-      ON p.served_provider = g.served_provider AND p.served_model = g.served_model
-     AND p.price_key IS NOT DISTINCT FROM g.price_key
-) g;
+FROM priced_rows(grouped) g;
 
 CREATE OR REPLACE TEMP VIEW scope_recovery AS
 SELECT outcome, le_us, sum(workflows)::BIGINT AS workflows, sum(sum_us)::HUGEINT AS sum_us

@@ -47,24 +47,20 @@ WITH in_range AS (
       AND (getvariable('ts_workflow') IS NULL OR workflow_name = getvariable('ts_workflow'))
       AND (getvariable('ts_route') IS NULL OR primary_provider = getvariable('ts_route'))
 ),
-attempts_priced AS (
-    -- Priced once: the cost and why it is unknown both read `priced`.
-    SELECT r.*, p.price, p.unpriced,
-           priced_pusd(r.input_tokens, r.cached_input_tokens, r.cache_write_input_tokens,
-                       r.cache_write_1h_input_tokens, r.output_tokens, r.reasoning_output_tokens,
-                       r.web_search_requests, p.price) AS priced
-    FROM rollup_attempts r
-    LEFT JOIN temp.prices p
-      ON p.served_provider = r.served_provider AND p.served_model = r.served_model
-     AND p.price_key IS NOT DISTINCT FROM r.price_key
+attempts_in_window AS (
+    SELECT * FROM rollup_attempts r
     WHERE r.minute >= getvariable('ts_from') AND r.minute < getvariable('ts_until')
       AND (getvariable('ts_workflow') IS NULL OR r.workflow_name = getvariable('ts_workflow'))
       AND (getvariable('ts_route') IS NULL OR r.provider = getvariable('ts_route'))
 ),
+attempts_priced AS (
+    -- Priced once: the cost and why it is unknown both read `priced`.
+    SELECT * FROM priced_rows(attempts_in_window)
+),
 attempts_in_range AS (
     SELECT time_bucket(getvariable('ts_step'), r.minute, getvariable('ts_from')) AS bucket,
            time_bucket(getvariable('ts_step'), r.attempt_minute, getvariable('ts_from')) AS attempt_bucket,
-           r.* EXCLUDE (price, unpriced, priced),
+           r.* EXCLUDE (price, unpriced, region_dropped, as_of, priced),
            known_cost_of(r.cost_kind, r.emitter_cost_pusd, r.priced) AS cost_pusd,
            CASE WHEN unknown_reason_of(r.cost_kind, r.price, r.unpriced, r.priced) IS NOT NULL THEN r.attempts ELSE 0 END
                AS unknown_cost_attempts

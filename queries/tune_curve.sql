@@ -67,17 +67,8 @@ SELECT g.* EXCLUDE (price, unpriced, priced), (g.input_tokens + g.output_tokens)
        known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
        CASE WHEN unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) IS NOT NULL THEN g.attempts ELSE 0 END
            AS unknown_cost_attempts
-FROM (
-    -- Priced once: the cost and why it is unknown both read `priced`.
-    SELECT g.*, pr.price, pr.unpriced,
-           priced_pusd(g.input_tokens, g.cached_input_tokens, g.cache_write_input_tokens,
-                       g.cache_write_1h_input_tokens, g.output_tokens, g.reasoning_output_tokens,
-                       g.web_search_requests, pr.price) AS priced
-    FROM grouped g
-    LEFT JOIN temp.prices pr
-      ON pr.served_provider = g.served_provider AND pr.served_model = g.served_model
-     AND pr.price_key IS NOT DISTINCT FROM g.price_key
-) g;
+-- Priced once: the cost and why it is unknown both read `priced`.
+FROM priced_rows(grouped) g;
 
 CREATE OR REPLACE TEMP TABLE tune_curve AS
 WITH routes AS (

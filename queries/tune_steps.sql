@@ -71,8 +71,7 @@ WITH keyed AS (
 s AS (
     -- Priced once: the cost and why it is unknown both read `priced`.
     SELECT *, looked_up.price AS price, looked_up.unpriced AS unpriced,
-           priced_pusd(input_tokens, cached_input_tokens, cache_write_input_tokens, cache_write_1h_input_tokens,
-                       output_tokens, reasoning_output_tokens, web_search_requests, looked_up.price) AS priced
+           priced_tokens(keyed, looked_up.price) AS priced
     FROM keyed
 )
 SELECT hash(s.workflow_id) AS workflow_key, s.workflow_id AS sort_id, s.seq,
