@@ -506,3 +506,138 @@ fn an_openrouter_models_answer_imports_into_a_price_file() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// The requests of issue 60's table, each sent as a user sends it (a JSONL
+/// file, ingested, then the report): every one charged what its provider
+/// bills, in dollars, through the shipped table and the stored attempts.
+#[test]
+fn each_request_is_charged_what_its_provider_bills() {
+    let dir = tempfile::tempdir().unwrap();
+    let million = json!({"input_tokens": 1_000_000, "output_tokens": 1_000_000});
+    let small = json!({"input_tokens": 1_000, "output_tokens": 100});
+    let with = |workflow: &str, base: &Value, extra: Value| {
+        let mut fields = base.clone();
+        for (key, value) in extra.as_object().unwrap() {
+            fields[key] = value.clone();
+        }
+        fields["workflow_id"] = json!(workflow);
+        fields["workflow"] = json!(workflow);
+        rec(fields)
+    };
+    // (workflow, what the provider bills in USD, attempts): a million
+    // tokens spread over requests of 50,000 tokens of prompt are priced
+    // below every long-context threshold, as the bill's per-million figures
+    // are stated.
+    let spread = |workflow: &str, provider: &str, model: &str, per: Value| -> Vec<String> {
+        (0..20)
+            .map(|i| {
+                let mut line: Value = serde_json::from_str(&with(
+                    workflow,
+                    &json!({"provider": provider, "model": model}),
+                    per.clone(),
+                ))
+                .unwrap();
+                line["attempt_id"] = json!(format!("{workflow}-{i}"));
+                line.to_string()
+            })
+            .collect()
+    };
+    let mut lines = vec![
+        with("gpt-5 flex", &million, json!({"model": "gpt-5", "service_tier": "flex"})),
+        with("gpt-5 batch", &million, json!({"model": "gpt-5", "batch": true})),
+        with("gpt-5 priority", &million, json!({"model": "gpt-5", "service_tier": "priority"})),
+        with(
+            "gemini-2.5-pro 250k prompt",
+            &json!({}),
+            json!({"provider": "gemini", "model": "gemini-2.5-pro", "input_tokens": 250_000, "output_tokens": 2_000}),
+        ),
+        // Ten web searches on top of the call's tokens (a success that
+        // states searches but no tokens has unknown cost: its tokens were
+        // used and not reported).
+        with("openai 10 searches", &small, json!({"model": "gpt-5", "web_search_requests": 10})),
+        with(
+            "anthropic 10 searches",
+            &small,
+            json!({"provider": "anthropic", "model": "claude-sonnet-4-5", "web_search_requests": 10}),
+        ),
+    ];
+    let one_hour = json!({"input_tokens": 50_000, "cache_write_input_tokens": 50_000,
+                          "cache_write_1h_input_tokens": 50_000});
+    lines.extend(spread("sonnet-4.5 1h cache writes", "anthropic", "claude-sonnet-4-5", one_hour));
+    let five_minutes = json!({"input_tokens": 50_000, "cache_write_input_tokens": 50_000});
+    lines.extend(spread("vertex sonnet-4.5 5m cache writes", "vertex_ai", "claude-sonnet-4-5", five_minutes));
+    let half = json!({"input_tokens": 50_000, "output_tokens": 50_000});
+    for profile in ["us", "au", "jp"] {
+        let model = format!("{profile}.anthropic.claude-sonnet-4-5-20250929-v1:0");
+        lines.extend(spread(&format!("bedrock {profile}."), "bedrock", &model, half.clone()));
+    }
+    let tenth = json!({"input_tokens": 100_000, "output_tokens": 10_000});
+    let current = [
+        ("anthropic", "claude-sonnet-4-6", "0.45"),
+        ("openai", "gpt-5.2", "0.315"),
+        ("gemini", "gemini-3-pro-preview", "0.32"),
+        ("deepseek", "deepseek-chat", "0.0322"),
+        ("mistral", "mistral-large-latest", "0.065"),
+        ("xai", "grok-4.20", "0.15"),
+        ("groq", "openai/gpt-oss-120b", "0.021"),
+    ];
+    for (provider, model, _) in current {
+        let mut line: Value =
+            serde_json::from_str(&with(model, &tenth, json!({"provider": provider, "model": model})))
+                .unwrap();
+        if model == "gemini-3-pro-preview" {
+            // Sold from 2025-11-18 to 2026-03-09: its months still need a price.
+            line["started_at"] = json!("2026-02-10T10:00:00Z");
+        }
+        lines.push(line.to_string());
+    }
+    // A price cut entered for 2026-11-29 on: the attempt of the day before
+    // keeps the old price.
+    lines.push(with("gpt-5 before the cut", &million, json!({"model": "gpt-5"})));
+    lines.push(with(
+        "gpt-5 after the cut",
+        &million,
+        json!({"model": "gpt-5", "started_at": "2026-11-30T02:00:00Z"}),
+    ));
+    std::fs::write(dir.path().join("a.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(
+        dir.path().join("cut.toml"),
+        "[[provider]]\nname = \"openai\"\nmodels = [\n  { model = \"gpt-5\", since = \"2026-11-29\", input = 1.0, output = 8.0 },\n]\n",
+    )
+    .unwrap();
+    let ingest = cli(&["ingest", "--db", "p.duckdb", "a.jsonl"], dir.path());
+    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
+    let out = cli(
+        &["report", "--db", "p.duckdb", "--format", "json", "--no-audit", "--prices", "cut.toml"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let charged: BTreeMap<String, String> = report["by_workflow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["workflow"].as_str().unwrap().to_string(), w["cost_usd"].to_string()))
+        .collect();
+    let mut billed = vec![
+        ("gpt-5 flex", "5.625"),
+        ("gpt-5 batch", "5.625"),
+        ("gpt-5 priority", "22.5"),
+        ("gemini-2.5-pro 250k prompt", "0.655"),
+        ("sonnet-4.5 1h cache writes", "6.0"),
+        ("vertex sonnet-4.5 5m cache writes", "3.75"),
+        ("bedrock us.", "19.8"),
+        ("bedrock au.", "19.8"),
+        ("bedrock jp.", "19.8"),
+        // $0.00225 and $0.0045 of tokens, and $0.10 of searches.
+        ("openai 10 searches", "0.10225"),
+        ("anthropic 10 searches", "0.1045"),
+        ("gpt-5 before the cut", "11.25"),
+        ("gpt-5 after the cut", "9.0"),
+    ];
+    billed.extend(current.iter().map(|(_, model, usd)| (*model, *usd)));
+    for (workflow, usd) in billed {
+        assert_eq!(charged.get(workflow).map(String::as_str), Some(usd), "{workflow}: {charged:?}");
+    }
+    assert_eq!(report["cost_usd"]["unknown_cost_attempts"], 0, "{}", report["cost_usd"]);
+}
