@@ -259,6 +259,18 @@ fn demo_runs_an_incident_end_to_end() {
     assert!(haiku["causes"]["unbilled_failures"].as_f64().unwrap() > 0.0, "{haiku:#}");
     assert_eq!(haiku["causes"]["unexplained"].as_f64(), Some(0.0));
     assert!(stdout.contains("Against the bill") && stdout.contains("provider_only"), "{stdout}");
+    // Priced as billed: only the planted cell drifts on price, and the
+    // table lacks nothing the night needed.
+    for cell in bill["cells"].as_array().unwrap() {
+        if cell["model"] != "claude-haiku-4-5" {
+            assert_eq!(cell["causes"]["price"].as_f64(), Some(0.0), "{cell:#}");
+        }
+    }
+    let check = run(&["prices", "check", "--db", db.to_str().unwrap(), "--format", "json"], dir.path());
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let check: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check["unpriced"], serde_json::json!([]), "{check:#}");
+    assert!(check["attempts_checked"].as_i64().unwrap() > 40_000, "{check:#}");
     for source in ["openai-usage", "openai-costs", "anthropic-usage", "anthropic-cost"] {
         let again = run(
             &[
