@@ -23,6 +23,7 @@ pub const BUILTIN_PRICES: &str = include_str!("../../../../prices/prices.toml");
 /// Entries the binary takes from providers' own price pages over the
 /// converted table's (docs/prices.md, "Corrections").
 pub const BUILTIN_CORRECTIONS: &str = include_str!("../../../../prices/corrections.toml");
+const CORRECTIONS_PATH: &str = "<built-in corrections.toml>";
 
 /// The tier of an attempt that states none, or states one of the names
 /// providers give their standard tier.
@@ -299,13 +300,9 @@ impl PriceTable {
             shipped::Shipped::Indexed(_) => Self { on_shipped: true, ..Self::default() },
             shipped::Shipped::Whole(table) => (**table).clone(),
         };
-        let corrections = Self::corrections();
-        for (name, rows) in &corrections.models {
-            let merged = table.models.entry(name.clone()).or_default();
-            merged.retain(|r| rows.iter().all(|c| c.since != r.since));
-            merged.extend(rows.iter().cloned());
-            merged.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
-        }
+        table
+            .merge(BUILTIN_CORRECTIONS, CORRECTIONS_PATH)
+            .expect("the shipped corrections are valid (tested)");
         table
     }
 
@@ -316,7 +313,7 @@ impl PriceTable {
         CORRECTIONS.get_or_init(|| {
             let mut table = PriceTable::default();
             table
-                .merge(BUILTIN_CORRECTIONS, "<built-in corrections.toml>")
+                .merge(BUILTIN_CORRECTIONS, CORRECTIONS_PATH)
                 .expect("the shipped corrections are valid (tested)");
             table
         })
