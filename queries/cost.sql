@@ -137,3 +137,22 @@ CREATE OR REPLACE TEMP MACRO unknown_cost_reason(kind, input, cached, cw, cw1h, 
                                                  price, unpriced) AS
     unknown_reason_of(kind, price, unpriced,
                       priced_pusd(input, cached, cw, cw1h, output, reasoning, searches, price));
+
+-- The rows of `rows` (as priced_rows reads them, with `attempts` and the
+-- emitter's own cost as emitter_cost_pusd) with what a report sums of
+-- their cost: cost_pusd, the known cost (an unknown one adds 0 and is
+-- counted by its reason instead); unknown_reason; unknown_cost_attempts,
+-- their attempts when the cost is unknown; region_unpriced_attempts, those
+-- priced by an entry matched only once the served model's region was
+-- dropped; and prices_as_of, the as-of day of the prices that priced them.
+-- scope.sql reads the rollups' groups through it, `report --lake` the
+-- lake's attempts (src/store/lake_report.rs).
+CREATE OR REPLACE TEMP MACRO costed_rows(rows) AS TABLE
+    SELECT g.* EXCLUDE (price, unpriced, region_dropped, as_of, priced),
+           known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
+           unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) AS unknown_reason,
+           CASE WHEN unknown_reason IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts,
+           CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND g.region_dropped THEN g.attempts ELSE 0 END
+               AS region_unpriced_attempts,
+           CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN g.as_of END AS prices_as_of
+    FROM priced_rows(rows) g;

@@ -66,16 +66,9 @@ WITH grouped AS (
     WHERE getvariable('scope_everything')
       AND (getvariable('scope_workflow') IS NULL OR t.workflow_name = getvariable('scope_workflow'))
 )
-SELECT g.* EXCLUDE (price, unpriced, region_dropped, as_of, priced),
-       -- The rule is cost.sql's; an unknown cost adds 0 here and is counted
-       -- in unknown_cost_attempts instead, by its reason.
-       known_cost_of(g.cost_kind, g.emitter_cost_pusd, g.priced) AS cost_pusd,
-       unknown_reason_of(g.cost_kind, g.price, g.unpriced, g.priced) AS unknown_reason,
-       CASE WHEN unknown_reason IS NOT NULL THEN g.attempts ELSE 0 END AS unknown_cost_attempts,
-       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' AND g.region_dropped THEN g.attempts ELSE 0 END
-           AS region_unpriced_attempts,
-       CASE WHEN unknown_reason IS NULL AND g.cost_kind = 'priced' THEN g.as_of END AS prices_as_of
-FROM priced_rows(grouped) g;
+-- The rule is cost.sql's; an unknown cost adds 0 here and is counted in
+-- unknown_cost_attempts instead, by its reason.
+SELECT * FROM costed_rows(grouped);
 
 CREATE OR REPLACE TEMP VIEW scope_recovery AS
 SELECT outcome, le_us, sum(workflows)::BIGINT AS workflows, sum(sum_us)::HUGEINT AS sum_us

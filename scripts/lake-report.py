@@ -6,7 +6,7 @@
 
 prints the report as JSON, with the keys of `attempt-ledger report --format
 json`: `duckdb` runs `attempt-ledger report --lake` (the product's own rules
-over the lake, every section); `spark` and `clickhouse` run
+and report queries over the lake, the same sections); `spark` and `clickhouse` run
 queries/lake/<engine>/report.sql and shape its results here, for the
 sections those queries derive (workflows, rates, attempts, tokens, cost_usd,
 waste_share, by_served_provider, by_served_model, by_workflow,

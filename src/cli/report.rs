@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{DbArg, WindowArgs, remote};
-use crate::lake::read::BadFiles;
+use crate::lake::read::{BadFiles, Sections};
 use crate::report::prices::STALE_AFTER_DAYS;
 use crate::report::{Format, render};
 use attempt_core::request::Window;
@@ -48,6 +48,13 @@ pub struct Args {
     /// the report's `lake` section lists what was left out.
     #[arg(long, requires = "lake")]
     skip_bad_files: bool,
+    /// Derive every section of the report from the lake, and the audit
+    /// (unless --no-audit), as the write path derives them: about 20-30 µs
+    /// an attempt read, where the default derives by SQL the sections every
+    /// lake engine does (outcomes, waste, cost by served model, per
+    /// workflow, amplification, primary routes, fallbacks) in a few.
+    #[arg(long, requires = "lake")]
+    every_section: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -57,6 +64,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let policy = attempt_core::policy::LoadedPolicy::load(args.policy.as_deref())?;
         let horizon = chrono::Duration::from_std(args.horizon)?;
         let bad_files = if args.skip_bad_files { BadFiles::Skip } else { BadFiles::Refuse };
+        if args.policy.is_some() && !args.every_section {
+            anyhow::bail!(
+                "--policy audits the lake's workflows, which only --every-section derives: add it (or leave out --policy)"
+            );
+        }
+        let sections =
+            if args.every_section { Sections::Every { with_audit: !args.no_audit } } else { Sections::Lake };
         let report = crate::lake::read::lake_report(
             lake,
             &filter,
@@ -64,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bad_files,
             prices.into(),
             policy.into(),
-            !args.no_audit,
+            sections,
         )?;
         if let Some(source) = report.lake.as_ref().filter(|l| !l.skipped_files.is_empty()) {
             for file in &source.skipped_files {

@@ -2,10 +2,17 @@
 //!
 //! The lake is surveyed first (`survey.rs`): a file no reader can use
 //! refuses the read, naming each once, unless the caller skips them. The
-//! good files' rows (inside the horizon around a window) are deduplicated
-//! as every engine does (`queries/lake/dedup.sql`) into a scratch database
-//! in a temporary folder, derived there like any write, and read with the
-//! same `Reader` as a node's database: one report over every node.
+//! good files' rows (inside the horizon around a window) are then read one
+//! of two ways, in a scratch database in a temporary folder (where DuckDB
+//! spills what does not fit in memory):
+//! - `Sections::Lake` (the default): deduplicated and derived by SQL in one
+//!   pass (`queries/lake/scope.sql`) into what the node's own report
+//!   queries read, for the sections every lake engine derives
+//!   (`store::LAKE_QUERIES`): a few scans and sorts of the rows.
+//! - `Sections::Every`: deduplicated as every engine does
+//!   (`queries/lake/dedup.sql`), derived like any write, and read with the
+//!   same `Reader` as a node's database: every section and the audit, at
+//!   the write path's cost per attempt.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,8 +22,8 @@ use chrono::Duration;
 use super::survey::survey;
 use super::{Lake, LakeError};
 use crate::read::{ReadError, Reader};
-use crate::report::{LakeSource, Report, SkippedFile};
-use crate::store::{Horizon, LakeFiles, Store};
+use crate::report::{LAKE_SECTIONS, LakeSource, Report, SkippedFile};
+use crate::store::{Horizon, Job, LakeFiles, MemoryLimit, Store};
 use attempt_core::policy::LoadedPolicy;
 use attempt_core::pricing::PriceTable;
 use attempt_core::request::ReportFilter;
@@ -47,6 +54,16 @@ pub enum BadFiles {
     Skip,
 }
 
+/// Which sections a lake report derives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sections {
+    /// Those every lake engine derives, by SQL over the rows.
+    Lake,
+    /// Every section, the audit too when `with_audit`, by the write path's
+    /// derivation into a scratch database.
+    Every { with_audit: bool },
+}
+
 /// The report of the lake at `root` for `filter`.
 pub fn lake_report(
     root: &Path,
@@ -55,12 +72,14 @@ pub fn lake_report(
     bad_files: BadFiles,
     prices: Arc<PriceTable>,
     policy: Arc<LoadedPolicy>,
-    with_audit: bool,
+    sections: Sections,
 ) -> Result<Report, LakeReadError> {
     let lake = Lake::open(root)?;
     let scratch =
         tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
-    let store = Store::open(&scratch.path().join("lake.duckdb"))?;
+    // Reading a whole lake is a bulk job (docs/ingest.md): under
+    // serve's ceiling its window's rows spill to disk.
+    let store = Store::open_for_job(&scratch.path().join("lake.duckdb"), &MemoryLimit::for_job(Job::Bulk))?;
     let surveyed = survey(&lake, &store)?;
     // Nothing left to read once they are skipped: refused all the same.
     if !surveyed.bad.is_empty() && (bad_files == BadFiles::Refuse || surveyed.good.is_empty()) {
@@ -73,17 +92,33 @@ pub fn lake_report(
         if surveyed.bad.is_empty() { LakeFiles::All(lake.root()) } else { LakeFiles::Only(&surveyed.good) };
     let windowed = filter.since.is_some() || filter.until.is_some();
     let read = Horizon { from: filter.since.map(|t| t - horizon), until: filter.until.map(|t| t + horizon) };
-    let loaded = store.load_lake(files, read)?;
-    store.catch_up()?;
-    let outside =
-        store.lake_outside_horizon(files, read, filter.since, filter.until, filter.workflow.as_deref())?;
-    let mut report = Reader::new(&store, prices, policy).report(filter, with_audit)?;
+    let (mut report, copies, attempts, outside, derived) = match sections {
+        Sections::Lake => {
+            let read = store.lake_report_rows(files, read, filter, &prices)?;
+            let report = Report::from_rows(&read.rows, filter.retry_budget);
+            (report, read.copies, read.attempts, read.outside, Some(LAKE_SECTIONS.map(String::from).to_vec()))
+        }
+        Sections::Every { with_audit } => {
+            let loaded = store.load_lake(files, read)?;
+            store.catch_up()?;
+            let outside = store.lake_outside_horizon(
+                files,
+                read,
+                filter.since,
+                filter.until,
+                filter.workflow.as_deref(),
+            )?;
+            let report = Reader::new(&store, prices, policy).report(filter, with_audit)?;
+            (report, loaded.copies, loaded.attempts, outside, None)
+        }
+    };
     let (skipped_attempts, _) = surveyed.skipped();
     report.lake = Some(LakeSource {
         engine: "duckdb".to_string(),
         lake_id: lake.manifest().lake_id.clone(),
-        copies_read: loaded.copies,
-        attempts: loaded.attempts,
+        sections: derived,
+        copies_read: copies,
+        attempts,
         horizon_hours: windowed.then(|| horizon.num_seconds() as f64 / 3600.0),
         attempts_outside_horizon: outside,
         skipped_files: surveyed

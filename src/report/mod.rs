@@ -72,12 +72,41 @@ pub struct Report {
     pub lake: Option<LakeSource>,
 }
 
+/// The report's keys a lake read derives by SQL (`store::LAKE_QUERIES`),
+/// as Spark's and ClickHouse's reports do (`scripts/lake-report.py`).
+pub const LAKE_SECTIONS: [&str; 12] = [
+    "workflows",
+    "rates",
+    "attempts",
+    "tokens",
+    "cost_usd",
+    "waste_share",
+    "by_served_provider",
+    "by_served_model",
+    "by_workflow",
+    "amplification",
+    "by_primary_route",
+    "fallbacks",
+];
+
+/// The keys of a `fallbacks` row a lake read does not derive: what an
+/// activation cost and why come from each workflow's spend and breaker
+/// timeline, which only the node's derivation (and `--every-section`) has.
+pub const LAKE_UNDERIVED_FALLBACK_KEYS: [&str; 5] =
+    ["limit_kinds", "served_models", "fallback_cost_usd", "primary_cost_usd", "breaker_open_workflows"];
+
 /// The lake a report was read from, and what of it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LakeSource {
     /// The engine that read it.
     pub engine: String,
     pub lake_id: String,
+    /// The report's keys it derived (`LAKE_SECTIONS`); the others (and
+    /// `LAKE_UNDERIVED_FALLBACK_KEYS`) are left out of the report, not
+    /// reported empty. Absent: every section
+    /// (`report --lake --every-section`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sections: Option<Vec<String>>,
     /// Rows read: every stored copy inside the horizon.
     pub copies_read: u64,
     /// Attempts left once copies and superseded trace revisions are dropped.

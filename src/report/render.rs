@@ -4,7 +4,7 @@
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 
-use super::{PerWorkflow, Rates, Report, WorkflowCounts};
+use super::{LAKE_UNDERIVED_FALLBACK_KEYS, PerWorkflow, Rates, Report, WorkflowCounts};
 use attempt_core::model::name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -16,6 +16,9 @@ pub enum Format {
 
 pub fn render(report: &Report, format: Format) -> String {
     match format {
+        Format::Json if derived_some(report) => {
+            serde_json::to_string_pretty(&json(report)).expect("a report always serialises") + "\n"
+        }
         Format::Json => serde_json::to_string_pretty(report).expect("a report always serialises") + "\n",
         Format::Csv => csv(report),
         Format::Table => {
@@ -31,6 +34,39 @@ pub fn render(report: &Report, format: Format) -> String {
     }
 }
 
+/// Whether the report is of a lake read that derived some sections only.
+fn derived_some(report: &Report) -> bool {
+    report.lake.as_ref().is_some_and(|lake| lake.sections.is_some())
+}
+
+/// The report as JSON: of a lake report that derived some sections only,
+/// those (and its `lake` section), so no consumer reads one it did not
+/// derive as empty. (A `Value`'s keys are sorted: a whole report is
+/// serialised as is, in its fields' order.)
+fn json(report: &Report) -> Value {
+    let mut value = serde_json::to_value(report).expect("a report always serialises");
+    let derived = report.lake.as_ref().and_then(|lake| lake.sections.as_ref());
+    if let (Some(sections), Value::Object(keys)) = (derived, &mut value) {
+        keys.retain(|key, _| key == "lake" || sections.contains(key));
+        if let Some(Value::Array(rows)) = keys.get_mut("fallbacks") {
+            for row in rows.iter_mut().filter_map(Value::as_object_mut) {
+                LAKE_UNDERIVED_FALLBACK_KEYS.iter().for_each(|key| drop(row.remove(*key)));
+            }
+        }
+    }
+    value
+}
+
+/// Whether the report derived its section `key`: a lake report may derive
+/// some only (`LakeSource::sections`).
+fn derived(report: &Report, key: &str) -> bool {
+    report
+        .lake
+        .as_ref()
+        .and_then(|lake| lake.sections.as_ref())
+        .is_none_or(|sections| sections.iter().any(|s| s == key))
+}
+
 fn lake_lines(lake: &crate::report::LakeSource) -> String {
     let horizon = lake.horizon_hours.map_or("all of it".to_string(), |h| format!("{h} h around the window"));
     let skipped = if lake.skipped_files.is_empty() {
@@ -42,9 +78,15 @@ fn lake_lines(lake: &crate::report::LakeSource) -> String {
             lake.skipped_attempts
         )
     };
+    let sections = match &lake.sections {
+        Some(_) => {
+            "Sections: those every lake engine derives (--every-section derives the others and the audit)\n"
+        }
+        None => "",
+    };
     format!(
         "\nRead from lake {} by {}: {} copies, {} attempts; horizon {horizon}; {} attempts of these workflows \
-         outside it\n{skipped}",
+         outside it\n{skipped}{sections}",
         lake.lake_id, lake.engine, lake.copies_read, lake.attempts, lake.attempts_outside_horizon
     )
 }
@@ -53,7 +95,7 @@ fn lake_lines(lake: &crate::report::LakeSource) -> String {
 /// by their identifying fields (`by_served_provider[openai].cost_usd`).
 fn csv(report: &Report) -> String {
     let mut rows = Vec::new();
-    flatten(&serde_json::to_value(report).expect("a report always serialises"), String::new(), &mut rows);
+    flatten(&json(report), String::new(), &mut rows);
     let mut writer = ::csv::Writer::from_writer(Vec::new());
     let _ = writer.write_record(["metric", "value"]);
     for (metric, value) in rows {
@@ -290,31 +332,34 @@ fn table(r: &Report) -> String {
     out += &t.to_string();
     out += "\n\n";
 
-    let b = &r.retry_budget;
-    out += &format!(
-        "Retry budget {}: overall retry ratio {}, {} of {} minutes over budget",
-        pct(Some(b.budget)),
-        pct(b.ratio),
-        b.minutes_over_budget,
-        b.minutes
-    );
-    if let (Some(peak), Some(minute)) = (b.peak_ratio, &b.peak_minute) {
-        out += &format!(", peak {} at {minute}", pct(Some(peak)));
-    }
-    out += "\n";
-    for incident in b.incidents.iter().take(10) {
+    // A lake report derives no retry budget (`LakeSource::sections`).
+    if derived(r, "retry_budget") {
+        let b = &r.retry_budget;
         out += &format!(
-            "  incident {} .. {}: {} min, {} retries on {} first attempts (peak {})\n",
-            incident.start,
-            incident.end,
-            incident.minutes,
-            incident.retries,
-            incident.first_attempts,
-            pct(incident.peak_ratio)
+            "Retry budget {}: overall retry ratio {}, {} of {} minutes over budget",
+            pct(Some(b.budget)),
+            pct(b.ratio),
+            b.minutes_over_budget,
+            b.minutes
         );
-    }
-    if b.incidents.len() > 10 {
-        out += &format!("  ... and {} more incidents (see --format json)\n", b.incidents.len() - 10);
+        if let (Some(peak), Some(minute)) = (b.peak_ratio, &b.peak_minute) {
+            out += &format!(", peak {} at {minute}", pct(Some(peak)));
+        }
+        out += "\n";
+        for incident in b.incidents.iter().take(10) {
+            out += &format!(
+                "  incident {} .. {}: {} min, {} retries on {} first attempts (peak {})\n",
+                incident.start,
+                incident.end,
+                incident.minutes,
+                incident.retries,
+                incident.first_attempts,
+                pct(incident.peak_ratio)
+            );
+        }
+        if b.incidents.len() > 10 {
+            out += &format!("  ... and {} more incidents (see --format json)\n", b.incidents.len() - 10);
+        }
     }
     if let Some(all) = r.recovery_time_ms.iter().find(|t| t.outcome.is_none() && t.workflows > 0) {
         out += &format!(

@@ -140,7 +140,7 @@ pub struct Horizon {
 }
 
 impl Horizon {
-    fn condition(&self) -> String {
+    pub(super) fn condition(&self) -> String {
         let mut clauses = vec!["true".to_string()];
         if let Some(from) = self.from {
             clauses.push(format!(
@@ -160,11 +160,11 @@ impl Horizon {
     }
 }
 
-fn timestamp_sql(t: DateTime<Utc>) -> String {
+pub(super) fn timestamp_sql(t: DateTime<Utc>) -> String {
     format!("make_timestamp({}::BIGINT)", t.timestamp_micros())
 }
 
-fn quoted(text: &str) -> String {
+pub(super) fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
@@ -180,7 +180,7 @@ pub enum LakeFiles<'a> {
 impl LakeFiles<'_> {
     /// The files as DuckDB's `read_parquet` reads them, with the partition
     /// columns of their paths.
-    fn sql(&self) -> String {
+    pub(super) fn sql(&self) -> String {
         let files = match self {
             LakeFiles::All(root) => quoted(
                 &root.join("attempts").join("day=*").join("bucket=*").join("*.parquet").display().to_string(),
@@ -597,7 +597,7 @@ impl Store {
     /// `, NULL::TYPE AS name` for each added column none of `files` holds
     /// (a lake every file of which predates it): read by name, a column no
     /// file has is not there at all.
-    fn absent_added_columns(&self, files: &LakeFiles) -> Result<String, StoreError> {
+    pub(super) fn absent_added_columns(&self, files: &LakeFiles) -> Result<String, StoreError> {
         let held: std::collections::HashSet<String> = self
             .conn
             .prepare(&format!("DESCRIBE SELECT * FROM {}", files.sql()))?

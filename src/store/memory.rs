@@ -16,7 +16,8 @@ use super::env::MEMORY_LIMIT_ENV;
 pub enum Job {
     /// `serve`, and commands that read (reports, audits, alerts, tune).
     Serve,
-    /// `ingest`, `rebuild`, `export`: one-off passes over many attempts.
+    /// `ingest`, `rebuild`, `export`, `report --lake`: one-off passes over
+    /// many attempts.
     Bulk,
 }
 

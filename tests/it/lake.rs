@@ -347,7 +347,9 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
     assert!(all["fallbacks"].as_array().unwrap().len() > 1, "{all:#}");
     assert!(all["by_served_provider"].as_array().unwrap().iter().any(|p| p["rerouted_attempts"] != 0));
 
-    // `report --lake`: every section, the audit too, equal to the reference's.
+    // `report --lake` derives the sections every engine derives, and says
+    // so; `--every-section` every section, the audit too. Both equal the
+    // reference's.
     for (case, want) in cases.as_array().unwrap().iter().zip(&expected) {
         let mut args: Vec<String> =
             ["report", "--lake", lake.to_str().unwrap(), "--format", "json", "--no-audit"]
@@ -358,27 +360,74 @@ fn three_nodes_make_one_lake_that_spark_clickhouse_and_report_lake_read_as_one_n
                 args.extend([format!("--{key}"), value.to_string()]);
             }
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut got: Value = serde_json::from_str(&run(&args)).unwrap();
-        let read = got.as_object_mut().unwrap().remove("lake").unwrap();
-        assert_same(&got, want, &format!("report --lake {case}"));
-        assert_eq!(read["attempts_outside_horizon"], 0, "{read}");
-        if case.as_object().unwrap().is_empty() {
-            let copies = read["copies_read"].as_u64().unwrap();
-            let attempts = read["attempts"].as_u64().unwrap();
-            assert!(
-                copies > attempts,
-                "the lake holds redelivered copies and a trace's two revisions: {read}"
-            );
-            assert_eq!(attempts, want["attempts"]["total"].as_u64().unwrap());
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut lake_sections: Value = serde_json::from_str(&run(&args)).unwrap();
+        let read = lake_sections.as_object_mut().unwrap().remove("lake").unwrap();
+        assert_eq!(read["sections"], json!(SECTIONS), "{read}");
+        let keys: BTreeSet<&str> = lake_sections.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, SECTIONS.into_iter().collect(), "only what it derived is reported");
+        assert!(
+            lake_sections["fallbacks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|row| FALLBACK_DETAILS.iter().all(|key| row.get(*key).is_none())),
+            "an activation's details are not derived: {}",
+            lake_sections["fallbacks"]
+        );
+        assert_same(&lake_sections, &sections(want), &format!("report --lake {case}"));
+        args.push("--every-section");
+        let mut every: Value = serde_json::from_str(&run(&args)).unwrap();
+        let every_read = every.as_object_mut().unwrap().remove("lake").unwrap();
+        assert_same(&every, want, &format!("report --lake --every-section {case}"));
+        assert!(every_read.get("sections").is_none(), "{every_read}");
+        for read in [&read, &every_read] {
+            assert_eq!(read["attempts_outside_horizon"], 0, "{read}");
+            if case.as_object().unwrap().is_empty() {
+                let copies = read["copies_read"].as_u64().unwrap();
+                let attempts = read["attempts"].as_u64().unwrap();
+                assert!(
+                    copies > attempts,
+                    "the lake holds redelivered copies and a trace's two revisions: {read}"
+                );
+                assert_eq!(attempts, want["attempts"]["total"].as_u64().unwrap());
+            }
         }
+        let mut same_read = read.clone();
+        same_read.as_object_mut().unwrap().remove("sections");
+        assert_eq!(same_read, every_read, "both read the same");
     }
     let with_audit = cli_report_with(&ref_db, &[]);
+    let lake_arg = lake.to_str().unwrap();
     let mut lake_audit: Value =
-        serde_json::from_str(&run(&["report", "--lake", lake.to_str().unwrap(), "--format", "json"]))
+        serde_json::from_str(&run(&["report", "--lake", lake_arg, "--format", "json", "--every-section"]))
             .unwrap();
     lake_audit.as_object_mut().unwrap().remove("lake");
     assert_same(&lake_audit["audit"], &with_audit["audit"], "the audit from the lake");
+    // A horizon shorter than the window's workflows: both paths read the
+    // same rows and count the same attempts outside it, as ClickHouse does.
+    let short = ["report", "--lake", lake_arg, "--format", "json", "--no-audit", "--since", window_since];
+    let short = [&short[..], &["--until", window_until, "--horizon", "0s"]].concat();
+    let fast: Value = serde_json::from_str(&run(&short)).unwrap();
+    let every: Value = serde_json::from_str(&run(&[&short[..], &["--every-section"]].concat())).unwrap();
+    let mut fast_sections = fast.clone();
+    fast_sections.as_object_mut().unwrap().remove("lake");
+    assert_same(&fast_sections, &sections(&every), "report --lake --horizon 0s");
+    let outside = fast["lake"]["attempts_outside_horizon"].as_u64().unwrap();
+    assert!(outside > 0, "{}", fast["lake"]);
+    assert_eq!(outside, every["lake"]["attempts_outside_horizon"].as_u64().unwrap());
+    let cases_short = json!([{"since": window_since, "until": window_until, "horizon": "0s"}]);
+    let clickhouse = &engine_reports("clickhouse", &lake, &cases_short)[0];
+    assert_same(&sections(clickhouse), &sections(&fast), "clickhouse --horizon 0s");
+    assert_eq!(clickhouse["lake"]["attempts_outside_horizon"].as_u64(), Some(outside));
+
+    let refused = Command::new(BIN)
+        .args(["report", "--lake", lake_arg, "--policy", "examples/policy.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("--every-section"), "{said}");
 
     // The runner as the README shows it: one report, no batch.
     let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
@@ -463,7 +512,7 @@ fn an_export_killed_mid_way_is_done_again_and_the_lake_holds_each_attempt_once()
     ]))
     .unwrap();
     from_lake.as_object_mut().unwrap().remove("lake");
-    assert_same(&from_lake, &expected, "report --lake after the killed exports");
+    assert_same(&from_lake, &sections(&expected), "report --lake after the killed exports");
 }
 
 #[test]

@@ -304,13 +304,15 @@ fn timeseries_of_the_fixture_adds_up_to_the_report() {
 
 /// The query files rendered from the rule templates of `queries/rules/`,
 /// each committed, so a rule's change shows in every engine's diff: DuckDB's
-/// derivation and lake dedup, Spark's and ClickHouse's lake reports.
-const RENDERED: [(&str, &str); 5] = [
+/// derivation, lake dedup and lake report, Spark's and ClickHouse's lake
+/// reports.
+const RENDERED: [(&str, &str); 6] = [
     ("queries/rules/facts.template.sql", "queries/facts.sql"),
     ("queries/rules/lake_dedup.template.sql", "queries/lake/dedup.sql"),
     ("queries/rules/lake_spark_report.template.sql", "queries/lake/spark/report.sql"),
     ("queries/rules/lake_clickhouse_report.template.sql", "queries/lake/clickhouse/report.sql"),
     ("queries/rules/cost.template.sql", "queries/cost.sql"),
+    ("queries/rules/lake_scope.template.sql", "queries/lake/scope.sql"),
 ];
 
 /// The rules only the store applies: the lake's engines price attempt by
@@ -370,6 +372,10 @@ fn every_rendered_query_is_its_template_with_the_rules() {
     let duckdb = repo_file(RENDERED[0].0) + &repo_file(RENDERED[1].0) + &repo_file(RENDERED[4].0);
     let every: Vec<String> = rules.keys().cloned().collect();
     assert_eq!(rules_called(&duckdb, &rules), every, "the rules DuckDB's templates apply");
+    // `report --lake` prices with cost.sql's macros, as the node's reports do.
+    let lake_duckdb = repo_file(RENDERED[5].0) + &repo_file(RENDERED[4].0);
+    assert_eq!(rules_called(&lake_duckdb, &rules), every, "the rules DuckDB's lake report applies");
+
     let lake: Vec<String> =
         every.iter().filter(|r| !STORE_ONLY_RULES.contains(&r.as_str())).cloned().collect();
     for (engine, text) in [("Spark", repo_file(RENDERED[2].0)), ("ClickHouse", repo_file(RENDERED[3].0))] {
