@@ -21,6 +21,7 @@ mod house;
 mod lake;
 mod lake_damage;
 mod lake_kit;
+mod lake_properties;
 mod lake_writers;
 mod latency;
 mod licences;

@@ -17,7 +17,7 @@ const LAYERS: [&str; 4] = ["sdk", "gateway", "app", "queue"];
 /// two routes, with every field the rules read. Workflows start 37 s apart;
 /// their attempts are seconds, hours or days apart (late attempts of old
 /// workflows, beyond every lookup's time margin).
-fn workflows() -> impl Strategy<Value = Vec<String>> {
+pub(crate) fn workflows() -> impl Strategy<Value = Vec<String>> {
     (prop::sample::select(vec![1_000_i64, 3_600_000, 172_800_000]), flows())
         .prop_map(|(unit_ms, flows)| records(&flows, unit_ms))
 }
