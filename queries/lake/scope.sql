@@ -143,8 +143,8 @@ FROM per_workflow
 WHERE lake_in_scope(first_at, workflow_name);
 
 -- Each attempt of those workflows as rollups.sql counts it: tokens not
--- stated count 0, the emitter's own cost apart; its route, cost kind and
--- price key as facts.sql's. A workflow of one attempt is its own: its
+-- stated count 0, the emitter's own cost apart; its route as facts.sql's,
+-- its cost kind and price key by cost.sql's macros. A workflow of one attempt is its own: its
 -- columns need no join. A view: the fallbacks read a few of its rows, the
 -- groups read it once, and a table of every attempt would be held whole.
 CREATE OR REPLACE TEMP VIEW lake_attempt_rows AS
@@ -165,42 +165,13 @@ SELECT workflow_id, seq, workflow_name, layer, provider, model, route_group, ser
                              THEN 'primary' ELSE 'fallback' END)
            AS effective_route,
        coalesce(seq = delivered_seq, false) AS delivered, 1::BIGINT AS attempts,
-       CASE WHEN cost_pusd IS NOT NULL THEN 'emitter'
-            WHEN cost_currency IS NOT NULL THEN 'other_currency'
-            WHEN status = 'error' AND coalesce(input_tokens, 0) = 0 AND coalesce(output_tokens, 0) = 0
-                 AND coalesce(cached_input_tokens, 0) = 0 AND coalesce(cache_write_input_tokens, 0) = 0
-                 AND coalesce(web_search_requests, 0) = 0
-                 THEN 'free'
-            WHEN status = 'ok' AND input_tokens IS NULL AND output_tokens IS NULL
-                 AND cached_input_tokens IS NULL AND cache_write_input_tokens IS NULL
-                 THEN 'unknown'
-            ELSE 'priced' END AS cost_kind,
+       cost_kind_of(cost_pusd, cost_currency, status, input_tokens, output_tokens,
+                    cached_input_tokens, cache_write_input_tokens, web_search_requests) AS cost_kind,
        -- (cost_kind is the column above: DuckDB reads an alias of the same list.)
-       (CASE WHEN cost_kind = 'priced' THEN
-             CASE WHEN coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0) - coalesce(cache_write_input_tokens, 0) > 0
-                  THEN 1 ELSE 0 END
-           + CASE WHEN coalesce(cached_input_tokens, 0) > 0 THEN 2 ELSE 0 END
-           + CASE WHEN coalesce(cache_write_input_tokens, 0) - coalesce(cache_write_1h_input_tokens, 0) > 0 THEN 4 ELSE 0 END
-           + CASE WHEN coalesce(cache_write_1h_input_tokens, 0) > 0 THEN 8 ELSE 0 END
-           + CASE WHEN coalesce(output_tokens, 0) - coalesce(reasoning_output_tokens, 0) > 0 THEN 16 ELSE 0 END
-           + CASE WHEN coalesce(reasoning_output_tokens, 0) > 0 THEN 32 ELSE 0 END
-           + CASE WHEN coalesce(web_search_requests, 0) > 0 THEN 64 ELSE 0 END
-             ELSE 0 END)::UTINYINT AS priced_kinds,
-       {'day': started_at::DATE, 'tier': CASE WHEN coalesce(batch, false) THEN 'batch'
-                                              WHEN service_tier IS NULL OR lower(service_tier) IN ('', 'default', 'auto', 'standard', 'on_demand')
-                                                   THEN 'standard'
-                                              ELSE lower(service_tier) END,
-        'over': (CASE WHEN input_tokens > 1000000 THEN 1000000
-                      WHEN input_tokens > 512000 THEN 512000
-                      WHEN input_tokens > 272000 THEN 272000
-                      WHEN input_tokens > 256000 THEN 256000
-                      WHEN input_tokens > 200000 THEN 200000
-                      WHEN input_tokens > 199999 THEN 199999
-                      WHEN input_tokens > 128000 THEN 128000
-                      WHEN input_tokens > 100000 THEN 100000
-                      WHEN input_tokens > 64000 THEN 64000
-                      WHEN input_tokens > 32000 THEN 32000
-                      ELSE 0 END)::INTEGER, 'account': billing_account} AS price_key,
+       priced_kinds_of(cost_kind, input_tokens, cached_input_tokens, cache_write_input_tokens,
+                       cache_write_1h_input_tokens, output_tokens, reasoning_output_tokens,
+                       web_search_requests) AS priced_kinds,
+       price_key_of(started_at, batch, service_tier, input_tokens, billing_account) AS price_key,
        coalesce(input_tokens, 0) AS input_tokens, coalesce(output_tokens, 0) AS output_tokens,
        coalesce(cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(cache_write_input_tokens, 0) AS cache_write_input_tokens,

@@ -135,8 +135,8 @@ FROM per_workflow
 WHERE lake_in_scope(first_at, workflow_name);
 
 -- Each attempt of those workflows as rollups.sql counts it: tokens not
--- stated count 0, the emitter's own cost apart; its route, cost kind and
--- price key as facts.sql's. A workflow of one attempt is its own: its
+-- stated count 0, the emitter's own cost apart; its route as facts.sql's,
+-- its cost kind and price key by cost.sql's macros. A workflow of one attempt is its own: its
 -- columns need no join. A view: the fallbacks read a few of its rows, the
 -- groups read it once, and a table of every attempt would be held whole.
 CREATE OR REPLACE TEMP VIEW lake_attempt_rows AS
@@ -155,14 +155,13 @@ SELECT workflow_id, seq, workflow_name, layer, provider, model, route_group, ser
        {{effective_route(route, route_group, provider, model, primary_route_group, primary_provider, primary_model)}}
            AS effective_route,
        coalesce(seq = delivered_seq, false) AS delivered, 1::BIGINT AS attempts,
-       {{cost_kind(cost_pusd, cost_currency, status, input_tokens, output_tokens,
-                   cached_input_tokens, cache_write_input_tokens, web_search_requests)}} AS cost_kind,
+       cost_kind_of(cost_pusd, cost_currency, status, input_tokens, output_tokens,
+                    cached_input_tokens, cache_write_input_tokens, web_search_requests) AS cost_kind,
        -- (cost_kind is the column above: DuckDB reads an alias of the same list.)
-       ({{priced_kinds(cost_kind, input_tokens, cached_input_tokens, cache_write_input_tokens,
+       priced_kinds_of(cost_kind, input_tokens, cached_input_tokens, cache_write_input_tokens,
                        cache_write_1h_input_tokens, output_tokens, reasoning_output_tokens,
-                       web_search_requests)}})::UTINYINT AS priced_kinds,
-       {'day': started_at::DATE, 'tier': {{price_tier(batch, service_tier)}},
-        'over': ({{prompt_over(input_tokens)}})::INTEGER, 'account': billing_account} AS price_key,
+                       web_search_requests) AS priced_kinds,
+       price_key_of(started_at, batch, service_tier, input_tokens, billing_account) AS price_key,
        coalesce(input_tokens, 0) AS input_tokens, coalesce(output_tokens, 0) AS output_tokens,
        coalesce(cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(cache_write_input_tokens, 0) AS cache_write_input_tokens,
