@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import urllib.request
@@ -279,6 +280,41 @@ def page_timings(http: str) -> dict:
     timings = {page: median_ms(page + DAY) for page in PAGES}
     timings["/api/v1/report (peer)"] = median_ms("/api/v1/report" + DAY + "&audit=false")
     return timings
+
+
+def s3_lake(work: Path, binary: Path, db: Path, lines: int, results: dict, record) -> None:
+    """The same database exported to a bucket of a local S3 server (moto's,
+    which enforces conditional writes as S3 does) and read back, beside the
+    folder lake's figures measured just before."""
+    python = os.environ.get("ATTEMPT_LEDGER_TEST_PYTHON_S3")
+    if not python:
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"{endpoint}/bench", method="PUT"))
+                break
+            except OSError:
+                time.sleep(0.1)
+        env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ALLOW_HTTP="true", AWS_REGION="us-east-1",
+                   AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench")
+        folder_s = next(r["seconds"] for r in results["rows"] if r["step"] == "export to the lake")
+        seconds, rss = run([binary, "export", "--db", db, "--lake", "s3://bench/lake", "--node-id", "bench"], env=env)
+        record("export to S3 (local moto server)", seconds, rss, records_per_s=round(lines / seconds))
+        results["lake"]["s3_export_vs_folder"] = round(seconds / folder_s, 2)
+        folder_report_s = next(r["seconds"] for r in results["rows"] if r["step"] == "report --lake (all)")
+        seconds, rss = run([binary, "report", "--no-audit", "--lake", "s3://bench/lake", "--format", "json"], env=env)
+        record("report --lake s3:// (all)", seconds, rss)
+        results["lake"]["s3_report_vs_folder"] = round(seconds / folder_report_s, 2)
+    finally:
+        server.kill()
+        server.wait()
 
 
 def report_all_s_of(results):
@@ -527,6 +563,7 @@ def main():
     seconds, rss = run([binary, "report", "--no-audit", "--lake", lake, "--format", "json"])
     record("report --lake (all)", seconds, rss)
     results["lake"]["report_lake_vs_report"] = round(seconds / report_all_s, 2)
+    s3_lake(work, binary, db, lines, results, record)
     lake_python = os.environ.get("ATTEMPT_LEDGER_TEST_PYTHON_LAKE")
     for engine in ["spark", "clickhouse"] if lake_python else []:
         seconds, rss = run([lake_python, ROOT / "scripts/lake-report.py", "--engine", engine, lake])
@@ -579,6 +616,11 @@ def main():
         f"{figures['bytes_per_attempt']} bytes an attempt in {figures['files']} files; x the database's report: "
         f"report --lake {figures['report_lake_vs_report']:.2f}x" + (f", {engines}" if engines else "")
     )
+    if "s3_export_vs_folder" in figures:
+        print(
+            f"lake in S3 (local moto server) x the folder lake: export {figures['s3_export_vs_folder']:.2f}x "
+            f"(target <= 1.5), report --lake {figures['s3_report_vs_folder']:.2f}x"
+        )
     print(
         f"tune / full report: {results['tune_curve_vs_report']:.2f}x the curve, "
         f"{results['tune_replay_vs_report']:.2f}x with a replay of max_retries.sdk=2 no_retry_on=quota"

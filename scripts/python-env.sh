@@ -2,11 +2,12 @@
 # virtual environments with the pinned, hash-checked packages of
 # tests/python/requirements.txt, tests/python/openlit/requirements.txt,
 # tests/python/litellm_proxy/requirements.txt,
-# tests/python/frameworks/requirements.txt and
-# tests/python/lake/requirements.txt exist (in the cargo target directory),
+# tests/python/frameworks/requirements.txt, tests/python/s3/requirements.txt
+# and tests/python/lake/requirements.txt exist (in the cargo target directory),
 # and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
 # ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY,
-# ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
+# ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS, ATTEMPT_LEDGER_TEST_PYTHON_S3 and
+# ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -55,6 +56,10 @@ export ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY="$venv-litellm-proxy/bin/python"
 # them pin an older openai SDK than the main environment's.
 ensure_venv "$venv-frameworks" tests/python/frameworks/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS="$venv-frameworks/bin/python"
+# moto's S3 server, which the lake's object-store tests write to
+# (tests/it/lake_s3.rs): in the fast tier too, it starts in a second.
+ensure_venv "$venv-s3" tests/python/s3/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_S3="$venv-s3/bin/python"
 # Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs;
 # not in the fast tier).
 if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then

@@ -1,4 +1,4 @@
-//! `attempt-ledger export --db D --lake DIR`: writes to the attempt lake
+//! `attempt-ledger export --db D --lake LAKE`: writes to the attempt lake
 //! what it does not hold yet of the database, and exits (`serve --lake`
 //! does the same continuously).
 
@@ -36,9 +36,11 @@ pub struct LakeArgs {
 pub struct Args {
     #[command(flatten)]
     db: DbArg,
-    /// The attempt lake's folder (created when missing).
-    #[arg(long, value_name = "DIR")]
-    lake: PathBuf,
+    /// The attempt lake (created when missing): a folder, or an object
+    /// store's URL, s3://BUCKET/PREFIX (gs://, az://), configured by the
+    /// store's standard variables (AWS_ENDPOINT_URL, AWS_REGION, ...).
+    #[arg(long, value_name = "LAKE", value_parser = crate::lake::storage::Location::parse)]
+    lake: crate::lake::storage::Location,
     #[command(flatten)]
     node: LakeArgs,
     /// A price file that overrides or extends the built-in table: the
@@ -60,9 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(old) = &binding.replaced {
         eprintln!(
             "node {node} of {} was bound to database {}; it is now bound to this one ({})",
-            args.lake.display(),
-            old.database_id,
-            binding.database_id
+            args.lake, old.database_id, binding.database_id
         );
     }
     match export(&store, &lake, &binding, &prices)? {
@@ -74,13 +74,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "exported {} attempts (writes through {}) to {} as node {node}: {} files, {} bytes, in {:.2} s",
                 done.attempts,
                 done.through,
-                args.lake.display(),
+                args.lake,
                 done.files,
                 done.bytes,
                 done.elapsed.as_secs_f64()
             )
         }
-        None => println!("the lake {} already holds every attempt of {}", args.lake.display(), db.display()),
+        None => println!("the lake {} already holds every attempt of {}", args.lake, db.display()),
     }
     Ok(ExitCode::SUCCESS)
 }

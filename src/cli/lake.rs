@@ -2,11 +2,11 @@
 //! it: the files none can use and why, and each node's writers, exports,
 //! gaps in its numbers and unfinished exports (`crate::lake::survey`).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::lake::Lake;
+use crate::lake::read::readable;
+use crate::lake::storage::Location;
 use crate::lake::survey::{Survey, survey};
 use crate::store::Store;
 
@@ -25,9 +25,10 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct CheckArgs {
-    /// The attempt lake's folder.
-    #[arg(value_name = "DIR")]
-    lake: PathBuf,
+    /// The attempt lake: a folder, or an object store's URL (s3://, gs://,
+    /// az://), which is copied to a temporary folder to be read.
+    #[arg(value_name = "LAKE", value_parser = Location::parse)]
+    lake: Location,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
 }
@@ -40,9 +41,10 @@ enum Format {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Command::Check(args) = args.command;
-    let lake = Lake::open(&args.lake)?;
+    let scratch = tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir()?;
+    let (lake, root) = readable(&args.lake, scratch.path())?;
     let store = Store::open_in_memory()?;
-    let surveyed = survey(&lake, &store)?;
+    let surveyed = survey(&lake, &root, &store)?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&surveyed)?),
         Format::Table => print!("{}", table(&args.lake, &surveyed)),
@@ -50,11 +52,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if surveyed.has_problems() { ExitCode::from(exit::LAKE_PROBLEMS) } else { ExitCode::SUCCESS })
 }
 
-fn table(root: &std::path::Path, surveyed: &Survey) -> String {
+fn table(lake: &Location, surveyed: &Survey) -> String {
     let mut out = format!(
         "lake {} at {}: {} attempts files, {} bad\n",
         surveyed.lake_id,
-        root.display(),
+        lake,
         surveyed.files,
         surveyed.bad.len()
     );

@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !args.allow_unexported {
             anyhow::bail!(
                 "refusing to prune: {missing} of the attempts to delete are not in the lake {lake} yet. Export \
-                 first (`attempt-ledger export --db {} --lake DIR`, or let `serve --lake` catch up), or pass \
+                 first (`attempt-ledger export --db {} --lake LAKE`, or let `serve --lake` catch up), or pass \
                  --allow-unexported to delete them anyway",
                 db.display()
             );

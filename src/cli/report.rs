@@ -34,10 +34,12 @@ pub struct Args {
     /// dashboard's pages read it).
     #[arg(long)]
     no_audit: bool,
-    /// Answer from the attempt lake in this folder instead of --db: one
-    /// report over every node that exports to it (docs/lake.md).
-    #[arg(long, value_name = "DIR", conflicts_with = "group_by")]
-    lake: Option<PathBuf>,
+    /// Answer from the attempt lake instead of --db: one report over every
+    /// node that exports to it (docs/lake.md). A folder, or an object
+    /// store's URL (s3://BUCKET/PREFIX, gs://, az://), whose files are
+    /// copied to a temporary folder to be read.
+    #[arg(long, value_name = "LAKE", conflicts_with = "group_by", value_parser = crate::lake::storage::Location::parse)]
+    lake: Option<crate::lake::storage::Location>,
     /// How far around --since and --until the lake is read ("48h"): a
     /// workflow counts by its first attempt, so its attempts around the
     /// window are read too. The report says how many fell outside.

@@ -74,10 +74,11 @@ pub struct Args {
     /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "PEM", env = "ATTEMPT_LEDGER_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Export to the attempt lake in this folder continuously (created
-    /// when missing; see docs/lake.md).
-    #[arg(long, value_name = "DIR", env = "ATTEMPT_LEDGER_LAKE")]
-    lake: Option<PathBuf>,
+    /// Export to the attempt lake continuously (created when missing; see
+    /// docs/lake.md): a folder, or an object store's URL
+    /// (s3://BUCKET/PREFIX, gs://, az://).
+    #[arg(long, value_name = "LAKE", env = "ATTEMPT_LEDGER_LAKE", value_parser = crate::lake::storage::Location::parse)]
+    lake: Option<crate::lake::storage::Location>,
     /// Export to the lake once attempts have waited this long ("5m").
     #[arg(long, default_value = "5m", value_parser = super::flags::lake_interval, requires = "lake")]
     lake_interval: std::time::Duration,
@@ -232,7 +233,7 @@ fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
         && args.node.node_id.is_some()
         && std::env::var_os(super::export::NODE_ID_ENV).is_none()
     {
-        anyhow::bail!("--node-id names this database in a lake: it needs --lake DIR");
+        anyhow::bail!("--node-id names this database in a lake: it needs --lake LAKE");
     }
     let max_connections = connection_cap(args.max_connections)?;
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
@@ -266,8 +267,8 @@ fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
             args.reconcile_look_back,
             &args.reconcile_base_url,
         )?,
-        lake: args.lake.map(|root| crate::service::LakeConfig {
-            root,
+        lake: args.lake.map(|location| crate::service::LakeConfig {
+            location,
             node_id: args.node.node_id,
             buckets: args.node.lake_buckets,
             replace_node: args.node.replace_node,

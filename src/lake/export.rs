@@ -7,9 +7,11 @@
 //! 2. the lake records it at its first number, exclusively
 //!    (`Lake::begin_record`): numbers another export took are refused, and
 //!    this export is planned again after them;
-//! 3. each file is written under a hidden temporary name, flushed, and
-//!    linked to its name only if no file has it; a file there already is
-//!    replaced only if this same export wrote it (a crash came between);
+//! 3. each file is written locally (under a hidden temporary name beside
+//!    its place in a folder lake), flushed, and put at its name only if no
+//!    file has it (`storage.rs`: linked, or a create-if-absent upload); a
+//!    file there already is replaced only if this same export wrote it (a
+//!    crash came between);
 //! 4. the lake's record, then the database's, say it finished.
 //!
 //! An export a crash interrupted is done again over the same numbers, with
@@ -20,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::nodes::{Begun, Binding, ExportRecord, FileEntry};
-use super::{Lake, LakeError, ROWS_PER_FILE, file_name, io_error};
+use super::storage::Location;
+use super::{Lake, LakeError, ROWS_PER_FILE, file_name};
 use crate::store::{ADDED_LAKE_COLUMNS, ExportSlice, Store};
 use attempt_core::pricing::PriceTable;
 
@@ -58,9 +61,10 @@ impl Exported {
     }
 }
 
-/// The lake at `root` for `store`, created when missing, with the columns
-/// `store` writes.
-pub fn open_lake(store: &Store, root: &Path, buckets: Option<u32>) -> Result<Lake, LakeError> {
+/// The lake at `location` for `store`, created when missing, with the
+/// columns `store` writes, once its store proved it enforces the
+/// conditional writes the lake's records need (`Storage::prove`).
+pub fn open_lake(store: &Store, location: &Location, buckets: Option<u32>) -> Result<Lake, LakeError> {
     let schema = store
         .lake_schema()?
         .into_iter()
@@ -69,7 +73,8 @@ pub fn open_lake(store: &Store, root: &Path, buckets: Option<u32>) -> Result<Lak
             super::Column { name, data_type, added }
         })
         .collect();
-    Lake::open_or_create(root, buckets, schema)
+    super::storage::Storage::at(location)?.prove()?;
+    Lake::open_or_create(location, buckets, schema)
 }
 
 /// Opens the lake at `root` and binds this database to `node` in it
@@ -77,12 +82,12 @@ pub fn open_lake(store: &Store, root: &Path, buckets: Option<u32>) -> Result<Lak
 /// id another database holds is refused before anything runs.
 pub fn open_bound(
     store: &Store,
-    root: &Path,
+    location: &Location,
     buckets: Option<u32>,
     node: &str,
     replace: bool,
 ) -> Result<(Lake, Binding), LakeError> {
-    let lake = open_lake(store, root, buckets)?;
+    let lake = open_lake(store, location, buckets)?;
     let binding = lake.bind(node, &store.database_id()?, replace)?;
     Ok((lake, binding))
 }
@@ -163,17 +168,22 @@ fn write_files(
             ("seq_through", part_through.to_string()),
         ]
     };
+    // Files bound for an object store are written here first.
+    let scratch = tempfile::Builder::new()
+        .prefix("attempt-ledger-export-")
+        .tempdir()
+        .map_err(|source| LakeError::Io { path: std::env::temp_dir().display().to_string(), source })?;
+    let storage = lake.storage();
+    let footer_export_id = |path: &Path| written_by(store, path);
     let (mut files, mut bytes, mut entries) = (0, 0, Vec::new());
     let mut dirs = BTreeSet::new();
-    let attempts_dir = lake.root().join("attempts");
     for partition in &slice.partitions {
-        let dir = lake.partition_dir(partition.day, partition.bucket);
-        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let dir = lake.partition_key(partition.day, partition.bucket);
         let parts = partition.rows.div_ceil(ROWS_PER_FILE);
         for part in 0..parts {
             let name = file_name(node, slice.lake_from(), slice.lake_through(), part);
-            let path = dir.join(&name);
-            let staged = dir.join(format!(".{name}.tmp"));
+            let key = format!("{dir}/{name}");
+            let staged = storage.staging_path(&key, scratch.path())?;
             let rows = (partition.rows - part * ROWS_PER_FILE).min(ROWS_PER_FILE);
             let written = store.write_partition(
                 partition,
@@ -187,68 +197,31 @@ fn write_files(
                 let _ = std::fs::remove_file(&staged);
                 return Err(error.into());
             }
-            let size = place(store, &staged, &path, &slice.export_id)?;
+            let size = storage.place(&key, &staged, &slice.export_id, footer_export_id)?;
             bytes += size;
             files += 1;
-            let relative = path.strip_prefix(&attempts_dir).unwrap_or(&path).display().to_string();
+            let relative = key.strip_prefix("attempts/").unwrap_or(&key).to_string();
             entries.push(FileEntry { path: relative, rows, bytes: size });
         }
         dirs.insert(dir);
     }
-    let prices_path = lake.prices_path(node);
-    if let Some(dir) = prices_path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-        dirs.insert(dir.to_path_buf());
-    }
     // The node's own prices, newest wins: replaced at every export.
-    let staged = prices_path.with_file_name(format!(".{node}.parquet.tmp"));
+    let key = lake.prices_key(node);
+    let staged = storage.staging_path(&key, scratch.path())?;
     if let Err(error) =
         store.write_prices(prices, node, &staged, &metadata(slice.lake_from(), slice.lake_through()))
     {
         let _ = std::fs::remove_file(&staged);
         return Err(error.into());
     }
-    flush(&staged)?;
-    std::fs::rename(&staged, &prices_path).map_err(io_error(&prices_path))?;
-    for dir in &dirs {
-        super::sync_dir(Some(dir));
-    }
+    storage.put_over(&key, &staged)?;
+    dirs.insert("prices".to_string());
+    storage.sync(&dirs.into_iter().collect::<Vec<_>>());
     Ok((files, bytes, entries))
-}
-
-/// Flushes `staged` to the disk and puts it at `path` unless another export
-/// wrote a file there: linked when the name is free, renamed over a file
-/// this same export (`export_id`) wrote before a crash. Returns its size.
-fn place(store: &Store, staged: &Path, path: &Path, export_id: &str) -> Result<u64, LakeError> {
-    let size = flush(staged)?;
-    let linked = std::fs::hard_link(staged, path);
-    let result = match linked {
-        Ok(()) => Ok(()),
-        // A file system without hard links: a rename, after the same check.
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists && !path.exists() => {
-            std::fs::rename(staged, path).map_err(io_error(path))
-        }
-        Err(_) => match written_by(store, path) {
-            Some(id) if id == export_id => std::fs::rename(staged, path).map_err(io_error(path)),
-            other => Err(LakeError::FileTaken {
-                path: path.display().to_string(),
-                by: other.unwrap_or_else(|| "no attempt-ledger export (it has no export id)".to_string()),
-            }),
-        },
-    };
-    let _ = std::fs::remove_file(staged);
-    result.map(|()| size)
 }
 
 /// The export id in the footer of the file at `path`, if it has one.
 fn written_by(store: &Store, path: &Path) -> Option<String> {
     let mut footers = store.parquet_footers(&[PathBuf::from(path)]);
     footers.pop()?.ok()?.metadata.remove("export_id")
-}
-
-/// Flushes `path` to the disk; returns its size.
-fn flush(path: &Path) -> Result<u64, LakeError> {
-    let file = std::fs::File::open(path).map_err(io_error(path))?;
-    file.sync_all().map_err(io_error(path))?;
-    Ok(file.metadata().map_err(io_error(path))?.len())
 }

@@ -17,10 +17,10 @@
 pub mod export;
 pub mod nodes;
 pub mod read;
+pub mod storage;
 pub mod survey;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use attempt_core::lake_names::MAX_LAKE_BUCKETS;
 
 use crate::store::StoreError;
+use storage::{Location, Storage};
 
 /// The layout and column set this binary writes and reads. Version 1 had no
 /// `_nodes/` and no metadata in its files.
@@ -97,6 +98,20 @@ pub enum LakeError {
     NotAFolder(String),
     #[error("{path} is larger than {limit} bytes, more than any file of a lake's own holds")]
     TooLarge { path: String, limit: u64 },
+    #[error("the lake's store {store} cannot be used: {detail}")]
+    Unusable { store: String, detail: String },
+    #[error("lake {path}: {source}")]
+    Object { path: String, source: Box<object_store::Error> },
+    #[error("{0} changed while this export was writing it: another writer took it; run again")]
+    Changed(String),
+    #[error(
+        "the lake's store {store} does not enforce conditional writes, which keep two writers from \
+         replacing each other's claims and records: {detail}. Use a store that refuses a write to a name \
+         that exists (If-None-Match) and an update of a changed object (If-Match): AWS S3, Google Cloud \
+         Storage, Azure Blob Storage, MinIO; for an S3-compatible store that has them, leave \
+         AWS_CONDITIONAL_PUT unset (etag)"
+    )]
+    Unconditional { store: String, detail: String },
     #[error("{}", survey::refusal(lake, files))]
     BadFiles { lake: String, files: Vec<survey::BadFile> },
 }
@@ -117,20 +132,7 @@ pub struct NodeTaken {
 /// record) may take; past it the file is not the lake's.
 pub const MAX_JSON_BYTES: u64 = 64 << 20;
 
-/// A lake's own JSON file as text, refused past `MAX_JSON_BYTES` (a
-/// replaced or linked file is never read whole into memory).
-pub(crate) fn read_small(path: &Path) -> Result<String, LakeError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(io_error(path))?;
-    let mut text = String::new();
-    file.take(MAX_JSON_BYTES + 1).read_to_string(&mut text).map_err(io_error(path))?;
-    if text.len() as u64 > MAX_JSON_BYTES {
-        return Err(LakeError::TooLarge { path: path.display().to_string(), limit: MAX_JSON_BYTES });
-    }
-    Ok(text)
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LakeError + '_ {
     move |source| LakeError::Io { path: path.display().to_string(), source }
 }
 
@@ -175,23 +177,27 @@ impl Manifest {
     }
 }
 
-/// A lake directory whose manifest has been read (or written).
+/// A lake whose manifest has been read (or written), in a folder or an
+/// object store.
 #[derive(Debug, Clone)]
 pub struct Lake {
-    root: PathBuf,
+    storage: Storage,
     manifest: Manifest,
 }
 
 impl Lake {
-    /// The lake at `root`, created with `buckets` (default 16) when it has
-    /// no manifest yet. Several nodes may create one lake at once: the
-    /// manifest is linked into place only if none is there, and every node
-    /// then reads the one that won.
-    pub fn open_or_create(root: &Path, buckets: Option<u32>, schema: Vec<Column>) -> Result<Self, LakeError> {
-        check_folder(root)?;
-        let path = root.join(MANIFEST);
-        if !path.exists() {
-            std::fs::create_dir_all(root).map_err(io_error(root))?;
+    /// The lake at `location`, created with `buckets` (default 16) when it
+    /// has no manifest yet. Several nodes may create one lake at once: the
+    /// manifest is created only if none is there, and every node then
+    /// reads the one that won.
+    pub fn open_or_create(
+        location: &Location,
+        buckets: Option<u32>,
+        schema: Vec<Column>,
+    ) -> Result<Self, LakeError> {
+        let storage = Storage::at(location)?;
+        storage.check()?;
+        if storage.read(MANIFEST)?.is_none() {
             let manifest = Manifest {
                 format_version: FORMAT_VERSION,
                 lake_id: random_id("lake"),
@@ -206,26 +212,31 @@ impl Lake {
                 },
                 schema: schema.clone(),
             };
-            let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
             // Of several nodes creating the lake at once, one manifest wins
             // and every node reads it.
-            match create_exclusive(&path, text.as_bytes()) {
+            match storage.create(MANIFEST, to_json_bytes(&manifest)) {
                 Ok(()) | Err(LakeError::Exists(_)) => {}
                 Err(other) => return Err(other),
             }
         }
-        let mut lake = Self::open(root)?;
-        if lake.manifest.schema != schema {
-            lake = lake.evolve(schema)?;
+        // Nodes growing one manifest at once: the loser reads the winner's
+        // and finds nothing left to grow.
+        for _ in 0..8 {
+            let (lake, seen) = Self::open_storage(storage.clone())?;
+            let lake = if lake.manifest.schema != schema {
+                match lake.evolve(schema.clone(), &seen) {
+                    Err(LakeError::Changed(_)) => continue,
+                    other => other?,
+                }
+            } else {
+                lake
+            };
+            if let Some(asked) = buckets.filter(|b| *b != lake.manifest.buckets) {
+                return Err(LakeError::Buckets { path: lake.name(), found: lake.manifest.buckets, asked });
+            }
+            return Ok(lake);
         }
-        if let Some(asked) = buckets.filter(|b| *b != lake.manifest.buckets) {
-            return Err(LakeError::Buckets {
-                path: root.display().to_string(),
-                found: lake.manifest.buckets,
-                asked,
-            });
-        }
-        Ok(lake)
+        Err(LakeError::Contended { what: format!("the manifest of {}", storage.name()) })
     }
 
     /// This lake, its manifest grown to `ours` where `ours` is its schema
@@ -234,7 +245,7 @@ impl Lake {
     /// version's: this one writes files without them, which the lake
     /// allows). Any other difference is refused before a file is written.
     /// Nodes growing one manifest at once all write the same one.
-    fn evolve(self, ours: Vec<Column>) -> Result<Self, LakeError> {
+    fn evolve(self, ours: Vec<Column>, seen: &storage::Stored) -> Result<Self, LakeError> {
         let theirs = &self.manifest.schema;
         let (shorter, longer) = if theirs.len() <= ours.len() { (theirs, &ours) } else { (&ours, theirs) };
         let extends = longer.starts_with(shorter) && longer[shorter.len()..].iter().all(|c| c.added);
@@ -244,51 +255,62 @@ impl Lake {
             let written: Vec<(String, String)> =
                 ours.iter().map(|c| (c.name.clone(), c.data_type.clone())).collect();
             return Err(LakeError::Schema {
-                path: self.root.join(MANIFEST).display().to_string(),
+                path: self.storage.describe(MANIFEST),
                 detail: survey::schema_difference(&written, &found),
             });
         }
         if theirs.len() >= ours.len() {
             return Ok(self);
         }
-        let path = self.root.join(MANIFEST);
         let manifest = Manifest { schema: ours, ..self.manifest };
-        let staged =
-            path.with_file_name(format!(".{MANIFEST}.{}.{}.tmp", std::process::id(), random_id("s")));
-        let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
-        write_synced(&staged, text.as_bytes())?;
-        std::fs::rename(&staged, &path).map_err(io_error(&path))?;
-        sync_dir(Some(&self.root));
-        tracing::info!(lake = %self.root.display(), columns = manifest.schema.len(), "lake schema grown");
-        Self::open(&self.root)
+        self.storage.replace(MANIFEST, to_json_bytes(&manifest), seen)?;
+        tracing::info!(lake = %self.storage.name(), columns = manifest.schema.len(), "lake schema grown");
+        Ok(Self::open_storage(self.storage)?.0)
     }
 
-    /// The existing lake at `root`.
-    pub fn open(root: &Path) -> Result<Self, LakeError> {
-        check_folder(root)?;
-        let path = root.join(MANIFEST);
-        let text = match read_small(&path) {
-            Ok(text) => text,
-            Err(LakeError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err(LakeError::Missing(root.display().to_string()));
-            }
-            Err(other) => return Err(other),
-        };
-        let bad = |detail: String| LakeError::Manifest { path: path.display().to_string(), detail };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    /// The existing lake at `location`.
+    pub fn open(location: &Location) -> Result<Self, LakeError> {
+        Ok(Self::open_storage(Storage::at(location)?)?.0)
+    }
+
+    /// The existing lake of a folder.
+    pub fn open_folder(root: &Path) -> Result<Self, LakeError> {
+        Self::open(&Location::Folder(root.to_path_buf()))
+    }
+
+    fn open_storage(storage: Storage) -> Result<(Self, storage::Stored), LakeError> {
+        storage.check()?;
+        let path = storage.describe(MANIFEST);
+        let Some(seen) = storage.read(MANIFEST)? else { return Err(LakeError::Missing(storage.name())) };
+        let bad = |detail: String| LakeError::Manifest { path: path.clone(), detail };
+        let value: serde_json::Value = serde_json::from_str(&seen.text).map_err(|e| bad(e.to_string()))?;
         let found = value.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
         if found != FORMAT_VERSION {
-            return Err(LakeError::Version { path: path.display().to_string(), found });
+            return Err(LakeError::Version { path, found });
         }
         let manifest: Manifest = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         if !(1..=MAX_LAKE_BUCKETS).contains(&manifest.buckets) {
             return Err(bad(format!("buckets is {}, not 1 to {MAX_LAKE_BUCKETS}", manifest.buckets)));
         }
-        Ok(Self { root: root.to_path_buf(), manifest })
+        Ok((Self { storage, manifest }, seen))
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The lake's folder; `None` for a lake in an object store, which its
+    /// readers copy into a folder first (`read::readable`).
+    pub fn root(&self) -> Option<&Path> {
+        match &self.storage {
+            Storage::Folder(root) => Some(root),
+            Storage::Objects(_) => None,
+        }
+    }
+
+    /// How messages name the lake: its folder or its URL.
+    pub fn name(&self) -> String {
+        self.storage.name()
+    }
+
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -300,29 +322,22 @@ impl Lake {
         iceberg_bucket(workflow_id, self.manifest.buckets)
     }
 
-    /// The folder of one day and bucket.
-    pub fn partition_dir(&self, day: NaiveDate, bucket: u32) -> PathBuf {
-        self.root.join("attempts").join(format!("day={day}")).join(format!("bucket={bucket:02}"))
+    /// The folder of one day and bucket, relative to the lake's root.
+    pub fn partition_key(&self, day: NaiveDate, bucket: u32) -> String {
+        format!("attempts/day={day}/bucket={bucket:02}")
     }
 
-    /// Whether any attempts file is in place (a reader's glob matches none
-    /// in a lake only just created).
-    pub fn has_attempts(&self) -> bool {
-        let Ok(days) = std::fs::read_dir(self.root.join("attempts")) else { return false };
-        days.flatten().any(|day| {
-            std::fs::read_dir(day.path()).into_iter().flatten().flatten().any(|bucket| {
-                std::fs::read_dir(bucket.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .any(|f| f.file_name().to_string_lossy().ends_with(".parquet"))
-            })
-        })
+    /// A node's prices file, relative to the lake's root.
+    pub fn prices_key(&self, node: &str) -> String {
+        format!("prices/{node}.parquet")
     }
+}
 
-    pub fn prices_path(&self, node: &str) -> PathBuf {
-        self.root.join("prices").join(format!("{node}.parquet"))
-    }
+fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+    // A struct of strings and numbers always serializes.
+    let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
+    text.push(b'\n');
+    text
 }
 
 /// The name of part `k` of what one export of `node`, covering the writes
@@ -343,7 +358,7 @@ pub fn iceberg_bucket(value: &str, buckets: u32) -> u32 {
     ((hash as i32 & i32::MAX) as u32) % buckets.max(1)
 }
 
-fn random_id(prefix: &str) -> String {
+pub(crate) fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 8];
     if getrandom::fill(&mut bytes).is_err() {
         bytes = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0).to_le_bytes();
@@ -351,103 +366,9 @@ fn random_id(prefix: &str) -> String {
     format!("{prefix}-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
-/// A lake's root is a folder (or nothing yet).
-fn check_folder(root: &Path) -> Result<(), LakeError> {
-    match std::fs::metadata(root) {
-        Ok(meta) if !meta.is_dir() => Err(LakeError::NotAFolder(root.display().to_string())),
-        _ => Ok(()),
-    }
-}
-
-/// Removes what writers of `path` killed between staging it and placing it
-/// left beside it (`.NAME.*.tmp`). Called once `path` is in place, when
-/// every such copy is useless: a writer still alive whose staged copy is
-/// gone fails to place it the way it would have anyway (the name exists).
-pub(crate) fn remove_staged_copies(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
-    let prefix = format!(".{}.", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let file = file.to_string_lossy();
-        if file.starts_with(&prefix) && file.ends_with(".tmp") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Creates `path` holding `bytes`, whole, unless a file is there already
-/// (`LakeError::Exists`): written under a staged name, flushed, then
-/// hard-linked to its name, which fails when the name exists. Where the
-/// file system has no hard links, a create-new open does the same (a
-/// crash can then leave the file partly written, which its reader names).
-pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let staged = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), random_id("s")));
-    write_synced(&staged, bytes)?;
-    let linked = std::fs::hard_link(&staged, path);
-    let _ = std::fs::remove_file(&staged);
-    match linked {
-        Ok(()) => remove_staged_copies(path),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            remove_staged_copies(path);
-            return Err(LakeError::Exists(path.display().to_string()));
-        }
-        Err(_) => {
-            let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(LakeError::Exists(path.display().to_string()));
-                }
-                Err(e) => return Err(io_error(path)(e)),
-            };
-            file.write_all(bytes).and_then(|_| file.sync_all()).map_err(io_error(path))?;
-        }
-    }
-    sync_dir(Some(dir));
-    Ok(())
-}
-
-/// Makes the entries of `dir` durable; a file system that cannot sync a
-/// directory (some network mounts) has them durable already or never.
-pub(crate) fn sync_dir(dir: Option<&Path>) {
-    if let Some(handle) = dir.and_then(|d| std::fs::File::open(d).ok()) {
-        let _ = handle.sync_all();
-    }
-}
-
-/// Writes `bytes` to `path` and flushes them to the disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
-    let mut file = std::fs::File::create(path).map_err(io_error(path))?;
-    file.write_all(bytes).and_then(|_| file.sync_all()).map_err(io_error(path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A writer killed between staging a file and placing it leaves its
-    /// staged copy; the next writer of that name, placing it or finding it
-    /// placed, removes every such copy, and no other file.
-    #[test]
-    fn a_killed_writers_staged_copies_go_once_the_file_is_placed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("_lake.json");
-        let leftovers = ["._lake.json.4562.s-1.tmp", "._lake.json.77.s-2.tmp"].map(|n| dir.path().join(n));
-        let other = dir.path().join(".claim-000001.json.4562.s-3.tmp");
-        for file in leftovers.iter().chain([&other]) {
-            std::fs::write(file, b"half").unwrap();
-        }
-        create_exclusive(&path, b"{}").unwrap();
-        assert!(leftovers.iter().all(|f| !f.exists()));
-        assert!(other.exists(), "a staged copy of another name is not this writer's to remove");
-        std::fs::write(&leftovers[0], b"half").unwrap();
-        assert!(matches!(create_exclusive(&path, b"{}"), Err(LakeError::Exists(_))));
-        assert!(!leftovers[0].exists());
-        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
-    }
 
     /// The Iceberg table spec's test vectors for the bucket hash (appendix
     /// B): a lake written with them can be registered as an Iceberg table.

@@ -6,21 +6,21 @@
 //! LAKE/_nodes/<node>/exports/NNNN…NNNN.json   one export: its numbers, files and rows, by first number
 //! ```
 //!
-//! Both are created exclusively (a staged file hard-linked into place,
-//! which fails when the name exists), so of two writers racing for a node
-//! id, or for the same numbers, exactly one wins. The claim with the
+//! Both are created only if absent (in a folder, a staged file hard-linked
+//! into place; in an object store, a conditional write: `storage.rs`), so
+//! of two writers racing for a node id, or for the same numbers, exactly
+//! one wins. The claim with the
 //! highest generation binds the node id; a new one is made only by a
 //! database that says it replaces the bound one (`--replace-node`). An
 //! export's record is created at its first number before it writes a file,
-//! and rewritten, by the export that created it only, once its files are in
-//! place. The highest number any record reaches is where the node's next
+//! and rewritten, by the export that created it only and only if it is
+//! unchanged, once its files are in place. The highest number any record reaches is where the node's next
 //! export starts, whichever database makes it.
-
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Lake, LakeError, create_exclusive, io_error, sync_dir, write_synced};
+use super::storage::Stored;
+use super::{Lake, LakeError, to_json_bytes};
 
 /// The folder of the node logs.
 pub const NODES: &str = "_nodes";
@@ -97,31 +97,26 @@ fn now() -> String {
 }
 
 impl Lake {
-    fn node_dir(&self, node: &str) -> PathBuf {
-        self.root().join(NODES).join(node)
+    fn node_dir(node: &str) -> String {
+        format!("{NODES}/{node}")
     }
 
-    fn exports_dir(&self, node: &str) -> PathBuf {
-        self.node_dir(node).join("exports")
+    fn exports_dir(node: &str) -> String {
+        format!("{NODES}/{node}/exports")
     }
 
-    fn record_path(&self, node: &str, from: i64) -> PathBuf {
-        self.exports_dir(node).join(format!("{from:020}.json"))
+    fn record_key(node: &str, from: i64) -> String {
+        format!("{NODES}/{node}/exports/{from:020}.json")
     }
 
     /// The node ids that have a claim in this lake.
     pub fn known_nodes(&self) -> Result<Vec<String>, LakeError> {
-        let dir = self.root().join(NODES);
-        let mut nodes: Vec<String> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|name| attempt_core::lake_names::node_id(name).is_ok())
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io_error(&dir)(e)),
-        };
+        let mut nodes: Vec<String> = self
+            .storage()
+            .folders(NODES)?
+            .into_iter()
+            .filter(|name| attempt_core::lake_names::node_id(name).is_ok())
+            .collect();
         nodes.retain(|node| self.claims(node).is_ok_and(|claims| !claims.is_empty()));
         nodes.sort();
         Ok(nodes)
@@ -129,10 +124,12 @@ impl Lake {
 
     /// The claims of `node`, oldest first.
     pub fn claims(&self, node: &str) -> Result<Vec<Claim>, LakeError> {
-        let dir = self.node_dir(node);
+        let dir = Self::node_dir(node);
         let mut claims = Vec::new();
-        for (path, _) in named_files(&dir, "claim-", ".json")? {
-            claims.push(read_json::<Claim>(&path)?);
+        for (key, _) in self.named_files(&dir, "claim-", ".json")? {
+            if let Some((claim, _)) = self.read_json::<Claim>(&key)? {
+                claims.push(claim);
+            }
         }
         claims.sort_by_key(|c| c.generation);
         Ok(claims)
@@ -163,7 +160,7 @@ impl Lake {
                 }
                 Some(claim) if !replace => {
                     return Err(LakeError::NodeTaken(Box::new(super::NodeTaken {
-                        lake: self.root().display().to_string(),
+                        lake: self.name(),
                         node: node.to_string(),
                         holder: claim.database_id,
                         claimed_at: claim.claimed_at,
@@ -179,8 +176,8 @@ impl Lake {
                         claimed_at: now(),
                         replaces: current.map(|c| c.database_id),
                     };
-                    let path = self.node_dir(node).join(format!("claim-{generation:06}.json"));
-                    match create_exclusive(&path, &to_json(&claim)) {
+                    let key = format!("{}/claim-{generation:06}.json", Self::node_dir(node));
+                    match self.storage().create(&key, to_json_bytes(&claim)) {
                         // Another database linked this generation first.
                         Ok(()) | Err(LakeError::Exists(_)) => {}
                         Err(other) => return Err(other),
@@ -194,8 +191,10 @@ impl Lake {
     /// Every export record of `node`, by first number.
     pub fn export_records(&self, node: &str) -> Result<Vec<ExportRecord>, LakeError> {
         let mut records = Vec::new();
-        for (path, _) in named_files(&self.exports_dir(node), "", ".json")? {
-            records.push(read_json::<ExportRecord>(&path)?);
+        for (key, _) in self.named_files(&Self::exports_dir(node), "", ".json")? {
+            if let Some((record, _)) = self.read_json::<ExportRecord>(&key)? {
+                records.push(record);
+            }
         }
         records.sort_by_key(|r| r.from);
         Ok(records)
@@ -205,10 +204,14 @@ impl Lake {
     /// before the first): the next export starts after it. Only the record
     /// with the highest first number is read.
     pub fn high(&self, node: &str) -> Result<i64, LakeError> {
-        let last =
-            named_files(&self.exports_dir(node), "", ".json")?.into_iter().max_by_key(|(_, from)| *from);
+        let last = self
+            .named_files(&Self::exports_dir(node), "", ".json")?
+            .into_iter()
+            .max_by_key(|(_, from)| *from);
         match last {
-            Some((path, _)) => Ok(read_json::<ExportRecord>(&path)?.through),
+            Some((key, _)) => {
+                Ok(self.read_json::<ExportRecord>(&key)?.map_or(0, |(record, _)| record.through))
+            }
             None => Ok(0),
         }
     }
@@ -217,11 +220,13 @@ impl Lake {
     /// export took them before, an error naming the export that holds them
     /// when another did.
     pub fn begin_record(&self, record: &ExportRecord) -> Result<Begun, LakeError> {
-        let path = self.record_path(&record.node, record.from);
-        match create_exclusive(&path, &to_json(record)) {
+        let key = Self::record_key(&record.node, record.from);
+        match self.storage().create(&key, to_json_bytes(record)) {
             Ok(()) => Ok(Begun::New),
-            Err(LakeError::Exists(_)) => {
-                let held = read_json::<ExportRecord>(&path)?;
+            Err(LakeError::Exists(path)) => {
+                let Some((held, _)) = self.read_json::<ExportRecord>(&key)? else {
+                    return Err(LakeError::Changed(path));
+                };
                 if held.export_id == record.export_id {
                     Ok(Begun::Again)
                 } else {
@@ -238,10 +243,12 @@ impl Lake {
     }
 
     /// Rewrites the record of an export this process began (`begin_record`)
-    /// as finished, with its files.
+    /// as finished, with its files, only if it is still the record read.
     pub fn finish_record(&self, record: &ExportRecord) -> Result<(), LakeError> {
-        let path = self.record_path(&record.node, record.from);
-        let held = read_json::<ExportRecord>(&path)?;
+        let key = Self::record_key(&record.node, record.from);
+        let Some((held, seen)) = self.read_json::<ExportRecord>(&key)? else {
+            return Err(LakeError::Changed(self.storage().describe(&key)));
+        };
         if held.export_id != record.export_id {
             return Err(LakeError::NumbersTaken {
                 node: record.node.clone(),
@@ -250,12 +257,32 @@ impl Lake {
                 database_id: held.database_id,
             });
         }
-        let staged = staged_beside(&path, &record.export_id);
-        write_synced(&staged, &to_json(record))?;
-        std::fs::rename(&staged, &path).map_err(io_error(&path))?;
-        sync_dir(path.parent());
-        super::remove_staged_copies(&path);
-        Ok(())
+        self.storage().replace(&key, to_json_bytes(record), &seen)
+    }
+
+    fn read_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<(T, Stored)>, LakeError> {
+        let Some(stored) = self.storage().read(key)? else { return Ok(None) };
+        let value = serde_json::from_str(&stored.text)
+            .map_err(|e| LakeError::Damaged { path: self.storage().describe(key), detail: e.to_string() })?;
+        Ok(Some((value, stored)))
+    }
+
+    /// The files of `dir` named `prefix<digits>suffix`, as keys with the
+    /// number; none when `dir` does not exist. Staged (hidden) files are
+    /// not listed.
+    fn named_files(&self, dir: &str, prefix: &str, suffix: &str) -> Result<Vec<(String, i64)>, LakeError> {
+        let mut files = Vec::new();
+        for name in self.storage().files(dir)? {
+            let number = name
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|digits| digits.parse::<i64>().ok());
+            if let Some(number) = number {
+                files.push((format!("{dir}/{name}"), number));
+            }
+        }
+        Ok(files)
     }
 }
 
@@ -283,46 +310,4 @@ impl ExportRecord {
         self.files = files;
         self
     }
-}
-
-fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
-    // A struct of strings and numbers always serializes.
-    let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
-    text.push(b'\n');
-    text
-}
-
-fn staged_beside(path: &Path, tag: &str) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.{tag}.{}.tmp", std::process::id()))
-}
-
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, LakeError> {
-    let text = super::read_small(path)?;
-    serde_json::from_str(&text)
-        .map_err(|e| LakeError::Damaged { path: path.display().to_string(), detail: e.to_string() })
-}
-
-/// The files of `dir` named `prefix<digits>suffix`, with the number; none
-/// when `dir` does not exist. Staged (hidden) files are not listed.
-fn named_files(dir: &Path, prefix: &str, suffix: &str) -> Result<Vec<(PathBuf, i64)>, LakeError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(dir)(e)),
-    };
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_error(dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let number = name
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_suffix(suffix))
-            .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|digits| digits.parse::<i64>().ok());
-        if let Some(number) = number {
-            files.push((entry.path(), number));
-        }
-    }
-    Ok(files)
 }

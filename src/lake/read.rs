@@ -14,11 +14,12 @@
 //!   same `Reader` as a node's database: every section and the audit, at
 //!   the write path's cost per attempt.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::Duration;
 
+use super::storage::Location;
 use super::survey::survey;
 use super::{Lake, LakeError};
 use crate::read::{ReadError, Reader};
@@ -64,9 +65,28 @@ pub enum Sections {
     Every { with_audit: bool },
 }
 
-/// The report of the lake at `root` for `filter`.
+/// The lake at `location` as its readers read it, from a folder: its own,
+/// or for a lake in an object store a copy of its files in `scratch` (every
+/// file but the staged ones; each streamed to the disk).
+pub fn readable(location: &Location, scratch: &Path) -> Result<(Lake, PathBuf), LakeError> {
+    let lake = Lake::open(location)?;
+    if let Some(root) = lake.root() {
+        let root = root.to_path_buf();
+        return Ok((lake, root));
+    }
+    let copy = scratch.join("lake");
+    let began = std::time::Instant::now();
+    let (files, bytes) = lake.storage().copy_into(&copy)?;
+    tracing::info!(lake = %location, files, bytes, seconds = began.elapsed().as_secs_f64(), "lake copied to read");
+    // Everything is read from the copy: its records and files are of one
+    // moment, whatever the store's writers do meanwhile.
+    let copied = Lake::open_folder(&copy)?;
+    Ok((copied, copy))
+}
+
+/// The report of the lake at `location` for `filter`.
 pub fn lake_report(
-    root: &Path,
+    location: &Location,
     filter: &ReportFilter,
     horizon: Duration,
     bad_files: BadFiles,
@@ -74,22 +94,21 @@ pub fn lake_report(
     policy: Arc<LoadedPolicy>,
     sections: Sections,
 ) -> Result<Report, LakeReadError> {
-    let lake = Lake::open(root)?;
     let scratch =
         tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
+    let (lake, root) = readable(location, scratch.path())?;
     // Reading a whole lake is a bulk job (docs/ingest.md): under
     // serve's ceiling its window's rows spill to disk.
     let store = Store::open_for_job(&scratch.path().join("lake.duckdb"), &MemoryLimit::for_job(Job::Bulk))?;
-    let surveyed = survey(&lake, &store)?;
+    let surveyed = survey(&lake, &root, &store)?;
     // Nothing left to read once they are skipped: refused all the same.
     if !surveyed.bad.is_empty() && (bad_files == BadFiles::Refuse || surveyed.good.is_empty()) {
-        return Err(LakeError::BadFiles { lake: root.display().to_string(), files: surveyed.bad }.into());
+        return Err(LakeError::BadFiles { lake: location.to_string(), files: surveyed.bad }.into());
     }
     if surveyed.good.is_empty() {
-        return Err(LakeError::Empty(root.display().to_string()).into());
+        return Err(LakeError::Empty(location.to_string()).into());
     }
-    let files =
-        if surveyed.bad.is_empty() { LakeFiles::All(lake.root()) } else { LakeFiles::Only(&surveyed.good) };
+    let files = if surveyed.bad.is_empty() { LakeFiles::All(&root) } else { LakeFiles::Only(&surveyed.good) };
     let windowed = filter.since.is_some() || filter.until.is_some();
     let read = Horizon { from: filter.since.map(|t| t - horizon), until: filter.until.map(|t| t + horizon) };
     let (mut report, copies, attempts, outside, derived) = match sections {

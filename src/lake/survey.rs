@@ -95,9 +95,10 @@ pub fn refusal(lake: &str, files: &[BadFile]) -> String {
     text
 }
 
-/// Surveys the lake, reading footers with `store` (any connection).
-pub fn survey(lake: &Lake, store: &Store) -> Result<Survey, LakeError> {
-    let root = lake.root();
+/// Surveys the lake, whose files are in the folder `root` (its own, or a
+/// copy of an object store's: `read::readable`), reading footers with
+/// `store` (any connection).
+pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeError> {
     let manifest = lake.manifest();
     let known: BTreeSet<String> = lake.known_nodes()?.into_iter().collect();
     let mut bad: Vec<BadFile> = Vec::new();

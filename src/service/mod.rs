@@ -96,7 +96,7 @@ pub struct ServeConfig {
 /// `--lake` and the flags that go with it.
 #[derive(Debug, Clone)]
 pub struct LakeConfig {
-    pub root: PathBuf,
+    pub location: crate::lake::storage::Location,
     /// `--node-id`; none: the stored one, or a new one.
     pub node_id: Option<String>,
     /// Buckets of a new lake; none: 16 (or the existing lake's).
@@ -309,11 +309,11 @@ fn start_lake_exporter(
 ) -> anyhow::Result<lake::LakeExporter> {
     let node = store.node_id(lake.node_id.as_deref())?;
     let (opened, binding) =
-        crate::lake::export::open_bound(&store, &lake.root, lake.buckets, &node, lake.replace_node)?;
+        crate::lake::export::open_bound(&store, &lake.location, lake.buckets, &node, lake.replace_node)?;
     if let Some(old) = &binding.replaced {
         tracing::warn!(node = %node, replaced = %old.database_id, "took the node id over from another database");
     }
-    tracing::info!(lake = %lake.root.display(), node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
+    tracing::info!(lake = %lake.location, node = %node, lake_id = %opened.manifest().lake_id, "exporting to the lake");
     Ok(lake::LakeExporter {
         store,
         lake: opened,

@@ -13,6 +13,7 @@ use attempt_core::pricing::PriceTable;
 use attempt_core::request::ReportFilter;
 use attempt_ledger::lake::export::{export, open_bound};
 use attempt_ledger::lake::read::{BadFiles, Sections, lake_report};
+use attempt_ledger::lake::storage::Location;
 use attempt_ledger::report::Report;
 use attempt_ledger::store::Store;
 use chrono::{DateTime, Duration, Utc};
@@ -86,7 +87,7 @@ fn read(lake: &Path, filter: &ReportFilter, prices: &Arc<PriceTable>, sections: 
     // A year around the window: the drawn workflows span days at most, so
     // every attempt of a reported workflow is read.
     lake_report(
-        lake,
+        &Location::Folder(lake.to_path_buf()),
         filter,
         Duration::days(366),
         BadFiles::Refuse,
@@ -125,7 +126,7 @@ proptest! {
         let lake = dir.path().join("lake");
         for (node, sent) in [("a", &to_a), ("b", &to_b)] {
             let store = store_of(sent);
-            let (opened, binding) = open_bound(&store, &lake, None, node, false).unwrap();
+            let (opened, binding) = open_bound(&store, &Location::Folder(lake.clone()), None, node, false).unwrap();
             export(&store, &opened, &binding, &prices).unwrap();
         }
         let whole = store_of(&lines.iter().collect::<Vec<_>>());

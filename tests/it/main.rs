@@ -22,6 +22,7 @@ mod lake;
 mod lake_damage;
 mod lake_kit;
 mod lake_properties;
+mod lake_s3;
 mod lake_writers;
 mod latency;
 mod licences;
