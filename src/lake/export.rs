@@ -62,8 +62,7 @@ impl Exported {
 }
 
 /// The lake at `location` for `store`, created when missing, with the
-/// columns `store` writes, once its store proved it enforces the
-/// conditional writes the lake's records need (`Storage::prove`).
+/// columns `store` writes.
 pub fn open_lake(store: &Store, location: &Location, buckets: Option<u32>) -> Result<Lake, LakeError> {
     let schema = store
         .lake_schema()?
@@ -73,7 +72,6 @@ pub fn open_lake(store: &Store, location: &Location, buckets: Option<u32>) -> Re
             super::Column { name, data_type, added }
         })
         .collect();
-    super::storage::Storage::at(location)?.prove()?;
     Lake::open_or_create(location, buckets, schema)
 }
 

@@ -187,16 +187,17 @@ pub struct Lake {
 
 impl Lake {
     /// The lake at `location`, created with `buckets` (default 16) when it
-    /// has no manifest yet. Several nodes may create one lake at once: the
-    /// manifest is created only if none is there, and every node then
-    /// reads the one that won.
+    /// has no manifest yet, once its store proved it enforces the
+    /// conditional writes the lake's records need (`Storage::prove`).
+    /// Several nodes may create one lake at once: the manifest is created
+    /// only if none is there, and every node then reads the one that won.
     pub fn open_or_create(
         location: &Location,
         buckets: Option<u32>,
         schema: Vec<Column>,
     ) -> Result<Self, LakeError> {
         let storage = Storage::at(location)?;
-        storage.check()?;
+        storage.prove()?;
         if storage.read(MANIFEST)?.is_none() {
             let manifest = Manifest {
                 format_version: FORMAT_VERSION,
