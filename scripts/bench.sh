@@ -7,12 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/python-env.sh
 source scripts/python-env.sh
-cargo build --release --locked --quiet
+cargo build --release --locked --features iceberg --quiet
 export ATTEMPT_LEDGER_BIN="$target_dir/release/attempt-ledger"
 # The load generator (benches/load.rs) and the stored-column scans
 # (benches/scan.rs), in the same profile: their paths from cargo's own
 # report of what it built.
-bench_bins=$(cargo build --release --locked --quiet --bench load --bench scan --message-format=json |
+bench_bins=$(cargo build --release --locked --features iceberg --quiet --bench load --bench scan --message-format=json |
   "$ATTEMPT_LEDGER_TEST_PYTHON" -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

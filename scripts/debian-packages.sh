@@ -2,6 +2,8 @@
 # only those missing (so a machine that has them needs no root and no
 # network). Add a package here, never as a manual step in the README.
 #   openssl: makes the throw-away CA and certificate of the TLS tests;
+#   postgresql: the Iceberg catalog of the lake's table tests, a server each
+#   test starts in a folder of its own (tests/it/lake_iceberg.rs);
 #   prometheus: scrapes the service and evaluates dashboards/ (promtool too);
 #   prometheus-alertmanager: receives the alertmanager receiver's alerts;
 #   chromium, chromium-driver: load the built-in dashboard's pages (WebDriver);
@@ -9,8 +11,9 @@
 #   tests run the Node 22 those packages ship, whatever node this one is;
 #   default-jre-headless: only when java is missing, for Spark (the lake
 #   test; Spark 4 runs on the Java 17 or 21 Debian ships).
-# The fast tier (scripts/test.sh --fast) drives none of them but openssl.
-debian_packages=(openssl)
+# The fast tier (scripts/test.sh --fast) drives none of them but openssl and
+# postgresql.
+debian_packages=(openssl postgresql)
 if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then
   debian_packages+=(prometheus prometheus-alertmanager chromium chromium-driver)
   command -v npm >/dev/null || debian_packages+=(nodejs npm)

@@ -2,7 +2,7 @@
 """The report of an attempt lake, from Spark, ClickHouse or DuckDB.
 
     scripts/lake-report.py --engine spark|clickhouse|duckdb LAKE \
-        [--since T] [--until T] [--workflow NAME] [--horizon 48h] [--skip-bad-files]
+        [--since T] [--until T] [--workflow NAME] [--horizon 48h] [--skip-bad-files] [--iceberg]
 
 prints the report as JSON, with the keys of `attempt-ledger report --format
 json`: `duckdb` runs `attempt-ledger report --lake` (the product's own rules
@@ -640,6 +640,9 @@ def main():
                         help="clickhouse: the table function of the attempts files, e.g. "
                              "s3('https://bucket.s3.amazonaws.com/lake/attempts/*/*/*.parquet', 'Parquet')")
     parser.add_argument("--prices-source", metavar="EXPR", help="clickhouse: the same for the prices files")
+    parser.add_argument("--iceberg", action="store_true",
+                        help="clickhouse: read the attempts of the lake's Iceberg table (`export --table-format "
+                             "iceberg`) by ClickHouse's own Iceberg reader, from the table's latest metadata")
     parser.add_argument("--skip-bad-files", action="store_true",
                         help="report from the lake's good files when some cannot be read or do not belong to it "
                              "(by default such a lake is refused, naming them)")
@@ -673,6 +676,16 @@ def main():
             except (argparse.ArgumentTypeError, AttributeError, TypeError) as error:
                 sys.exit(f"error: {args.batch}: case {i}: {error}")
     sources = {"attempts": args.attempts_source, "prices": args.prices_source}
+    if args.iceberg:
+        if args.engine != "clickhouse" or args.attempts_source:
+            sys.exit("error: --iceberg is for --engine clickhouse, without --attempts-source")
+        if not (args.lake / "metadata").is_dir():
+            sys.exit(f"error: the lake {args.lake} has no Iceberg table (no metadata/): export with --table-format iceberg")
+        # The table's columns are the lake's, by field id; `day` is the
+        # partition folder's in the files, derived here as the table does.
+        sources["attempts"] = "(SELECT *, toDate(started_at) AS day FROM icebergLocal('.'))"
+        # chdb opens local tables only under its working folder.
+        os.chdir(args.lake)
     if args.print_sql:
         if args.engine != "clickhouse":
             sys.exit("error: --print-sql is for --engine clickhouse (Spark runs the file itself: see docs/scale-out.md)")
@@ -694,7 +707,8 @@ def main():
         for bad in skipped:
             print(f"skipped {bad['path']}: {bad['reason']}", file=sys.stderr)
         chosen = (good, good_prices) if skipped else (None, None)
-        absent = absent_added_columns(manifest, good)
+        # The Iceberg table has every column, NULL in files written before it.
+        absent = () if args.iceberg else absent_added_columns(manifest, good)
         if args.engine == "spark":
             engine = Spark(args.lake, *chosen, absent=absent)
         else:

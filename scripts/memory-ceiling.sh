@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/python-env.sh
 source scripts/python-env.sh
-cargo build --release --locked --quiet
+cargo build --release --locked --features iceberg --quiet
 export ATTEMPT_LEDGER_BIN="$target_dir/release/attempt-ledger"
 exec "$ATTEMPT_LEDGER_TEST_PYTHON" scripts/memory_ceiling.py "$@"

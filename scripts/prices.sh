@@ -38,7 +38,7 @@ PY
 if [[ -n "${ATTEMPT_LEDGER_BIN:-}" ]]; then
   run=("$ATTEMPT_LEDGER_BIN")
 else
-  run=(cargo run --release --locked --quiet --)
+  run=(cargo run --release --locked --features iceberg --quiet --)
 fi
 "${run[@]}" prices import --from litellm "$map" --as-of "$AS_OF" \
   --source "LiteLLM $version, model_prices_and_context_window.json" --out "$out"

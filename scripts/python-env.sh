@@ -2,12 +2,13 @@
 # virtual environments with the pinned, hash-checked packages of
 # tests/python/requirements.txt, tests/python/openlit/requirements.txt,
 # tests/python/litellm_proxy/requirements.txt,
-# tests/python/frameworks/requirements.txt, tests/python/s3/requirements.txt
-# and tests/python/lake/requirements.txt exist (in the cargo target directory),
+# tests/python/frameworks/requirements.txt, tests/python/s3/requirements.txt,
+# tests/python/iceberg/requirements.txt and tests/python/lake/requirements.txt
+# exist (in the cargo target directory),
 # and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
 # ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY,
-# ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS, ATTEMPT_LEDGER_TEST_PYTHON_S3 and
-# ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
+# ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS, ATTEMPT_LEDGER_TEST_PYTHON_S3,
+# ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -60,6 +61,10 @@ export ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS="$venv-frameworks/bin/python"
 # (tests/it/lake_s3.rs): in the fast tier too, it starts in a second.
 ensure_venv "$venv-s3" tests/python/s3/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_S3="$venv-s3/bin/python"
+# pyiceberg, which reads the lake's Iceberg table through the same
+# PostgreSQL catalog (tests/it/lake_iceberg.rs): in the fast tier too.
+ensure_venv "$venv-iceberg" tests/python/iceberg/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG="$venv-iceberg/bin/python"
 # Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs;
 # not in the fast tier).
 if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out="$(realpath -m "${1:-docs/dashboard.png}")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attempt-ledger-target}"
 source scripts/debian-packages.sh
-cargo build --release --locked --quiet
+cargo build --release --locked --features iceberg --quiet
 bin="$CARGO_TARGET_DIR/release/attempt-ledger"
 dir="$(mktemp -d)"
 pid=""

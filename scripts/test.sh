@@ -31,6 +31,7 @@ FAST_SKIPS=(
   lake::three_nodes_make_one_lake           # Spark and chdb
   lake_damage::each_bad_file_is_named_once  # Spark and chdb
   lake_damage::a_lake_of_an_earlier_version # Spark and chdb
+  lake_iceberg::clickhouse_reads            # chdb
   dashboard::every_page_renders_in_chromium # Chromium
   ai_sdk::                                  # Node and the Vercel AI SDK
   headroom::the_ai_sdk                      # Node and the Vercel AI SDK
@@ -66,7 +67,7 @@ if [[ $fast -eq 0 ]]; then
 fi
 
 phase "build"
-cargo test --release --locked --workspace --no-run
+cargo test --release --locked --features iceberg --workspace --no-run
 
 phase "tests"
 if [[ $fast -eq 1 ]]; then
@@ -76,11 +77,11 @@ if [[ $fast -eq 1 ]]; then
   has_separator=0
   for arg in "$@"; do [[ "$arg" == "--" ]] && has_separator=1; done
   if [[ $has_separator -eq 1 ]]; then
-    cargo test --release --locked --workspace "$@" "${skips[@]}"
+    cargo test --release --locked --features iceberg --workspace "$@" "${skips[@]}"
   else
-    cargo test --release --locked --workspace "$@" -- "${skips[@]}"
+    cargo test --release --locked --features iceberg --workspace "$@" -- "${skips[@]}"
   fi
 else
-  cargo test --release --locked --workspace "$@"
+  cargo test --release --locked --features iceberg --workspace "$@"
 fi
 phase ""

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use super::DbArg;
 use crate::lake::export::{export, open_bound};
+use crate::lake::iceberg::{CatalogUri, DEFAULT_TABLE, TableConfig, TableName};
 use crate::store::{Job, MemoryLimit, Store};
 use attempt_core::pricing::PriceTable;
 
@@ -30,6 +31,68 @@ pub struct LakeArgs {
     /// number for the node, never over them.
     #[arg(long, requires = "lake")]
     pub replace_node: bool,
+    /// `iceberg`: also commit each export to an Apache Iceberg table
+    /// through --catalog, as one append snapshot (docs/lake.md).
+    #[arg(long, value_enum, default_value_t = TableFormat::Files, requires = "lake")]
+    pub table_format: TableFormat,
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// How a lake is published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableFormat {
+    /// Parquet files and the lake's own records.
+    Files,
+    /// The same files, committed to an Iceberg table too.
+    Iceberg,
+}
+
+/// The Iceberg table of a lake.
+#[derive(Debug, clap::Args)]
+pub struct TableArgs {
+    /// The Iceberg catalog: rest://HOST/PATH (HTTPS; rest+http:// on a
+    /// trusted network; ?warehouse=NAME), postgres://USER:PASSWORD@HOST/DB
+    /// (the JDBC catalog's tables, as Spark and pyiceberg keep them).
+    #[arg(long, value_name = "URI", value_parser = CatalogUri::parse, env = CATALOG_ENV, hide_env_values = true)]
+    pub catalog: Option<CatalogUri>,
+    /// The table, NAMESPACE.TABLE.
+    #[arg(long, value_name = "NAMESPACE.TABLE", value_parser = TableName::parse, default_value = DEFAULT_TABLE)]
+    pub iceberg_table: TableName,
+}
+
+/// Where `--catalog` may come from instead (it may hold a password).
+pub const CATALOG_ENV: &str = "ATTEMPT_LEDGER_CATALOG";
+
+impl LakeArgs {
+    /// The table each export commits to, if any; the flags checked together.
+    pub fn table_config(&self) -> anyhow::Result<Option<TableConfig>> {
+        match (self.table_format, &self.table.catalog) {
+            (TableFormat::Files, None) => Ok(None),
+            (TableFormat::Iceberg, Some(catalog)) => {
+                Ok(Some(TableConfig { catalog: catalog.clone(), table: self.table.iceberg_table.clone() }))
+            }
+            (TableFormat::Iceberg, None) => {
+                anyhow::bail!(
+                    "--table-format iceberg commits through a catalog: give --catalog (or {CATALOG_ENV})"
+                )
+            }
+            // From the environment it may be meant for a reader.
+            (TableFormat::Files, Some(_)) if std::env::var_os(CATALOG_ENV).is_some() => Ok(None),
+            (TableFormat::Files, Some(_)) => {
+                anyhow::bail!(
+                    "--catalog names the catalog of --table-format iceberg: add it, or leave --catalog out"
+                )
+            }
+        }
+    }
+}
+
+impl TableArgs {
+    /// The table a reader reads, if --catalog names one.
+    pub fn config(&self) -> Option<TableConfig> {
+        self.catalog.clone().map(|catalog| TableConfig { catalog, table: self.iceberg_table.clone() })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,8 +120,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("{limit}");
     let store = Store::open_for_job(db, &limit)?;
     let node = store.node_id(args.node.node_id.as_deref())?;
-    let (lake, binding) =
-        open_bound(&store, &args.lake, args.node.lake_buckets, &node, args.node.replace_node)?;
+    let table = args.node.table_config()?;
+    let (lake, binding) = open_bound(
+        &store,
+        &args.lake,
+        args.node.lake_buckets,
+        &node,
+        args.node.replace_node,
+        table.as_ref(),
+    )?;
     if let Some(old) = &binding.replaced {
         eprintln!(
             "node {node} of {} was bound to database {}; it is now bound to this one ({})",

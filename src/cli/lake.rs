@@ -5,9 +5,11 @@
 use std::process::ExitCode;
 
 use super::exit;
+use crate::lake::Lake;
 use crate::lake::read::readable;
 use crate::lake::storage::Location;
 use crate::lake::survey::{Survey, survey};
+use crate::lake::table_check::{TableCheck, check_table};
 use crate::store::Store;
 
 #[derive(Debug, clap::Args)]
@@ -31,6 +33,11 @@ struct CheckArgs {
     lake: Location,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// Check the lake's Iceberg table too, through this catalog: files of
+    /// finished exports it does not hold, files it holds that the lake
+    /// lacks, and snapshots past its retention.
+    #[command(flatten)]
+    table: super::export::TableArgs,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -45,11 +52,53 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (lake, root) = readable(&args.lake, scratch.path())?;
     let store = Store::open_in_memory()?;
     let surveyed = survey(&lake, &root, &store)?;
+    let checked = match args.table.config() {
+        // The table names the files by the store's own URIs, not the copy's.
+        Some(config) => Some(check_table(&config, &Lake::open(&args.lake)?, &root, &surveyed)?),
+        None => None,
+    };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&surveyed)?),
-        Format::Table => print!("{}", table(&args.lake, &surveyed)),
+        Format::Json => {
+            let mut json = serde_json::to_value(&surveyed)?;
+            if let (Some(checked), Some(object)) = (&checked, json.as_object_mut()) {
+                object.insert("iceberg".to_string(), serde_json::to_value(checked)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?)
+        }
+        Format::Table => {
+            print!("{}", table(&args.lake, &surveyed));
+            if let Some(checked) = &checked {
+                print!("{}", table_lines(checked));
+            }
+        }
     }
-    Ok(if surveyed.has_problems() { ExitCode::from(exit::LAKE_PROBLEMS) } else { ExitCode::SUCCESS })
+    let problems = surveyed.has_problems() || checked.as_ref().is_some_and(TableCheck::has_problems);
+    Ok(if problems { ExitCode::from(exit::LAKE_PROBLEMS) } else { ExitCode::SUCCESS })
+}
+
+fn table_lines(checked: &TableCheck) -> String {
+    let mut out = format!(
+        "Iceberg table {}: snapshot {}, {} files, {} rows; {} snapshots, {} past retention\n",
+        checked.table,
+        checked.snapshot_id.map_or("none".to_string(), |id| id.to_string()),
+        checked.files,
+        checked.rows,
+        checked.snapshots,
+        checked.snapshots_past_retention,
+    );
+    for key in &checked.not_in_table {
+        out.push_str(&format!("  not in the table: {key} (its node's next export commits it)\n"));
+    }
+    for key in &checked.missing {
+        out.push_str(&format!("  missing: the table holds {key}, and the lake does not\n"));
+    }
+    if checked.snapshots_past_retention > 0 {
+        out.push_str(
+            "  expire the old snapshots with the warehouse's engine (Spark's expire_snapshots, Trino's \
+             expire_snapshots)\n",
+        );
+    }
+    out
 }
 
 fn table(lake: &Location, surveyed: &Survey) -> String {

@@ -57,10 +57,20 @@ pub struct Args {
     /// workflow, amplification, primary routes, fallbacks) in a few.
     #[arg(long, requires = "lake")]
     every_section: bool,
+    /// With --lake: read the lake's Iceberg table through this catalog,
+    /// its current snapshot's files (docs/lake.md).
+    #[command(flatten)]
+    table: super::export::TableArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filter = args.window.window()?.report(args.retry_budget, args.group_by);
+    if args.lake.is_none()
+        && args.table.catalog.is_some()
+        && std::env::var_os(super::export::CATALOG_ENV).is_none()
+    {
+        anyhow::bail!("--catalog reads a lake's Iceberg table: it needs --lake LAKE");
+    }
     if let Some(lake) = &args.lake {
         let prices = attempt_core::pricing::PriceTable::load(args.prices.as_deref())?;
         let policy = attempt_core::policy::LoadedPolicy::load(args.policy.as_deref())?;
@@ -73,8 +83,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let sections =
             if args.every_section { Sections::Every { with_audit: !args.no_audit } } else { Sections::Lake };
+        let table = args.table.config();
+        let source = crate::lake::read::Source { location: lake, table: table.as_ref() };
         let report = crate::lake::read::lake_report(
-            lake,
+            source,
             &filter,
             horizon,
             bad_files,

@@ -235,6 +235,7 @@ fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
     {
         anyhow::bail!("--node-id names this database in a lake: it needs --lake LAKE");
     }
+    let table_config = if args.lake.is_some() { args.node.table_config()? } else { None };
     let max_connections = connection_cap(args.max_connections)?;
     let rules = args.rules.as_deref().map(RuleSet::load).transpose()?;
     let config = ServeConfig {
@@ -269,6 +270,7 @@ fn config_of(args: Args) -> anyhow::Result<ServeConfig> {
         )?,
         lake: args.lake.map(|location| crate::service::LakeConfig {
             location,
+            table: table_config,
             node_id: args.node.node_id,
             buckets: args.node.lake_buckets,
             replace_node: args.node.replace_node,

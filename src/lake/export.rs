@@ -21,7 +21,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::nodes::{Begun, Binding, ExportRecord, FileEntry};
+use super::iceberg::{NewFile, TableConfig};
+use super::nodes::{Begun, Binding, ExportRecord, ExportState, FileEntry};
 use super::storage::Location;
 use super::{Lake, LakeError, ROWS_PER_FILE, file_name};
 use crate::store::{ADDED_LAKE_COLUMNS, ExportSlice, Store};
@@ -78,14 +79,21 @@ pub fn open_lake(store: &Store, location: &Location, buckets: Option<u32>) -> Re
 /// Opens the lake at `root` and binds this database to `node` in it
 /// (`Lake::bind`): what `export` and `serve --lake` do at start, so a node
 /// id another database holds is refused before anything runs.
+/// With `table`, the lake's Iceberg table is connected (created when
+/// missing) before the node is bound, so a catalog that cannot be reached
+/// refuses the start.
 pub fn open_bound(
     store: &Store,
     location: &Location,
     buckets: Option<u32>,
     node: &str,
     replace: bool,
+    table: Option<&TableConfig>,
 ) -> Result<(Lake, Binding), LakeError> {
-    let lake = open_lake(store, location, buckets)?;
+    let mut lake = open_lake(store, location, buckets)?;
+    if let Some(table) = table {
+        lake = lake.with_table(table)?;
+    }
     let binding = lake.bind(node, &store.database_id()?, replace)?;
     Ok((lake, binding))
 }
@@ -110,7 +118,10 @@ pub fn export(
     lake.bind(node, &binding.database_id, false)?;
     for _ in 0..REPLANS {
         let high = lake.high(node)?;
-        let Some(slice) = store.begin_export(lake_id, high, |w| lake.bucket_of(w))? else { return Ok(None) };
+        let Some(slice) = store.begin_export(lake_id, high, |w| lake.bucket_of(w))? else {
+            commit_earlier(lake, node, high)?;
+            return Ok(None);
+        };
         let record = ExportRecord::begun(
             node,
             &binding.database_id,
@@ -128,8 +139,42 @@ pub fn export(
             }
             Err(other) => return Err(other),
         }
-        let (files, bytes, entries) = write_files(store, lake, binding, &slice, prices)?;
-        lake.finish_record(&record.finished(slice.attempts, entries))?;
+        let planned = plan_files(lake, node, &slice);
+        // A run a crash stopped between the table's commit and the lake's
+        // record committed these files: they stay as committed.
+        let watermark = match lake.table() {
+            Some(table) => table.watermark(node)?.unwrap_or(0),
+            None => 0,
+        };
+        let committed = lake.table().is_some() && watermark >= slice.lake_through();
+        let written = if committed {
+            sizes_of(lake, &planned)?
+        } else {
+            write_files(store, lake, binding, &slice, &planned, prices)?
+        };
+        let (files, bytes) = (written.len() as u64, written.iter().map(|w| w.bytes).sum());
+        if let Some(table) = lake.table().filter(|_| !committed) {
+            // Exports made before the lake had a table (or before this node
+            // committed to it) go in with this one, so the table holds every
+            // number of the node up to its watermark.
+            let mut new_files = earlier_files(lake, node, watermark, slice.lake_from())?;
+            new_files.extend(planned.iter().zip(&written).map(|(plan, entry)| NewFile {
+                uri: lake.storage().uri(&plan.key),
+                day: plan.day,
+                bucket: plan.bucket,
+                rows: plan.rows,
+                bytes: entry.bytes,
+            }));
+            let done = table.commit_export(
+                node,
+                &slice.export_id,
+                watermark + 1,
+                slice.lake_through(),
+                &new_files,
+            )?;
+            tracing::info!(node, export_id = %slice.export_id, ?done, "committed to the Iceberg table");
+        }
+        lake.finish_record(&record.finished(slice.attempts, written))?;
         store.finish_export(lake_id, &slice, files, bytes)?;
         return Ok(Some(Exported {
             first_write: slice.after + 1,
@@ -146,15 +191,131 @@ pub fn export(
     Err(LakeError::Contended { what: format!("the numbers of node {node}'s next export") })
 }
 
-/// Writes the slice's files and the node's prices; returns the files, bytes
-/// and the record's list of them.
+/// One file an export writes: its key, partition and rows.
+struct PlannedFile {
+    key: String,
+    day: chrono::NaiveDate,
+    bucket: u32,
+    partition: usize,
+    offset: u64,
+    rows: u64,
+}
+
+/// The files of `slice`, named as every run of this export names them.
+fn plan_files(lake: &Lake, node: &str, slice: &ExportSlice) -> Vec<PlannedFile> {
+    let mut planned = Vec::new();
+    for (index, partition) in slice.partitions.iter().enumerate() {
+        let dir = lake.partition_key(partition.day, partition.bucket);
+        for part in 0..partition.rows.div_ceil(ROWS_PER_FILE) {
+            let name = file_name(node, slice.lake_from(), slice.lake_through(), part);
+            planned.push(PlannedFile {
+                key: format!("{dir}/{name}"),
+                day: partition.day,
+                bucket: partition.bucket,
+                partition: index,
+                offset: part * ROWS_PER_FILE,
+                rows: (partition.rows - part * ROWS_PER_FILE).min(ROWS_PER_FILE),
+            });
+        }
+    }
+    planned
+}
+
+/// Commits to the lake's table the finished exports of `node` through
+/// `high` that it lacks (exported before the lake had a table, or by a run
+/// without `--table-format iceberg`), when there is nothing new to export.
+fn commit_earlier(lake: &Lake, node: &str, high: i64) -> Result<(), LakeError> {
+    let Some(table) = lake.table() else { return Ok(()) };
+    let watermark = table.watermark(node)?.unwrap_or(0);
+    let records = lake.export_records(node)?;
+    let Some(last) = records.iter().rev().find(|r| r.state == ExportState::Finished && r.through <= high)
+    else {
+        return Ok(());
+    };
+    if last.through <= watermark {
+        return Ok(());
+    }
+    let files = earlier_files(lake, node, watermark, last.through + 1)?;
+    let done = table.commit_export(node, &last.export_id, watermark + 1, last.through, &files)?;
+    tracing::info!(node, export_id = %last.export_id, ?done, "committed earlier exports to the Iceberg table");
+    Ok(())
+}
+
+/// The files of `node`'s finished exports past the table's `watermark` and
+/// before `before`: those of exports made before it committed to a table.
+fn earlier_files(lake: &Lake, node: &str, watermark: i64, before: i64) -> Result<Vec<NewFile>, LakeError> {
+    if watermark + 1 >= before {
+        return Ok(Vec::new());
+    }
+    let mut files = Vec::new();
+    for record in lake.export_records(node)? {
+        if record.state != ExportState::Finished || record.through <= watermark || record.from >= before {
+            continue;
+        }
+        for file in &record.files {
+            let key = format!("attempts/{}", file.path);
+            let (day, bucket) = partition_of(&file.path).ok_or_else(|| LakeError::Damaged {
+                path: lake.storage().describe(&key),
+                detail: format!("export {} lists it outside any day=/bucket= folder", record.export_id),
+            })?;
+            files.push(NewFile {
+                uri: lake.storage().uri(&key),
+                day,
+                bucket,
+                rows: file.rows,
+                bytes: file.bytes,
+            });
+        }
+    }
+    if !files.is_empty() {
+        tracing::info!(
+            node,
+            files = files.len(),
+            "committing the node's earlier exports to the Iceberg table"
+        );
+    }
+    Ok(files)
+}
+
+/// The day and bucket of a file's path under `attempts/`
+/// (`day=YYYY-MM-DD/bucket=NN/name`).
+fn partition_of(path: &str) -> Option<(chrono::NaiveDate, u32)> {
+    let mut parts = path.split('/');
+    let day = parts.next()?.strip_prefix("day=")?.parse().ok()?;
+    let bucket = parts.next()?.strip_prefix("bucket=")?.parse().ok()?;
+    Some((day, bucket))
+}
+
+/// The record's entry of a planned file: its path under `attempts/`.
+fn entry(plan: &PlannedFile, bytes: u64) -> FileEntry {
+    let path = plan.key.strip_prefix("attempts/").unwrap_or(&plan.key).to_string();
+    FileEntry { path, rows: plan.rows, bytes }
+}
+
+/// The entries of files an earlier run wrote and committed.
+fn sizes_of(lake: &Lake, planned: &[PlannedFile]) -> Result<Vec<FileEntry>, LakeError> {
+    planned
+        .iter()
+        .map(|plan| match lake.storage().size(&plan.key)? {
+            Some(bytes) => Ok(entry(plan, bytes)),
+            None => Err(LakeError::Damaged {
+                path: lake.storage().describe(&plan.key),
+                detail: "the Iceberg table holds this file, and it is gone".into(),
+            }),
+        })
+        .collect()
+}
+
+/// Writes the planned files and the node's prices; the record's list of
+/// the files.
 fn write_files(
     store: &Store,
     lake: &Lake,
     binding: &Binding,
     slice: &ExportSlice,
+    planned: &[PlannedFile],
     prices: &PriceTable,
-) -> Result<(u64, u64, Vec<FileEntry>), LakeError> {
+) -> Result<Vec<FileEntry>, LakeError> {
     let node = binding.node.as_str();
     let metadata = |part_from: i64, part_through: i64| {
         vec![
@@ -173,35 +334,28 @@ fn write_files(
         .map_err(|source| LakeError::Io { path: std::env::temp_dir().display().to_string(), source })?;
     let storage = lake.storage();
     let footer_export_id = |path: &Path| written_by(store, path);
-    let (mut files, mut bytes, mut entries) = (0, 0, Vec::new());
+    let field_ids = field_ids(store, lake)?;
+    let mut entries = Vec::with_capacity(planned.len());
     let mut dirs = BTreeSet::new();
-    for partition in &slice.partitions {
-        let dir = lake.partition_key(partition.day, partition.bucket);
-        let parts = partition.rows.div_ceil(ROWS_PER_FILE);
-        for part in 0..parts {
-            let name = file_name(node, slice.lake_from(), slice.lake_through(), part);
-            let key = format!("{dir}/{name}");
-            let staged = storage.staging_path(&key, scratch.path())?;
-            let rows = (partition.rows - part * ROWS_PER_FILE).min(ROWS_PER_FILE);
-            let written = store.write_partition(
-                partition,
-                part * ROWS_PER_FILE,
-                ROWS_PER_FILE,
-                node,
-                &staged,
-                &metadata(slice.lake_from(), slice.lake_through()),
-            );
-            if let Err(error) = written {
-                let _ = std::fs::remove_file(&staged);
-                return Err(error.into());
-            }
-            let size = storage.place(&key, &staged, &slice.export_id, footer_export_id)?;
-            bytes += size;
-            files += 1;
-            let relative = key.strip_prefix("attempts/").unwrap_or(&key).to_string();
-            entries.push(FileEntry { path: relative, rows, bytes: size });
+    for plan in planned {
+        let staged = storage.staging_path(&plan.key, scratch.path())?;
+        let written = store.write_partition(
+            &slice.partitions[plan.partition],
+            plan.offset..plan.offset + plan.rows,
+            node,
+            &staged,
+            &metadata(slice.lake_from(), slice.lake_through()),
+            &field_ids,
+        );
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&staged);
+            return Err(error.into());
         }
-        dirs.insert(dir);
+        let size = storage.place(&plan.key, &staged, &slice.export_id, footer_export_id)?;
+        entries.push(entry(plan, size));
+        if let Some((dir, _)) = plan.key.rsplit_once('/') {
+            dirs.insert(dir.to_string());
+        }
     }
     // The node's own prices, newest wins: replaced at every export.
     let key = lake.prices_key(node);
@@ -215,11 +369,41 @@ fn write_files(
     storage.put_over(&key, &staged)?;
     dirs.insert("prices".to_string());
     storage.sync(&dirs.into_iter().collect::<Vec<_>>());
-    Ok((files, bytes, entries))
+    Ok(entries)
+}
+
+/// Each column's Iceberg field id, its position in the lake's schema from
+/// 1: every file carries them, so engines that read by id (Iceberg's rule)
+/// find each column after the schema grows.
+/// (This database's columns are the lake's or the first of them.)
+fn field_ids(store: &Store, lake: &Lake) -> Result<Vec<(String, i32)>, LakeError> {
+    let schema = &lake.manifest().schema;
+    Ok(store
+        .lake_schema()?
+        .into_iter()
+        .filter_map(|(name, _)| {
+            let position = schema.iter().position(|column| column.name == name)?;
+            Some((name, position as i32 + 1))
+        })
+        .collect())
 }
 
 /// The export id in the footer of the file at `path`, if it has one.
 fn written_by(store: &Store, path: &Path) -> Option<String> {
     let mut footers = store.parquet_footers(&[PathBuf::from(path)]);
     footers.pop()?.ok()?.metadata.remove("export_id")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_files_partition_is_read_from_its_path() {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
+        assert_eq!(partition_of("day=2026-12-01/bucket=03/a-1-3.parquet"), Some((day, 3)));
+        for bad in ["a-1-3.parquet", "day=2026-13-01/bucket=03/a.parquet", "day=2026-12-01/b=3/a.parquet"] {
+            assert_eq!(partition_of(bad), None, "{bad}");
+        }
+    }
 }

@@ -15,12 +15,15 @@
 //! good files with the product's own rules.
 
 pub mod export;
+pub mod iceberg;
 pub mod nodes;
 pub mod read;
 pub mod storage;
 pub mod survey;
+pub mod table_check;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -112,6 +115,8 @@ pub enum LakeError {
          AWS_CONDITIONAL_PUT unset (etag)"
     )]
     Unconditional { store: String, detail: String },
+    #[error(transparent)]
+    Iceberg(#[from] iceberg::IcebergError),
     #[error("{}", survey::refusal(lake, files))]
     BadFiles { lake: String, files: Vec<survey::BadFile> },
 }
@@ -183,6 +188,9 @@ impl Manifest {
 pub struct Lake {
     storage: Storage,
     manifest: Manifest,
+    /// The Iceberg table each export also commits to (`--table-format
+    /// iceberg`).
+    table: Option<Arc<iceberg::IcebergTable>>,
 }
 
 impl Lake {
@@ -293,7 +301,7 @@ impl Lake {
         if !(1..=MAX_LAKE_BUCKETS).contains(&manifest.buckets) {
             return Err(bad(format!("buckets is {}, not 1 to {MAX_LAKE_BUCKETS}", manifest.buckets)));
         }
-        Ok((Self { storage, manifest }, seen))
+        Ok((Self { storage, manifest, table: None }, seen))
     }
 
     /// The lake's folder; `None` for a lake in an object store, which its
@@ -316,6 +324,19 @@ impl Lake {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// This lake, committing each export to the Iceberg table `config`
+    /// names too (created when missing).
+    pub fn with_table(mut self, config: &iceberg::TableConfig) -> Result<Self, LakeError> {
+        let table = iceberg::open_table(config, &self)?;
+        self.table = Some(Arc::new(table));
+        Ok(self)
+    }
+
+    /// The Iceberg table exports commit to, if any.
+    pub fn table(&self) -> Option<&iceberg::IcebergTable> {
+        self.table.as_deref()
     }
 
     /// The bucket of a workflow id in this lake.

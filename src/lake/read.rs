@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use chrono::Duration;
 
+use super::iceberg::TableConfig;
 use super::storage::Location;
-use super::survey::survey;
+use super::survey::{Survey, survey};
 use super::{Lake, LakeError};
 use crate::read::{ReadError, Reader};
 use crate::report::{LAKE_SECTIONS, LakeSource, Report, SkippedFile};
@@ -84,9 +85,17 @@ pub fn readable(location: &Location, scratch: &Path) -> Result<(Lake, PathBuf), 
     Ok((copied, copy))
 }
 
-/// The report of the lake at `location` for `filter`.
+/// A lake to read: its files, or with `table` its Iceberg table's current
+/// snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub location: &'a Location,
+    pub table: Option<&'a TableConfig>,
+}
+
+/// The report of the lake `source` for `filter`.
 pub fn lake_report(
-    location: &Location,
+    source: Source<'_>,
     filter: &ReportFilter,
     horizon: Duration,
     bad_files: BadFiles,
@@ -94,13 +103,30 @@ pub fn lake_report(
     policy: Arc<LoadedPolicy>,
     sections: Sections,
 ) -> Result<Report, LakeReadError> {
+    let Source { location, table } = source;
     let scratch =
         tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir().map_err(LakeReadError::Scratch)?;
+    // The table's snapshot is taken before the lake is copied: every file
+    // it names was in the store before the copy began.
+    let snapshot = match table {
+        Some(config) => Some(snapshot_files(location, config)?),
+        None => None,
+    };
     let (lake, root) = readable(location, scratch.path())?;
     // Reading a whole lake is a bulk job (docs/ingest.md): under
     // serve's ceiling its window's rows spill to disk.
     let store = Store::open_for_job(&scratch.path().join("lake.duckdb"), &MemoryLimit::for_job(Job::Bulk))?;
-    let surveyed = survey(&lake, &root, &store)?;
+    let surveyed = match &snapshot {
+        // The catalog says which files hold the table: exactly those.
+        Some((snapshot_id, keys)) => {
+            if snapshot_id.is_none() {
+                return Err(LakeError::Empty(location.to_string()).into());
+            }
+            let good: Vec<PathBuf> = keys.iter().map(|key| root.join(key)).collect();
+            Survey::of_files(&lake.manifest().lake_id, good)
+        }
+        None => survey(&lake, &root, &store)?,
+    };
     // Nothing left to read once they are skipped: refused all the same.
     if !surveyed.bad.is_empty() && (bad_files == BadFiles::Refuse || surveyed.good.is_empty()) {
         return Err(LakeError::BadFiles { lake: location.to_string(), files: surveyed.bad }.into());
@@ -108,7 +134,11 @@ pub fn lake_report(
     if surveyed.good.is_empty() {
         return Err(LakeError::Empty(location.to_string()).into());
     }
-    let files = if surveyed.bad.is_empty() { LakeFiles::All(&root) } else { LakeFiles::Only(&surveyed.good) };
+    let files = if surveyed.bad.is_empty() && snapshot.is_none() {
+        LakeFiles::All(&root)
+    } else {
+        LakeFiles::Only(&surveyed.good)
+    };
     let windowed = filter.since.is_some() || filter.until.is_some();
     let read = Horizon { from: filter.since.map(|t| t - horizon), until: filter.until.map(|t| t + horizon) };
     let (mut report, copies, attempts, outside, derived) = match sections {
@@ -146,6 +176,35 @@ pub fn lake_report(
             .map(|b| SkippedFile { path: b.path, reason: b.reason, attempts: b.attempts })
             .collect(),
         skipped_attempts,
+        iceberg_snapshot_id: snapshot.and_then(|(id, _)| id),
     });
     Ok(report)
+}
+
+/// The current snapshot of the lake's Iceberg table, and its data files as
+/// keys of the lake.
+fn snapshot_files(
+    location: &Location,
+    config: &TableConfig,
+) -> Result<(Option<i64>, Vec<String>), LakeError> {
+    let lake = Lake::open(location)?;
+    let table = super::iceberg::connect_table(config, &lake)?;
+    let current = table.current_files()?;
+    let prefix = lake.storage().uri("");
+    let keys = current
+        .files
+        .into_iter()
+        .map(|(uri, _)| match uri.strip_prefix(&prefix) {
+            Some(key) if key.starts_with("attempts/") => Ok(key.to_string()),
+            _ => Err(LakeError::Damaged {
+                path: uri.clone(),
+                detail: format!(
+                    "the Iceberg table {} holds a file that is not one of the lake's attempts files under {prefix} \
+                     (rewritten by another engine's compaction?); this attempt-ledger reads only the lake's own",
+                    config.table
+                ),
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((current.snapshot_id, keys))
 }

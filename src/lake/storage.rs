@@ -203,6 +203,47 @@ impl Storage {
         }
     }
 
+    /// The absolute URI of one of its files, as an Iceberg table records
+    /// it: `file:///folder/key`, or `s3://bucket/prefix/key`.
+    pub fn uri(&self, key: &str) -> String {
+        match self {
+            Self::Folder(root) => format!(
+                "file://{}",
+                std::path::absolute(root.join(key)).unwrap_or_else(|_| root.join(key)).display()
+            ),
+            Self::Objects(objects) => format!("{}/{key}", objects.url.as_str().trim_end_matches('/')),
+        }
+    }
+
+    /// The size of `key`, or `None` when there is no such file.
+    pub fn size(&self, key: &str) -> Result<Option<u64>, LakeError> {
+        match self {
+            Self::Folder(root) => match std::fs::metadata(root.join(key)) {
+                Ok(meta) => Ok(Some(meta.len())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io_error(&root.join(key))(e)),
+            },
+            Self::Objects(objects) => match objects.run(objects.store.head(&objects.path(key))) {
+                Ok(meta) => Ok(Some(meta.size)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(source) => Err(objects.error(key, source)),
+            },
+        }
+    }
+
+    /// An object store's client for its whole bucket, and the
+    /// `scheme://bucket` its keys are under; `None` for a folder.
+    #[cfg(feature = "iceberg")]
+    pub fn bucket_store(&self) -> Option<(Arc<dyn ObjectStore>, String)> {
+        match self {
+            Self::Folder(_) => None,
+            Self::Objects(objects) => Some((
+                objects.store.clone(),
+                format!("{}://{}", objects.url.scheme(), objects.url.host_str().unwrap_or_default()),
+            )),
+        }
+    }
+
     /// Refuses a file where the lake's folder should be.
     pub fn check(&self) -> Result<(), LakeError> {
         if let Self::Folder(root) = self

@@ -66,6 +66,19 @@ pub struct Survey {
 }
 
 impl Survey {
+    /// The files a catalog names as the table's, taken as they are: the
+    /// catalog, not the lake's records, says what the table holds.
+    pub fn of_files(lake_id: &str, good: Vec<PathBuf>) -> Self {
+        Survey {
+            lake_id: lake_id.to_string(),
+            files: good.len() as u64,
+            good,
+            good_prices: Vec::new(),
+            bad: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+
     /// Anything a reader or an operator must act on: a bad or missing file,
     /// or a gap in a node's numbers.
     pub fn has_problems(&self) -> bool {

@@ -123,6 +123,10 @@ pub struct LakeSource {
     pub skipped_files: Vec<SkippedFile>,
     /// The attempts the skipped files hold, as far as records say.
     pub skipped_attempts: u64,
+    /// The Iceberg table's snapshot read, when the lake was read through
+    /// its catalog (`report --lake LAKE --catalog URI`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iceberg_snapshot_id: Option<i64>,
 }
 
 /// A file of the lake a report left out.

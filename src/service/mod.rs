@@ -97,6 +97,8 @@ pub struct ServeConfig {
 #[derive(Debug, Clone)]
 pub struct LakeConfig {
     pub location: crate::lake::storage::Location,
+    /// `--table-format iceberg`: the table each export commits to.
+    pub table: Option<crate::lake::iceberg::TableConfig>,
     /// `--node-id`; none: the stored one, or a new one.
     pub node_id: Option<String>,
     /// Buckets of a new lake; none: 16 (or the existing lake's).
@@ -308,8 +310,14 @@ fn start_lake_exporter(
     prices: &Arc<PriceTable>,
 ) -> anyhow::Result<lake::LakeExporter> {
     let node = store.node_id(lake.node_id.as_deref())?;
-    let (opened, binding) =
-        crate::lake::export::open_bound(&store, &lake.location, lake.buckets, &node, lake.replace_node)?;
+    let (opened, binding) = crate::lake::export::open_bound(
+        &store,
+        &lake.location,
+        lake.buckets,
+        &node,
+        lake.replace_node,
+        lake.table.as_ref(),
+    )?;
     if let Some(old) = &binding.replaced {
         tracing::warn!(node = %node, replaced = %old.database_id, "took the node id over from another database");
     }

@@ -377,29 +377,33 @@ impl Store {
         Ok(())
     }
 
-    /// Writes rows `offset..offset + limit` of `partition` of the slice
-    /// `begin_export` staged, in the lake's order, as zstd Parquet at
-    /// `path`, with `metadata` (key, value) in its footer.
+    /// Writes rows `rows` (in the lake's order) of `partition` of the slice
+    /// `begin_export` staged, as zstd Parquet at `path`, with `metadata`
+    /// (key, value) in its footer and each column's Iceberg field id.
     pub fn write_partition(
         &self,
         partition: &Partition,
-        offset: u64,
-        limit: u64,
+        rows: std::ops::Range<u64>,
         node: &str,
         path: &Path,
         metadata: &[(&str, String)],
+        field_ids: &[(String, i32)],
     ) -> Result<(), StoreError> {
+        let field_ids =
+            field_ids.iter().map(|(name, id)| format!("{}: {id}", quoted(name))).collect::<Vec<_>>();
+        let (offset, limit) = (rows.start, rows.end.saturating_sub(rows.start));
         self.conn.execute_batch(&format!(
             "COPY (SELECT {node} AS ingest_node, * EXCLUDE (bucket, day) FROM temp.lake_slice
                    WHERE day = DATE '{day}' AND bucket = {bucket}
                    ORDER BY workflow_id, started_at, attempt_id
                    LIMIT {limit} OFFSET {offset})
-             TO {path} (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{metadata}}});",
+             TO {path} (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{metadata}}}, FIELD_IDS {{{field_ids}}});",
             node = quoted(node),
             day = partition.day,
             bucket = partition.bucket,
             path = quoted(&path.display().to_string()),
             metadata = kv_literal(metadata),
+            field_ids = field_ids.join(", "),
         ))?;
         Ok(())
     }

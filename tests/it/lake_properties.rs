@@ -12,7 +12,7 @@ use attempt_core::ingest::jsonl;
 use attempt_core::pricing::PriceTable;
 use attempt_core::request::ReportFilter;
 use attempt_ledger::lake::export::{export, open_bound};
-use attempt_ledger::lake::read::{BadFiles, Sections, lake_report};
+use attempt_ledger::lake::read::{BadFiles, Sections, Source, lake_report};
 use attempt_ledger::lake::storage::Location;
 use attempt_ledger::report::Report;
 use attempt_ledger::store::Store;
@@ -86,8 +86,9 @@ fn filter_of(choice: u8) -> ReportFilter {
 fn read(lake: &Path, filter: &ReportFilter, prices: &Arc<PriceTable>, sections: Sections) -> Report {
     // A year around the window: the drawn workflows span days at most, so
     // every attempt of a reported workflow is read.
+    let location = Location::Folder(lake.to_path_buf());
     lake_report(
-        &Location::Folder(lake.to_path_buf()),
+        Source { location: &location, table: None },
         filter,
         Duration::days(366),
         BadFiles::Refuse,
@@ -126,7 +127,7 @@ proptest! {
         let lake = dir.path().join("lake");
         for (node, sent) in [("a", &to_a), ("b", &to_b)] {
             let store = store_of(sent);
-            let (opened, binding) = open_bound(&store, &Location::Folder(lake.clone()), None, node, false).unwrap();
+            let (opened, binding) = open_bound(&store, &Location::Folder(lake.clone()), None, node, false, None).unwrap();
             export(&store, &opened, &binding, &prices).unwrap();
         }
         let whole = store_of(&lines.iter().collect::<Vec<_>>());

@@ -17,13 +17,13 @@ use crate::service::ServiceProcess;
 
 /// moto's S3 server on a port of its own, with one bucket; stopped when
 /// dropped.
-struct S3Server {
+pub(crate) struct S3Server {
     child: Child,
     endpoint: String,
 }
 
 impl S3Server {
-    fn start(bucket: &str) -> S3Server {
+    pub(crate) fn start(bucket: &str) -> S3Server {
         let python = std::env::var("ATTEMPT_LEDGER_TEST_PYTHON_S3")
             .expect("ATTEMPT_LEDGER_TEST_PYTHON_S3: run the tests with scripts/test.sh, which installs moto");
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -43,8 +43,12 @@ impl S3Server {
         server
     }
 
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     /// The standard variables an S3 client reads, pointed at this server.
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ENDPOINT_URL", self.endpoint.clone()),
             ("AWS_ALLOW_HTTP", "true".into()),
@@ -181,7 +185,7 @@ fn nodes_exporting_to_s3_at_once_make_one_lake_that_reads_as_one_node() {
     assert_eq!(exported, total);
     assert!(check["bad"].as_array().unwrap().is_empty());
     // No probe object or staged file is left in the bucket.
-    let listing = ureq::get(&format!("{}/lake?list-type=2&prefix=teams/", s3.endpoint))
+    let listing = ureq::get(&format!("{}/lake?list-type=2&prefix=teams/", s3.endpoint()))
         .call()
         .unwrap()
         .body_mut()

@@ -20,6 +20,8 @@ mod hostile;
 mod house;
 mod lake;
 mod lake_damage;
+#[cfg(feature = "iceberg")]
+mod lake_iceberg;
 mod lake_kit;
 mod lake_properties;
 mod lake_s3;
