@@ -317,15 +317,17 @@ def s3_lake(work: Path, binary: Path, db: Path, lines: int, results: dict, recor
         server.wait()
 
 
-def postgres(work: Path):
-    """A PostgreSQL server of Debian's packages in a folder of `work`, for
-    the Iceberg catalog; (process, URI), or None without the packages."""
+def postgres():
+    """A PostgreSQL server of Debian's packages in a temporary folder of its
+    own, for the Iceberg catalog; (process, URI, folder), or None without
+    the packages."""
     bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
     if not bins:
         return None
     bin_dir = bins[-1].parent
-    data = work / "postgres"
-    data.mkdir()
+    # Not under the bench's own folder: as root, the server runs as
+    # `postgres`, which must reach its folder.
+    data = Path(tempfile.mkdtemp(prefix="attempt-ledger-bench-pg-"))
     # PostgreSQL refuses to run as root: as root, it runs as `postgres`.
     prefix = []
     if os.geteuid() == 0:
@@ -343,17 +345,17 @@ def postgres(work: Path):
         if subprocess.run([bin_dir / "pg_isready", "-h", "127.0.0.1", "-p", str(port), "-q"]).returncode == 0:
             break
         time.sleep(0.1)
-    return server, f"postgres://postgres@127.0.0.1:{port}/postgres"
+    return server, f"postgres://postgres@127.0.0.1:{port}/postgres", data
 
 
 def iceberg_lake(work: Path, binary: Path, db: Path, lines: int, results: dict, record) -> None:
     """The same database exported to a folder lake committed as an Iceberg
     table (a PostgreSQL catalog), and read back through the catalog and by
     ClickHouse's Iceberg reader, beside the folder lake's figures."""
-    started = postgres(work)
+    started = postgres()
     if started is None:
         return
-    server, catalog = started
+    server, catalog, data = started
     try:
         lake = work / "iceberg-lake"
         folder_s = next(r["seconds"] for r in results["rows"] if r["step"] == "export to the lake")
@@ -375,6 +377,7 @@ def iceberg_lake(work: Path, binary: Path, db: Path, lines: int, results: dict, 
     finally:
         server.terminate()
         server.wait()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def report_all_s_of(results):

@@ -3,12 +3,13 @@
 # tests/python/requirements.txt, tests/python/openlit/requirements.txt,
 # tests/python/litellm_proxy/requirements.txt,
 # tests/python/frameworks/requirements.txt, tests/python/s3/requirements.txt,
-# tests/python/iceberg/requirements.txt and tests/python/lake/requirements.txt
-# exist (in the cargo target directory),
+# tests/python/iceberg/requirements.txt, tests/python/rest_catalog/requirements.txt
+# and tests/python/lake/requirements.txt exist (in the cargo target directory),
 # and exports their interpreters, ATTEMPT_LEDGER_TEST_PYTHON,
 # ATTEMPT_LEDGER_TEST_PYTHON_OPENLIT, ATTEMPT_LEDGER_TEST_PYTHON_LITELLM_PROXY,
 # ATTEMPT_LEDGER_TEST_PYTHON_FRAMEWORKS, ATTEMPT_LEDGER_TEST_PYTHON_S3,
-# ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
+# ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG, ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG
+# and ATTEMPT_LEDGER_TEST_PYTHON_LAKE. Each is
 # rebuilt when its lock file changes. Debian's python3 lacks venv until
 # python3-venv is installed: then it is installed with apt.
 
@@ -65,6 +66,10 @@ export ATTEMPT_LEDGER_TEST_PYTHON_S3="$venv-s3/bin/python"
 # PostgreSQL catalog (tests/it/lake_iceberg.rs): in the fast tier too.
 ensure_venv "$venv-iceberg" tests/python/iceberg/requirements.txt
 export ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG="$venv-iceberg/bin/python"
+# An Iceberg REST catalog server (lakana-server), which the REST test commits
+# through: in the fast tier too, it starts in a few seconds.
+ensure_venv "$venv-rest-catalog" tests/python/rest_catalog/requirements.txt
+export ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG="$venv-rest-catalog/bin/python"
 # Spark and chdb, the engines that read the attempt lake (tests/it/lake.rs;
 # not in the fast tier).
 if [[ "${ATTEMPT_LEDGER_TEST_FAST:-0}" != 1 ]]; then

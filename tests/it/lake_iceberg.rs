@@ -99,6 +99,83 @@ impl Drop for Postgres {
     }
 }
 
+/// lakana-server's Iceberg REST catalog (pinned in
+/// tests/python/rest_catalog/requirements.txt), its own metadata in SQLite
+/// in a folder of its own, with one environment, `dev`, whose tables it
+/// places under `storage`; stopped when dropped.
+struct RestCatalog {
+    child: Child,
+    port: u16,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+impl RestCatalog {
+    fn start(storage: &Path) -> RestCatalog {
+        let python = std::env::var("ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG").expect(
+            "ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG: run the tests with scripts/test.sh, which installs \
+             lakana-server",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let token_file = dir.path().join("token");
+        let env = [
+            ("LAKANA_DATABASE__URL", format!("sqlite:///{}", dir.path().join("catalog.sqlite").display())),
+            ("LAKANA_HOST", "127.0.0.1".to_string()),
+            ("LAKANA_PORT", port.to_string()),
+            ("LAKANA_BOOTSTRAP_TOKEN_FILE", token_file.display().to_string()),
+        ];
+        let out = Command::new(&python)
+            .args(["-m", "lakana_server", "migrate"])
+            .envs(env.clone())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "lakana-server migrate: {}", String::from_utf8_lossy(&out.stderr));
+        let child = Command::new(&python)
+            .args(["-m", "lakana_server"])
+            .envs(env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let began = Instant::now();
+        let token = loop {
+            if let Ok(token) = std::fs::read_to_string(&token_file)
+                && ureq::get(&format!("http://127.0.0.1:{port}/v1/config"))
+                    .header("Authorization", &format!("Bearer {}", token.trim()))
+                    .call()
+                    .is_ok()
+            {
+                break token.trim().to_string();
+            }
+            assert!(began.elapsed() < Duration::from_secs(60), "the REST catalog did not start");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let catalog = RestCatalog { child, port, token, _dir: dir };
+        let environment = serde_json::json!({
+            "name": "dev",
+            "storage": {"scheme": "file", "root": format!("file://{}", storage.display())},
+        });
+        ureq::post(&format!("http://127.0.0.1:{port}/api/v1/environments"))
+            .header("Authorization", &format!("Bearer {}", catalog.token))
+            .send_json(&environment)
+            .unwrap();
+        catalog
+    }
+
+    /// `--catalog` for it.
+    fn catalog(&self) -> String {
+        format!("rest+http://127.0.0.1:{}?prefix=dev&token={}", self.port, self.token)
+    }
+}
+
+impl Drop for RestCatalog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Where a test's nodes export: a folder, or a bucket of a local S3 server.
 enum Store {
     Folder(PathBuf),
@@ -168,24 +245,31 @@ impl Store {
                 "s3.region": "us-east-1",
             }),
         };
-        let python = std::env::var("ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG").expect(
-            "ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG: run the tests with scripts/test.sh, which installs pyiceberg",
-        );
-        let out = Command::new(python)
-            .args(["-c", PYICEBERG, &postgres.sqlalchemy(), "attempt_ledger.attempts", &props.to_string()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "pyiceberg: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+        let catalog = serde_json::json!({"type": "sql", "uri": postgres.sqlalchemy()});
+        pyiceberg("ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG", &catalog, "attempt_ledger.attempts", &props)
     }
+}
+
+/// pyiceberg's reading of `table` through `catalog` (its properties), run
+/// by the interpreter `python_var` names.
+fn pyiceberg(python_var: &str, catalog: &Value, table: &str, props: &Value) -> Value {
+    let python = std::env::var(python_var).unwrap_or_else(|_| {
+        panic!("{python_var}: run the tests with scripts/test.sh, which installs pyiceberg")
+    });
+    let out = Command::new(python)
+        .args(["-c", PYICEBERG, &catalog.to_string(), table, &props.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "pyiceberg: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 const PYICEBERG: &str = r#"
 import json, sys
 import pyarrow.compute as pc
-from pyiceberg.catalog.sql import SqlCatalog
-uri, name, props = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-table = SqlCatalog("attempt_ledger", uri=uri, **props).load_table(name)
+from pyiceberg.catalog import load_catalog
+catalog, name, props = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+table = load_catalog("attempt_ledger", **catalog, **props).load_table(name)
 rows = table.scan().to_arrow()
 by_node = rows.group_by("ingest_node").aggregate([("attempt_id", "count")])
 print(json.dumps({
@@ -503,4 +587,73 @@ fn an_older_table_grows_the_lake_s_columns() {
     }
     assert_eq!(table["rows"], attempts_of(&db));
     assert_same(&sections(&store.report(&catalog, &[])), &sections(&report_of(&db)), "a grown table");
+}
+
+/// Nodes commit at once through a REST catalog that assigns each table's
+/// location itself (a managed catalog); the table reads, through the same
+/// catalog, as one node that received every record.
+#[test]
+fn nodes_commit_through_a_rest_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("warehouse");
+    std::fs::create_dir_all(&storage).unwrap();
+    let rest = RestCatalog::start(&storage);
+    let reference = dir.path().join("reference.duckdb");
+    let lake = dir.path().join("lake");
+    let dbs = [
+        node_db(dir.path(), "a", "rate-limit-fallback", 100, 111, &reference),
+        node_db(dir.path(), "b", "gateway-reroute", 80, 112, &reference),
+    ];
+    // The token comes from the environment, as a deployment would give it.
+    let export = |db: &Path, node: &str| {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "export",
+                "--db",
+                db.to_str().unwrap(),
+                "--lake",
+                lake.to_str().unwrap(),
+                "--node-id",
+                node,
+            ])
+            .args(["--table-format", "iceberg", "--iceberg-table", "bronze.attempts"])
+            .env("ATTEMPT_LEDGER_CATALOG", rest.catalog());
+        command
+    };
+    let children: Vec<Child> = dbs
+        .iter()
+        .zip(["a", "b"])
+        .map(|(db, node)| export(db, node).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(&rest.token), "the token is never printed");
+    }
+    let total = attempts_of(&reference);
+    let out = Command::new(BIN)
+        .args(["report", "--lake", lake.to_str().unwrap(), "--iceberg-table", "bronze.attempts"])
+        .args(["--format", "json", "--no-audit"])
+        .env("ATTEMPT_LEDGER_CATALOG", rest.catalog())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_same(&sections(&got), &sections(&report_of(&reference)), "report --lake through a REST catalog");
+    assert!(got["lake"]["iceberg_snapshot_id"].is_i64(), "{:#}", got["lake"]);
+    let catalog = serde_json::json!({
+        "type": "rest",
+        "uri": format!("http://127.0.0.1:{}", rest.port),
+        "prefix": "dev",
+        "token": rest.token,
+    });
+    let table = pyiceberg(
+        "ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG",
+        &catalog,
+        "bronze.attempts",
+        &serde_json::json!({}),
+    );
+    assert_eq!(table["rows"], total, "{table:#}");
+    assert_eq!(table["snapshots"].as_array().unwrap().len(), 2);
 }

@@ -63,8 +63,9 @@ pub enum IcebergError {
 pub enum CatalogUri {
     /// An Iceberg REST catalog (Polaris, Lakekeeper, Nessie, Unity, Glue,
     /// S3 Tables): `rest+http://`, `rest+https://`, or `rest://` for HTTPS.
-    /// `?warehouse=NAME` names the warehouse.
-    Rest { url: String, warehouse: Option<String> },
+    /// Its query parameters are the catalog's properties (`warehouse`,
+    /// `prefix`, `token`, `credential`, `scope`, `oauth2-server-uri`).
+    Rest { url: String, properties: Vec<(String, String)> },
     /// The JDBC catalog's tables in PostgreSQL.
     Postgres(String),
     /// The JDBC catalog's tables in a SQLite file (`iceberg-sqlite` builds).
@@ -77,8 +78,15 @@ impl CatalogUri {
         let url = url::Url::parse(text).map_err(|e| format!("`{text}` is not a URL: {e}"))?;
         let rest = |scheme: &str| {
             let mut http = url.clone();
-            let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-            let warehouse = query.iter().find(|(k, _)| k == "warehouse").map(|(_, v)| v.clone());
+            let properties: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+            if let Some((key, _)) =
+                properties.iter().find(|(key, _)| !REST_PROPERTIES.contains(&key.as_str()))
+            {
+                return Err(format!(
+                    "`{key}` is not a REST catalog property this attempt-ledger passes on: {}",
+                    REST_PROPERTIES.join(", ")
+                ));
+            }
             http.set_query(None);
             let mut text = http.as_str().replacen(url.scheme(), scheme, 1);
             if text.ends_with('/') {
@@ -87,7 +95,7 @@ impl CatalogUri {
             if url.host_str().is_none_or(str::is_empty) {
                 return Err(format!("`{}`: a REST catalog's URL names its host", url.as_str()));
             }
-            Ok(CatalogUri::Rest { url: text, warehouse })
+            Ok(CatalogUri::Rest { url: text, properties })
         };
         match url.scheme() {
             "rest" | "rest+https" => rest("https"),
@@ -116,7 +124,15 @@ impl CatalogUri {
 impl std::fmt::Display for CatalogUri {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CatalogUri::Rest { url, .. } => write!(f, "{url}"),
+            CatalogUri::Rest { url, properties } => {
+                write!(f, "{url}")?;
+                for (index, (key, value)) in properties.iter().enumerate() {
+                    let shown =
+                        if SECRET_PROPERTIES.contains(&key.as_str()) { "***" } else { value.as_str() };
+                    write!(f, "{}{key}={shown}", if index == 0 { '?' } else { '&' })?;
+                }
+                Ok(())
+            }
             CatalogUri::Postgres(uri) | CatalogUri::Sqlite(uri) => match url::Url::parse(uri) {
                 Ok(url) => write!(f, "{}", redacted(&url)),
                 Err(_) => write!(f, "{uri}"),
@@ -124,6 +140,12 @@ impl std::fmt::Display for CatalogUri {
         }
     }
 }
+
+/// The REST catalog properties `--catalog` may set as query parameters.
+pub const REST_PROPERTIES: [&str; 6] =
+    ["warehouse", "prefix", "token", "credential", "scope", "oauth2-server-uri"];
+/// Those that are secrets, printed as `***`.
+const SECRET_PROPERTIES: [&str; 2] = ["token", "credential"];
 
 /// A URL without its password, for messages.
 fn redacted(url: &url::Url) -> String {
@@ -284,14 +306,25 @@ mod tests {
 
     #[test]
     fn catalogs_are_read_from_their_urls() {
+        let lake =
+            |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(
             CatalogUri::parse("rest+http://127.0.0.1:8181/catalog?warehouse=lake").unwrap(),
-            CatalogUri::Rest { url: "http://127.0.0.1:8181/catalog".into(), warehouse: Some("lake".into()) }
+            CatalogUri::Rest {
+                url: "http://127.0.0.1:8181/catalog".into(),
+                properties: lake(&[("warehouse", "lake")])
+            }
         );
         assert_eq!(
             CatalogUri::parse("rest://polaris.example.com/api/catalog").unwrap(),
-            CatalogUri::Rest { url: "https://polaris.example.com/api/catalog".into(), warehouse: None }
+            CatalogUri::Rest {
+                url: "https://polaris.example.com/api/catalog".into(),
+                properties: Vec::new()
+            }
         );
+        let with_token = CatalogUri::parse("rest+https://h/c?prefix=dev&token=s3cret").unwrap();
+        assert_eq!(with_token.to_string(), "https://h/c?prefix=dev&token=***");
+        assert!(CatalogUri::parse("rest://h/c?tokn=x").unwrap_err().contains("`tokn`"));
         let pg = CatalogUri::parse("postgres://ledger:secret@db:5432/catalog").unwrap();
         assert!(matches!(pg, CatalogUri::Postgres(_)));
         assert!(!pg.to_string().contains("secret"), "{pg}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Literal, NestedField, PrimitiveType, Schema, Struct,
-    Transform, Type, UnboundPartitionSpec,
+    Transform, Type, UnboundPartitionField, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -110,6 +110,9 @@ impl IcebergTable {
             TableIo::Folder => Arc::new(iceberg::io::LocalFsStorageFactory),
             TableIo::Objects(storage) => Arc::new(io::ObjectStorageFactory(storage)),
         };
+        // The REST catalog's HTTP client has rustls without a provider of
+        // its own: ring, as for the lake's stores and the listeners.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let handle = iceberg::Runtime::new(&runtime);
         let mut tries = 0;
         let catalog = loop {
@@ -150,43 +153,73 @@ impl IcebergTable {
                 .ok_or_else(|| self.table_error(format!("the lake has no column {name}")))
         };
         let (started_at, workflow_id) = (field("started_at")?, field("workflow_id")?);
+        // Partition field ids given, as the spec allows them to be left out
+        // but not every REST catalog does: Iceberg's own first ids.
+        let field = |source_id, field_id, name: &str, transform| UnboundPartitionField {
+            source_id,
+            field_id: Some(field_id),
+            name: name.to_string(),
+            transform,
+        };
         let spec = UnboundPartitionSpec::builder()
-            .add_partition_field(started_at, "started_at_day", Transform::Day)
-            .and_then(|b| {
-                b.add_partition_field(workflow_id, "workflow_id_bucket", Transform::Bucket(buckets))
-            })
+            .with_spec_id(0)
+            .add_partition_fields([
+                field(started_at, 1000, "started_at_day", Transform::Day),
+                field(workflow_id, 1001, "workflow_id_bucket", Transform::Bucket(buckets)),
+            ])
             .map_err(|e| self.table_error(e))?
             .build();
-        let creation = TableCreation::builder()
-            .name(self.ident.name().to_string())
-            .location(location.to_string())
-            .schema(schema.clone())
-            .partition_spec(spec)
-            .properties([
-                ("attempt-ledger.lake-id".to_string(), lake_id.to_string()),
-                ("write.parquet.compression-codec".to_string(), "zstd".to_string()),
-                // Conflicts are retried here, with jitter (commit_export).
-                ("commit.retry.num-retries".to_string(), "0".to_string()),
-            ])
-            .build();
+        let creation = |location: Option<String>| {
+            TableCreation::builder()
+                .name(self.ident.name().to_string())
+                .location_opt(location)
+                .schema(schema.clone())
+                .partition_spec(spec.clone())
+                .properties([
+                    ("attempt-ledger.lake-id".to_string(), lake_id.to_string()),
+                    ("write.parquet.compression-codec".to_string(), "zstd".to_string()),
+                    // Conflicts are retried here, with jitter (commit_export).
+                    ("commit.retry.num-retries".to_string(), "0".to_string()),
+                ])
+                .build()
+        };
         let table = run(&self.runtime, async {
             let namespace = self.ident.namespace();
-            // Of nodes creating them at once, one wins; the others' errors
-            // depend on the catalog, so they look again.
-            if !self.catalog.namespace_exists(namespace).await?
+            // Looked up with GET, which every REST catalog answers (not all
+            // answer HEAD). Of nodes creating them at once, one wins; the
+            // others' errors depend on the catalog, so they look again.
+            if !self.namespace_exists().await?
                 && let Err(e) = self.catalog.create_namespace(namespace, HashMap::new()).await
-                && !self.catalog.namespace_exists(namespace).await?
+                && !self.namespace_exists().await?
             {
                 return Err(e);
             }
-            if !self.catalog.table_exists(&self.ident).await? {
-                match self.catalog.create_table(namespace, creation).await {
-                    Ok(table) => return Ok(table),
-                    Err(e) if !self.catalog.table_exists(&self.ident).await? => return Err(e),
-                    Err(_) => {}
-                }
+            if let Some(table) = self.existing_table().await? {
+                return Ok(table);
             }
-            self.catalog.load_table(&self.ident).await
+            let refused = match self.catalog.create_table(namespace, creation(Some(location.to_string()))).await {
+                Ok(table) => return Ok(table),
+                Err(e) => match self.existing_table().await? {
+                    Some(table) => return Ok(table),
+                    None => e,
+                },
+            };
+            // Catalogs that assign each table's location (managed tables)
+            // refuse one given: the table's metadata then lives where the
+            // catalog says, and its data files stay in the lake, by their
+            // full paths.
+            match self.catalog.create_table(namespace, creation(None)).await {
+                Ok(table) => {
+                    tracing::warn!(
+                        table = %self.table_name,
+                        location = table.metadata().location(),
+                        first_refusal = %refused,
+                        "the catalog assigns the table's location: its metadata is there, its files in the lake"
+                    );
+                    Ok(table)
+                }
+                Err(second) => self.existing_table().await?.ok_or(if refused.kind() == second.kind() { second } else { refused }),
+            }
         })
         .map_err(|e| self.table_error(e))?;
         // Each file's partition values are its folder's: a table
@@ -206,6 +239,24 @@ impl IcebergTable {
             )));
         }
         self.grow(table, &schema)
+    }
+
+    async fn namespace_exists(&self) -> iceberg::Result<bool> {
+        match self.catalog.get_namespace(self.ident.namespace()).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NamespaceNotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn existing_table(&self) -> iceberg::Result<Option<Table>> {
+        match self.catalog.load_table(&self.ident).await {
+            Ok(table) => Ok(Some(table)),
+            Err(e) if e.kind() == ErrorKind::TableNotFound || e.kind() == ErrorKind::NamespaceNotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Adds the columns `ours` has after the table's, keeping ids equal to
@@ -419,11 +470,9 @@ async fn load_catalog(
     handle: iceberg::Runtime,
 ) -> Result<Arc<dyn Catalog>, iceberg::Error> {
     Ok(match catalog {
-        CatalogUri::Rest { url, warehouse } => {
-            let mut props = HashMap::from([("uri".to_string(), url.clone())]);
-            if let Some(warehouse) = warehouse {
-                props.insert("warehouse".to_string(), warehouse.clone());
-            }
+        CatalogUri::Rest { url, properties } => {
+            let mut props: HashMap<String, String> = properties.iter().cloned().collect();
+            props.insert("uri".to_string(), url.clone());
             Arc::new(
                 iceberg_catalog_rest::RestCatalogBuilder::default()
                     .with_storage_factory(factory)
