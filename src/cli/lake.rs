@@ -89,6 +89,12 @@ fn table_lines(checked: &TableCheck) -> String {
     for key in &checked.not_in_table {
         out.push_str(&format!("  not in the table: {key} (its node's next export commits it)\n"));
     }
+    for key in &checked.newer_metadata {
+        out.push_str(&format!(
+            "  newer than the catalog's: {key}, a commit that never landed; readers without the catalog \
+             (ClickHouse's icebergLocal) would take it: delete it\n"
+        ));
+    }
     for key in &checked.missing {
         out.push_str(&format!("  missing: the table holds {key}, and the lake does not\n"));
     }

@@ -26,12 +26,18 @@ pub struct TableCheck {
     /// (`history.expire.max-snapshot-age-ms`, five days unless set), the
     /// current one aside: due to be expired by the warehouse's engine.
     pub snapshots_past_retention: u64,
+    /// Metadata files beside the table's as new as the one its catalog
+    /// points at, or newer: left by a commit that lost its race or was
+    /// killed. Readers through the catalog never see them; a reader
+    /// without one (ClickHouse's `icebergLocal`) takes the newest and
+    /// would read what was never committed. Delete them.
+    pub newer_metadata: Vec<String>,
 }
 
 impl TableCheck {
     /// Anything a reader of the table would miss or fail on.
     pub fn has_problems(&self) -> bool {
-        !self.not_in_table.is_empty() || !self.missing.is_empty()
+        !self.not_in_table.is_empty() || !self.missing.is_empty() || !self.newer_metadata.is_empty()
     }
 }
 
@@ -68,6 +74,7 @@ pub fn check_table(
         .iter()
         .filter(|(id, at)| Some(*id) != current.snapshot_id && now_ms - at > history.max_age_ms)
         .count() as u64;
+    let newer_metadata = newer_metadata(lake, &prefix, history.metadata_location.as_deref())?;
     Ok(TableCheck {
         table: config.table.to_string(),
         snapshot_id: current.snapshot_id,
@@ -77,5 +84,33 @@ pub fn check_table(
         missing,
         snapshots: history.snapshots.len() as u64,
         snapshots_past_retention,
+        newer_metadata,
     })
+}
+
+/// The metadata files in the lake's `metadata/` other than `current` whose
+/// version (the number their names start with) is `current`'s or later,
+/// when the table's metadata is in the lake.
+fn newer_metadata(lake: &Lake, prefix: &str, current: Option<&str>) -> Result<Vec<String>, IcebergError> {
+    let version = |name: &str| name.split('-').next().and_then(|v| v.parse::<u64>().ok());
+    let Some(current) =
+        current.and_then(|c| c.strip_prefix(prefix)).and_then(|key| key.strip_prefix("metadata/"))
+    else {
+        return Ok(Vec::new());
+    };
+    let Some(current_version) = version(current) else { return Ok(Vec::new()) };
+    let names = lake
+        .storage()
+        .files("metadata")
+        .map_err(|e| IcebergError::Table { table: lake.name(), detail: e.to_string() })?;
+    Ok(names
+        .into_iter()
+        .filter(|name| {
+            // One of the same version as the catalog's is a rival of it.
+            name.ends_with(".metadata.json")
+                && name != current
+                && version(name).is_some_and(|v| v >= current_version)
+        })
+        .map(|name| format!("metadata/{name}"))
+        .collect())
 }

@@ -370,6 +370,18 @@ fn nodes_commit_to_one_table(store: Store) {
     assert_eq!(check["iceberg"]["snapshots_past_retention"], 0);
     assert!(check["iceberg"]["not_in_table"].as_array().unwrap().is_empty());
     assert!(check["iceberg"]["missing"].as_array().unwrap().is_empty());
+    assert!(check["iceberg"]["newer_metadata"].as_array().unwrap().is_empty());
+    // A metadata file newer than the catalog's (a commit killed after
+    // writing it) is named: ClickHouse's catalog-less reader would take it.
+    if let Store::Folder(root) = &store {
+        let planted = root.join("metadata/99999-planted.metadata.json");
+        std::fs::write(&planted, "{}").unwrap();
+        let out = store.command(&["lake", "check", &lake, "--catalog", &catalog]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(4), "{text}");
+        assert!(text.contains("newer than the catalog's: metadata/99999-planted.metadata.json"), "{text}");
+        std::fs::remove_file(planted).unwrap();
+    }
 }
 
 #[test]

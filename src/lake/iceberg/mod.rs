@@ -266,6 +266,7 @@ mod unbuilt {
     pub struct History {
         pub snapshots: Vec<(i64, i64)>,
         pub max_age_ms: i64,
+        pub metadata_location: Option<String>,
     }
 
     #[derive(Debug, Clone)]

@@ -435,6 +435,8 @@ pub struct History {
     /// `history.expire.max-snapshot-age-ms`: older snapshots are due to
     /// be expired.
     pub max_age_ms: i64,
+    /// The metadata file the catalog points at.
+    pub metadata_location: Option<String>,
 }
 
 impl IcebergTable {
@@ -451,7 +453,11 @@ impl IcebergTable {
             .get("history.expire.max-snapshot-age-ms")
             .and_then(|v| v.parse().ok())
             .unwrap_or(DEFAULT_MAX_SNAPSHOT_AGE_MS);
-        Ok(History { snapshots, max_age_ms })
+        Ok(History {
+            snapshots,
+            max_age_ms,
+            metadata_location: table.metadata_location().map(str::to_string),
+        })
     }
 }
 
