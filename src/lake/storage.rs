@@ -596,6 +596,7 @@ impl Storage {
         let failed = |detail: String| LakeError::Unconditional { store: self.name(), detail };
         match self {
             Self::Folder(root) => {
+                remove_staged_probes(&root.join(PROBES));
                 let path = root.join(&key);
                 let (a, b) = std::thread::scope(|scope| {
                     let a = scope.spawn(|| create_exclusive(&path, b"a"));
@@ -749,6 +750,19 @@ fn remove_staged_copies(path: &Path) {
 /// hard-linked to its name, which fails when the name exists. Where the
 /// file system has no hard links, a create-new open does the same (a
 /// crash can then leave the file partly written, which its reader names).
+/// Removes the staged copies a killed proof left in `dir`. One of a proof
+/// running now may go too: its link then fails and its create falls back
+/// to an exclusive open of the probe's name, as exclusive as the link.
+fn remove_staged_probes(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<(), LakeError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
@@ -861,5 +875,12 @@ mod tests {
         let storage = Storage::at(&Location::Folder(dir.path().join("lake"))).unwrap();
         storage.prove().unwrap();
         assert!(!dir.path().join("lake/_probe").exists());
+        // A proof killed mid-way left a staged copy: the next proof takes it
+        // away with its own.
+        let probes = dir.path().join("lake/_probe");
+        std::fs::create_dir_all(&probes).unwrap();
+        std::fs::write(probes.join(".probe-0a1b.json.4562.s-9c8d.tmp"), b"a").unwrap();
+        storage.prove().unwrap();
+        assert!(!probes.exists(), "{:?}", std::fs::read_dir(&probes).map(|d| d.count()));
     }
 }
