@@ -16,9 +16,9 @@ pub mod io;
 pub mod table;
 
 #[cfg(feature = "iceberg")]
-pub use table::{Committed, CurrentFiles, History, IcebergTable, NewFile};
+pub use table::IcebergTable;
 #[cfg(not(feature = "iceberg"))]
-pub use unbuilt::{Committed, CurrentFiles, History, IcebergTable, NewFile};
+pub use unbuilt::IcebergTable;
 
 /// The catalog name the SQL catalogs' rows carry: Spark, pyiceberg and
 /// Trino configure theirs under the same name to see the table.
@@ -194,6 +194,48 @@ pub struct TableConfig {
     pub table: TableName,
 }
 
+/// One file an export wrote, as the table records it.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    /// Absolute: `/folder/...` as `file:///folder/...`, or `s3://bucket/...`.
+    pub uri: String,
+    pub day: chrono::NaiveDate,
+    pub bucket: u32,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Committed {
+    /// A new snapshot, after `retries` lost races.
+    Snapshot { id: i64, retries: u32 },
+    /// The table held this export already (a run a crash interrupted
+    /// committed it).
+    Already,
+}
+
+/// The data files of the table's current snapshot.
+#[derive(Debug, Clone)]
+pub struct CurrentFiles {
+    pub snapshot_id: Option<i64>,
+    /// Absolute paths, with the rows each holds.
+    pub files: Vec<(String, u64)>,
+}
+
+/// The table's snapshots and how long it keeps them.
+#[derive(Debug, Clone)]
+pub struct History {
+    /// Each snapshot's id and when it was made (ms since the epoch), oldest
+    /// first.
+    pub snapshots: Vec<(i64, i64)>,
+    /// `history.expire.max-snapshot-age-ms`: older snapshots are due to
+    /// be expired.
+    pub max_age_ms: i64,
+    /// The metadata file the catalog points at.
+    pub metadata_location: Option<String>,
+}
+
 /// The Iceberg table of `lake` named by `config`, to read: connected, not
 /// created.
 pub fn connect_table(config: &TableConfig, lake: &super::Lake) -> Result<IcebergTable, IcebergError> {
@@ -242,38 +284,10 @@ pub fn open_table(config: &TableConfig, lake: &super::Lake) -> Result<IcebergTab
 /// asking for one says how to get a build that makes them.
 #[cfg(not(feature = "iceberg"))]
 mod unbuilt {
-    use super::IcebergError;
+    use super::{Committed, CurrentFiles, History, IcebergError, NewFile};
 
     #[derive(Debug)]
     pub enum IcebergTable {}
-
-    #[derive(Debug, Clone)]
-    pub struct NewFile {
-        pub uri: String,
-        pub day: chrono::NaiveDate,
-        pub bucket: u32,
-        pub rows: u64,
-        pub bytes: u64,
-    }
-
-    #[derive(Debug, Clone, PartialEq)]
-    pub enum Committed {
-        Snapshot { id: i64, retries: u32 },
-        Already,
-    }
-
-    #[derive(Debug, Clone)]
-    pub struct History {
-        pub snapshots: Vec<(i64, i64)>,
-        pub max_age_ms: i64,
-        pub metadata_location: Option<String>,
-    }
-
-    #[derive(Debug, Clone)]
-    pub struct CurrentFiles {
-        pub snapshot_id: Option<i64>,
-        pub files: Vec<(String, u64)>,
-    }
 
     impl IcebergTable {
         pub fn watermark(&self, _node: &str) -> Result<Option<i64>, IcebergError> {

@@ -14,7 +14,10 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use rand::{Rng, SeedableRng};
 
-use super::{CatalogUri, IcebergError, SQL_CATALOG_NAME, TableName, io, watermark_property};
+use super::{
+    CatalogUri, Committed, CurrentFiles, History, IcebergError, NewFile, SQL_CATALOG_NAME, TableName, io,
+    watermark_property,
+};
 
 /// How many times a commit that lost a race to another node is tried again,
 /// after a jittered wait that doubles from `FIRST_WAIT` up to `LONGEST_WAIT`.
@@ -39,35 +42,6 @@ pub enum TableIo {
 pub struct Column<'a> {
     pub name: &'a str,
     pub data_type: &'a str,
-}
-
-/// One file an export wrote, as the table records it.
-#[derive(Debug, Clone)]
-pub struct NewFile {
-    /// Absolute: `/folder/...` as `file:///folder/...`, or `s3://bucket/...`.
-    pub uri: String,
-    pub day: NaiveDate,
-    pub bucket: u32,
-    pub rows: u64,
-    pub bytes: u64,
-}
-
-/// What a commit did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Committed {
-    /// A new snapshot, after `retries` lost races.
-    Snapshot { id: i64, retries: u32 },
-    /// The table held this export already (a run a crash interrupted
-    /// committed it).
-    Already,
-}
-
-/// The data files of the table's current snapshot.
-#[derive(Debug, Clone)]
-pub struct CurrentFiles {
-    pub snapshot_id: Option<i64>,
-    /// Absolute paths, with the rows each holds.
-    pub files: Vec<(String, u64)>,
 }
 
 /// The table, through its catalog, on a runtime of its own (the lake's
@@ -424,19 +398,6 @@ impl IcebergTable {
         })
         .map_err(|e: iceberg::Error| self.table_error(e))
     }
-}
-
-/// The table's snapshots and how long it keeps them.
-#[derive(Debug, Clone)]
-pub struct History {
-    /// Each snapshot's id and when it was made (ms since the epoch), oldest
-    /// first.
-    pub snapshots: Vec<(i64, i64)>,
-    /// `history.expire.max-snapshot-age-ms`: older snapshots are due to
-    /// be expired.
-    pub max_age_ms: i64,
-    /// The metadata file the catalog points at.
-    pub metadata_location: Option<String>,
 }
 
 impl IcebergTable {
