@@ -48,6 +48,21 @@ pub struct Exported {
 }
 
 impl Exported {
+    /// This export and `next`, which followed it, as one.
+    fn followed_by(self, next: Exported) -> Exported {
+        Exported {
+            first_write: self.first_write,
+            through: next.through,
+            lake_from: self.lake_from,
+            lake_through: next.lake_through,
+            attempts: self.attempts + next.attempts,
+            files: self.files + next.files,
+            bytes: self.bytes + next.bytes,
+            elapsed: self.elapsed + next.elapsed,
+            rebased_over: next.rebased_over.or(self.rebased_over),
+        }
+    }
+
     /// Why this export's lake numbers do not follow the database's own, in
     /// words, when they do not.
     pub fn rebase_note(&self, node: &str) -> Option<String> {
@@ -104,12 +119,40 @@ const REPLANS: usize = 4;
 
 /// Exports what `lake` does not hold yet of `store` (bound as `binding`),
 /// and the node's prices; `None` when there was nothing to write.
+///
+/// An export a crash interrupted covers only the writes it was planned
+/// over: once it is done again, the writes that came after it are exported
+/// too, so the lake holds every attempt when this returns.
 pub fn export(
     store: &Store,
     lake: &Lake,
     binding: &Binding,
     prices: &PriceTable,
 ) -> Result<Option<Exported>, LakeError> {
+    let began = Instant::now();
+    let mut done: Option<Exported> = None;
+    // One resumed export at most: the store keeps one unfinished at a time.
+    for _ in 0..2 {
+        let Some((next, resumed)) = export_slice(store, lake, binding, prices)? else { break };
+        done = Some(match done {
+            Some(first) => first.followed_by(next),
+            None => next,
+        });
+        if !resumed {
+            break;
+        }
+    }
+    Ok(done.map(|done| Exported { elapsed: began.elapsed(), ..done }))
+}
+
+/// One export: an interrupted one done again (then `true`), or the writes
+/// not yet exported.
+fn export_slice(
+    store: &Store,
+    lake: &Lake,
+    binding: &Binding,
+    prices: &PriceTable,
+) -> Result<Option<(Exported, bool)>, LakeError> {
     let began = Instant::now();
     let lake_id = &lake.manifest().lake_id;
     let node = binding.node.as_str();
@@ -176,7 +219,7 @@ pub fn export(
         }
         lake.finish_record(&record.finished(slice.attempts, written))?;
         store.finish_export(lake_id, &slice, files, bytes)?;
-        return Ok(Some(Exported {
+        let exported = Exported {
             first_write: slice.after + 1,
             through: slice.through,
             lake_from: slice.lake_from(),
@@ -186,7 +229,8 @@ pub fn export(
             bytes,
             elapsed: began.elapsed(),
             rebased_over: slice.rebased_over,
-        }));
+        };
+        return Ok(Some((exported, slice.again)));
     }
     Err(LakeError::Contended { what: format!("the numbers of node {node}'s next export") })
 }
