@@ -272,9 +272,16 @@ fn an_export_to_s3_killed_mid_way_is_done_again_and_counts_each_attempt_once() {
     let db = database(dir.path(), "a", "overnight-529-storm", 20000, 51);
     let lake = "s3://lake/killed";
     let mut mid_way = 0;
-    for delay_ms in (100..6000u64).step_by(150) {
-        let mut child =
-            s3.export(&db, lake, "a").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // 64 buckets: as many files, uploaded one after another, so the time
+    // between the first upload and the record is many steps wide.
+    for delay_ms in (100..6000u64).step_by(80) {
+        let mut child = s3
+            .export(&db, lake, "a")
+            .args(["--lake-buckets", "64"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         let running = child.try_wait().unwrap().is_none();
         if running {
