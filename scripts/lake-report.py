@@ -146,6 +146,25 @@ def listed_files(lake, nodes):
     return listed
 
 
+def expired_before(lake):
+    """The day before which `lake expire` took every day out (_expired.json), or None."""
+    try:
+        return dt.date.fromisoformat(json.loads((lake / "_expired.json").read_text())["before"])
+    except FileNotFoundError:
+        return None
+
+
+def expired(rel, horizon):
+    """Whether `rel` (attempts/day=YYYY-MM-DD/...) is of a day before the lake's horizon."""
+    parts = rel.split("/")
+    if horizon is None or len(parts) < 2 or not parts[1].startswith("day="):
+        return False
+    try:
+        return dt.date.fromisoformat(parts[1][4:]) < horizon
+    except ValueError:
+        return False
+
+
 def placement(rel, buckets):
     parts = rel.split("/")
     if len(parts) == 4 and parts[0] == "attempts" and re.fullmatch(r"day=\d{4}-\d{2}-\d{2}", parts[1]) \
@@ -163,21 +182,28 @@ def placement(rel, buckets):
 
 
 def survey(lake, manifest):
-    """(good attempts files, good price files, bad files) as src/lake/survey.rs finds them."""
+    """(good attempts files, good price files, bad files, whether files of expired days were left out)
+    as src/lake/survey.rs finds them."""
     import pyarrow.parquet as pq
 
     nodes = known_nodes(lake)
-    listed = listed_files(lake, nodes)
+    horizon = expired_before(lake)
+    # Days the lake expired are left out, and none of their files is missing.
+    listed = {rel: v for rel, v in listed_files(lake, nodes).items() if not expired(rel, horizon)}
     expected = [(c["name"], c["type"]) for c in manifest["schema"]]
     # A file written before the lake's trailing added columns lacks them.
     required = max((i + 1 for i, c in enumerate(manifest["schema"]) if not c.get("added")), default=0)
     good, bad, seen = [], [], set()
+    left_out = False
 
     def attempts_of(rel):
         return listed[rel][2] if rel in listed else None
 
     for path in walk(lake / "attempts"):
         rel = path.relative_to(lake).as_posix()
+        if expired(rel, horizon):
+            left_out = True
+            continue
         reason = placement(rel, manifest["buckets"])
         if reason is None:
             seen.add(rel)
@@ -233,7 +259,7 @@ def survey(lake, manifest):
             continue
         bad.append({"path": rel, "reason": reason, "attempts": None})
     bad.sort(key=lambda b: b["path"])
-    return good, good_prices, bad
+    return good, good_prices, bad, left_out
 
 
 def refusal(lake, bad):
@@ -697,7 +723,7 @@ def main():
         return
     engine, skipped = None, []
     if args.engine != "duckdb":
-        good, good_prices, skipped = survey(args.lake, manifest)
+        good, good_prices, skipped, left_out = survey(args.lake, manifest)
         if skipped and (not args.skip_bad_files or not good):
             sys.exit("error: " + refusal(args.lake, skipped))
         if not good:
@@ -706,7 +732,8 @@ def main():
             sys.exit(f"error: the attempt lake {args.lake} has no usable prices/<node>.parquet: export to it again")
         for bad in skipped:
             print(f"skipped {bad['path']}: {bad['reason']}", file=sys.stderr)
-        chosen = (good, good_prices) if skipped else (None, None)
+        # A glob of the lake's folders would take files the survey left out.
+        chosen = (good, good_prices) if skipped or left_out else (None, None)
         # The Iceberg table has every column, NULL in files written before it.
         absent = () if args.iceberg else absent_added_columns(manifest, good)
         if args.engine == "spark":

@@ -1,12 +1,15 @@
 //! `attempt-ledger lake check DIR`: what a lake holds, as its readers see
 //! it: the files none can use and why, and each node's writers, exports,
 //! gaps in its numbers and unfinished exports (`crate::lake::survey`).
+//! `attempt-ledger lake expire DIR --before DAY`: retention, whole days
+//! (`crate::lake::retention`).
 
 use std::process::ExitCode;
 
 use super::exit;
 use crate::lake::Lake;
 use crate::lake::read::readable;
+use crate::lake::retention;
 use crate::lake::storage::Location;
 use crate::lake::survey::{Survey, survey};
 use crate::lake::table_check::{TableCheck, check_table};
@@ -23,6 +26,27 @@ enum Command {
     /// Walk the lake: name each file no reader can use, and each node's gaps
     /// and unfinished exports. Exit status 4 when anything needs acting on.
     Check(CheckArgs),
+    /// Take every day before --before out of the lake, whole: its files
+    /// deleted, and with --catalog out of the Iceberg table too (one delete
+    /// snapshot), the table's snapshots past its retention expired and the
+    /// files only they reached deleted. Run it daily for a rolling window.
+    Expire(ExpireArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ExpireArgs {
+    /// The attempt lake: a folder, or an object store's URL.
+    #[arg(value_name = "LAKE", value_parser = Location::parse)]
+    lake: Location,
+    /// The first day kept (UTC, YYYY-MM-DD): every day before it is
+    /// expired. Today at the latest.
+    #[arg(long, value_name = "DAY")]
+    before: chrono::NaiveDate,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// The lake's Iceberg table, which loses the same days.
+    #[command(flatten)]
+    table: super::export::TableArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -47,7 +71,51 @@ enum Format {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Command::Check(args) = args.command;
+    match args.command {
+        Command::Check(args) => check(args),
+        Command::Expire(args) => expire(args),
+    }
+}
+
+fn expire(args: ExpireArgs) -> anyhow::Result<ExitCode> {
+    let today = chrono::Utc::now().date_naive();
+    let done = retention::expire(&args.lake, args.before, today, args.table.config().as_ref())?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&done)?),
+        Format::Table => {
+            let mut out = format!(
+                "the lake {} holds no day before {}: {} files of those days deleted",
+                args.lake, done.before, done.deleted_files
+            );
+            if done.kept_for_snapshots > 0 {
+                out.push_str(&format!(
+                    ", {} kept while table snapshots within its retention reach them (a later run deletes \
+                     them)",
+                    done.kept_for_snapshots
+                ));
+            }
+            println!("{out}");
+            if let Some(table) = &done.iceberg {
+                let taken = if table.files == 0 {
+                    "held no file of those days".to_string()
+                } else {
+                    format!(
+                        "{} files ({} rows, {} bytes) taken out in one delete snapshot",
+                        table.files, table.rows, table.bytes
+                    )
+                };
+                println!(
+                    "Iceberg table {}: {taken}; {} snapshots past its retention expired, {} files only they \
+                     reached deleted",
+                    args.table.iceberg_table, table.expired_snapshots, table.deleted_files
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let scratch = tempfile::Builder::new().prefix("attempt-ledger-lake-").tempdir()?;
     let (lake, root) = readable(&args.lake, scratch.path())?;
     let store = Store::open_in_memory()?;
@@ -98,10 +166,16 @@ fn table_lines(checked: &TableCheck) -> String {
     for key in &checked.missing {
         out.push_str(&format!("  missing: the table holds {key}, and the lake does not\n"));
     }
+    for key in &checked.expired_in_table {
+        out.push_str(&format!(
+            "  expired: the table still holds {key}, of a day the lake expired (`lake expire` again takes it \
+             out)\n"
+        ));
+    }
     if checked.snapshots_past_retention > 0 {
         out.push_str(
-            "  expire the old snapshots with the warehouse's engine (Spark's expire_snapshots, Trino's \
-             expire_snapshots)\n",
+            "  expire the old snapshots: `attempt-ledger lake expire` with --catalog does (or the warehouse's \
+             engine: Spark's or Trino's expire_snapshots)\n",
         );
     }
     out
@@ -135,6 +209,9 @@ fn table(lake: &Location, surveyed: &Survey) -> String {
         for path in &node.unlisted {
             out.push_str(&format!("  not in a finished export yet: {path}\n"));
         }
+    }
+    if let Some(before) = surveyed.expired_before {
+        out.push_str(&format!("expired: every day before {before} (lake expire)\n"));
     }
     for bad in &surveyed.bad {
         let held = bad.attempts.map_or("no record lists it".to_string(), |n| format!("{n} attempts"));

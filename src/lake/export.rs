@@ -201,13 +201,20 @@ fn export_slice(
             // committed to it) go in with this one, so the table holds every
             // number of the node up to its watermark.
             let mut new_files = earlier_files(lake, node, watermark, slice.lake_from())?;
-            new_files.extend(planned.iter().zip(&written).map(|(plan, entry)| NewFile {
-                uri: lake.storage().uri(&plan.key),
-                day: plan.day,
-                bucket: plan.bucket,
-                rows: plan.rows,
-                bytes: entry.bytes,
-            }));
+            // Late attempts of days the lake expired are written, as every
+            // attempt is, and kept out of the table as the lake's readers
+            // keep them out (`lake expire` removes them).
+            let horizon = lake.horizon()?;
+            let kept = |plan: &&PlannedFile| horizon.is_none_or(|h| plan.day >= h);
+            new_files.extend(planned.iter().zip(&written).filter(|(plan, _)| kept(plan)).map(
+                |(plan, entry)| NewFile {
+                    uri: lake.storage().uri(&plan.key),
+                    day: plan.day,
+                    bucket: plan.bucket,
+                    rows: plan.rows,
+                    bytes: entry.bytes,
+                },
+            ));
             let done = table.commit_export(
                 node,
                 &slice.export_id,
@@ -292,11 +299,14 @@ fn earlier_files(lake: &Lake, node: &str, watermark: i64, before: i64) -> Result
         return Ok(Vec::new());
     }
     let mut files = Vec::new();
+    // Files of expired days are not the lake's any more (`lake expire`).
+    let horizon = lake.horizon()?;
     for record in lake.export_records(node)? {
         if record.state != ExportState::Finished || record.through <= watermark || record.from >= before {
             continue;
         }
-        for file in &record.files {
+        let kept = |path: &str| horizon.is_none_or(|h| partition_of(path).is_none_or(|(day, _)| day >= h));
+        for file in record.files.iter().filter(|file| kept(&file.path)) {
             let key = format!("attempts/{}", file.path);
             let (day, bucket) = partition_of(&file.path).ok_or_else(|| LakeError::Damaged {
                 path: lake.storage().describe(&key),

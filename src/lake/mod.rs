@@ -18,6 +18,7 @@ pub mod export;
 pub mod iceberg;
 pub mod nodes;
 pub mod read;
+pub mod retention;
 pub mod storage;
 pub mod survey;
 pub mod table_check;
@@ -117,6 +118,8 @@ pub enum LakeError {
     Unconditional { store: String, detail: String },
     #[error(transparent)]
     Iceberg(#[from] iceberg::IcebergError),
+    #[error("{0}")]
+    Retention(String),
     #[error("{}", survey::refusal(lake, files))]
     BadFiles { lake: String, files: Vec<survey::BadFile> },
 }

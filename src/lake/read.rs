@@ -134,7 +134,8 @@ pub fn lake_report(
     if surveyed.good.is_empty() {
         return Err(LakeError::Empty(location.to_string()).into());
     }
-    let files = if surveyed.bad.is_empty() && snapshot.is_none() {
+    // The whole folder, unless some of its files are to be left out.
+    let files = if surveyed.bad.is_empty() && snapshot.is_none() && surveyed.expired_files_left_out == 0 {
         LakeFiles::All(&root)
     } else {
         LakeFiles::Only(&surveyed.good)

@@ -347,6 +347,32 @@ impl Storage {
         }
     }
 
+    /// Deletes `key`; one already gone is no error.
+    pub fn remove(&self, key: &str) -> Result<(), LakeError> {
+        match self {
+            Self::Folder(root) => {
+                let path = root.join(key);
+                match std::fs::remove_file(&path) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(io_error(&path)(e)),
+                }
+            }
+            Self::Objects(objects) => match objects.run(objects.store.delete(&objects.path(key))) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(source) => Err(objects.error(key, source)),
+            },
+        }
+    }
+
+    /// Removes the folder `dir` if it is empty (an object store has no
+    /// folders of its own to remove).
+    pub fn remove_folder(&self, dir: &str) {
+        if let Self::Folder(root) = self {
+            let _ = std::fs::remove_dir(root.join(dir));
+        }
+    }
+
     /// The names of the folders (common prefixes) directly under `dir`.
     pub fn folders(&self, dir: &str) -> Result<Vec<String>, LakeError> {
         Ok(self.children(dir)?.0)

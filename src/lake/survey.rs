@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::nodes::{Claim, ExportState};
+use super::retention::day_of_path;
 use super::{Lake, LakeError, io_error};
 use crate::store::{ParquetFooter, Store};
 
@@ -63,6 +64,15 @@ pub struct Survey {
     pub files: u64,
     pub bad: Vec<BadFile>,
     pub nodes: Vec<NodeReport>,
+    /// Every day before it was expired (`lake expire`): its files are
+    /// left out, and none of them counts as missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired_before: Option<chrono::NaiveDate>,
+    /// Files of expired days still in the lake (late attempts of them, or
+    /// files a table's snapshot still reaches), left out: a reader that
+    /// globs the lake's folders must read `good` instead.
+    #[serde(skip)]
+    pub expired_files_left_out: u64,
 }
 
 impl Survey {
@@ -76,6 +86,8 @@ impl Survey {
             good_prices: Vec::new(),
             bad: Vec::new(),
             nodes: Vec::new(),
+            expired_before: None,
+            expired_files_left_out: 0,
         }
     }
 
@@ -114,6 +126,8 @@ pub fn refusal(lake: &str, files: &[BadFile]) -> String {
 pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeError> {
     let manifest = lake.manifest();
     let known: BTreeSet<String> = lake.known_nodes()?.into_iter().collect();
+    let horizon = lake.horizon()?;
+    let expired = |rel: &str| horizon.is_some_and(|h| day_of_path(rel).is_some_and(|day| day < h));
     let mut bad: Vec<BadFile> = Vec::new();
 
     // What the export records list: path -> (export id, rows), per node.
@@ -156,7 +170,7 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
                 ExportState::Finished => {
                     report.exports += 1;
                     report.attempts += record.attempts;
-                    for file in &record.files {
+                    for file in record.files.iter().filter(|f| !expired(&f.path)) {
                         listed.insert(
                             format!("attempts/{}", file.path),
                             (node.clone(), record.export_id.clone(), file.rows),
@@ -170,8 +184,13 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
 
     // Every file a reader's glob or folder walk would meet.
     let mut candidates: Vec<PathBuf> = Vec::new();
+    let mut expired_files_left_out = 0;
     for path in walk(&root.join("attempts"))? {
         let rel = relative(root, &path);
+        if expired(&rel) {
+            expired_files_left_out += 1;
+            continue;
+        }
         match placement(&rel, manifest.buckets) {
             Ok(()) => candidates.push(path),
             Err(reason) => {
@@ -248,7 +267,16 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
     }
     bad.sort_by(|a, b| a.path.cmp(&b.path));
     good.sort();
-    Ok(Survey { lake_id: manifest.lake_id.clone(), good, good_prices, files: seen.len() as u64, bad, nodes })
+    Ok(Survey {
+        lake_id: manifest.lake_id.clone(),
+        good,
+        good_prices,
+        files: seen.len() as u64,
+        bad,
+        nodes,
+        expired_before: horizon,
+        expired_files_left_out,
+    })
 }
 
 /// Why a file of a good footer is still no file of this lake's.

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::Lake;
 use super::iceberg::{IcebergError, TableConfig, connect_table};
+use super::retention::day_of_path;
 use super::survey::Survey;
 
 /// What `lake check --catalog` finds of the lake's table.
@@ -21,6 +22,10 @@ pub struct TableCheck {
     pub not_in_table: Vec<String>,
     /// Files the table holds that the lake does not have: its readers fail.
     pub missing: Vec<String>,
+    /// Files of days the lake expired that the table still holds (an
+    /// expiry whose commit to the table failed): `lake expire` again
+    /// takes them out.
+    pub expired_in_table: Vec<String>,
     pub snapshots: u64,
     /// Snapshots older than the table's retention
     /// (`history.expire.max-snapshot-age-ms`, five days unless set), the
@@ -67,7 +72,11 @@ pub fn check_table(
         .filter(|key| !in_table.contains(*key) && !in_flight.iter().any(|p| key.ends_with(p.as_str())))
         .cloned()
         .collect();
-    let missing = in_table.iter().filter(|key| !in_lake.contains(*key)).cloned().collect();
+    let expired =
+        |key: &str| surveyed.expired_before.is_some_and(|h| day_of_path(key).is_some_and(|day| day < h));
+    let (expired_in_table, held): (Vec<String>, Vec<String>) =
+        in_table.iter().cloned().partition(|key| expired(key));
+    let missing = held.into_iter().filter(|key| !in_lake.contains(key)).collect();
     let now_ms = chrono::Utc::now().timestamp_millis();
     let snapshots_past_retention = history
         .snapshots
@@ -82,6 +91,7 @@ pub fn check_table(
         rows: current.files.iter().map(|(_, rows)| rows).sum(),
         not_in_table,
         missing,
+        expired_in_table,
         snapshots: history.snapshots.len() as u64,
         snapshots_past_retention,
         newer_metadata,

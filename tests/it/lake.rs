@@ -44,7 +44,7 @@ pub(crate) fn python_lake() -> Command {
 
 /// `scripts/lake-report.py --engine ENGINE LAKE --batch CASES`: one engine
 /// session, a report per case.
-fn engine_reports(engine: &str, lake: &Path, cases: &Value) -> Vec<Value> {
+pub(crate) fn engine_reports(engine: &str, lake: &Path, cases: &Value) -> Vec<Value> {
     let batch = lake.with_extension(format!("{engine}-cases.json"));
     std::fs::write(&batch, cases.to_string()).unwrap();
     let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));

@@ -236,15 +236,7 @@ impl Store {
 
     /// pyiceberg's reading of the table: its rows, by node, and its layout.
     fn pyiceberg(&self, postgres: &Postgres) -> Value {
-        let props = match self {
-            Store::Folder(_) => serde_json::json!({}),
-            Store::S3(server, _) => serde_json::json!({
-                "s3.endpoint": server.endpoint(),
-                "s3.access-key-id": "attempt-ledger-test",
-                "s3.secret-access-key": "attempt-ledger-test",
-                "s3.region": "us-east-1",
-            }),
-        };
+        let props = self.pyiceberg_props();
         let catalog = serde_json::json!({"type": "sql", "uri": postgres.sqlalchemy()});
         pyiceberg("ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG", &catalog, "attempt_ledger.attempts", &props)
     }
@@ -668,4 +660,165 @@ fn nodes_commit_through_a_rest_catalog() {
     );
     assert_eq!(table["rows"], total, "{table:#}");
     assert_eq!(table["snapshots"].as_array().unwrap().len(), 2);
+
+    // Expiry commits through the REST protocol too (iceberg-rust has no
+    // delete action: attempt-ledger sends the catalog the commit itself).
+    let out = Command::new(BIN)
+        .args(["lake", "expire", lake.to_str().unwrap(), "--before", "2026-11-29"])
+        .args(["--iceberg-table", "bronze.attempts", "--format", "json"])
+        .env("ATTEMPT_LEDGER_CATALOG", rest.catalog())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["iceberg"]["rows"], total, "every simulated attempt is of 2026-11-28: {done:#}");
+    let table = pyiceberg(
+        "ATTEMPT_LEDGER_TEST_PYTHON_REST_CATALOG",
+        &catalog,
+        "bronze.attempts",
+        &serde_json::json!({}),
+    );
+    assert_eq!(table["rows"], 0, "{table:#}");
+    let snapshots = table["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 3, "{snapshots:#?}");
+    assert_eq!(snapshots[2]["operation"], "Operation.DELETE");
+}
+
+/// pyiceberg sets the table's properties `props_to_set` (as a warehouse's
+/// operator would, e.g. its snapshot retention).
+const PYICEBERG_SET: &str = r#"
+import json, sys
+from pyiceberg.catalog import load_catalog
+catalog, name, props, updates = (json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]),
+                                 json.loads(sys.argv[4]))
+table = load_catalog("attempt_ledger", **catalog, **props).load_table(name)
+with table.transaction() as tx:
+    tx.set_properties(**updates)
+"#;
+
+impl Store {
+    fn pyiceberg_props(&self) -> Value {
+        match self {
+            Store::Folder(_) => serde_json::json!({}),
+            Store::S3(server, _) => serde_json::json!({
+                "s3.endpoint": server.endpoint(),
+                "s3.access-key-id": "attempt-ledger-test",
+                "s3.secret-access-key": "attempt-ledger-test",
+                "s3.region": "us-east-1",
+            }),
+        }
+    }
+
+    fn set_table_properties(&self, postgres: &Postgres, updates: &Value) {
+        let python = std::env::var("ATTEMPT_LEDGER_TEST_PYTHON_ICEBERG").unwrap();
+        let catalog = serde_json::json!({"type": "sql", "uri": postgres.sqlalchemy()});
+        let out = Command::new(python)
+            .args(["-c", PYICEBERG_SET, &catalog.to_string(), "attempt_ledger.attempts"])
+            .arg(self.pyiceberg_props().to_string())
+            .arg(updates.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pyiceberg: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// `lake expire --catalog`: the table loses every day before the horizon
+/// in one delete snapshot, and reads (through the product, pyiceberg and
+/// `lake check`) as a database that never held them; its files stay while
+/// snapshots within the table's retention reach them, and go once those
+/// snapshots are past it. Late attempts of an expired day stay out of the
+/// table.
+fn expired_days_leave_the_table(store: Store) {
+    use crate::lake_retention::on_day;
+    let postgres = Postgres::start();
+    let catalog = postgres.catalog();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("reference.duckdb");
+    let nodes =
+        [("a", "rate-limit-fallback", "gateway-reroute"), ("b", "overnight-529-storm", "naive-retries")];
+    for (node, expired, kept) in nodes {
+        let db = dir.path().join(format!("{node}.duckdb"));
+        on_day(dir.path(), &db, None, expired, 131, "2026-11-01");
+        on_day(dir.path(), &db, Some(&reference), kept, 132, "2026-11-02");
+        let out = store.export(&db, node, &catalog).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let total = attempts_of(&reference);
+    let lake = store.lake();
+    let expire = || -> Value {
+        let args =
+            ["lake", "expire", &lake, "--before", "2026-11-02", "--catalog", &catalog, "--format", "json"];
+        serde_json::from_str(&store.ok(&args)).unwrap()
+    };
+    let done = expire();
+    assert_eq!(done["iceberg"]["expired_snapshots"], 0, "{done:#}");
+    assert!(done["iceberg"]["files"].as_u64().unwrap() > 0, "{done:#}");
+    assert_eq!(done["deleted_files"], 0, "snapshots within the table's retention still reach them: {done:#}");
+    assert_eq!(done["kept_for_snapshots"], done["iceberg"]["files"], "{done:#}");
+    let table = store.pyiceberg(&postgres);
+    assert_eq!(table["rows"], total, "{table:#}");
+    let last = table["snapshots"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["operation"], "Operation.DELETE", "{last:#}");
+    assert_eq!(last["total-records"], total.to_string(), "{last:#}");
+    assert_eq!(table["properties"]["attempt-ledger.expired-before"], "2026-11-02");
+    let want = sections(&report_of(&reference));
+    assert_same(&sections(&store.report(&catalog, &[])), &want, "report --lake --catalog after lake expire");
+    let check = |what: &str| {
+        let out = store.command(&["lake", "check", &lake, "--catalog", &catalog]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(out.status.code(), Some(0), "{what}: {text}");
+    };
+    check("after lake expire");
+
+    // Late attempts of the expired day: in the lake, kept out of the table.
+    let db = dir.path().join("a.duckdb");
+    on_day(dir.path(), &db, None, "steady", 133, "2026-11-01");
+    let out = store.export(&db, "a", &catalog).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(store.pyiceberg(&postgres)["rows"], total);
+    check("after late attempts of an expired day");
+
+    // Retention the operator shortened: the snapshots past it are expired,
+    // and the files only they reached are deleted.
+    store.set_table_properties(&postgres, &serde_json::json!({"history.expire.max-snapshot-age-ms": "1"}));
+    std::thread::sleep(Duration::from_millis(20));
+    let done = expire();
+    assert!(done["iceberg"]["expired_snapshots"].as_u64().unwrap() >= 3, "{done:#}");
+    assert!(done["iceberg"]["deleted_files"].as_u64().unwrap() > 0, "{done:#}");
+    assert!(done["deleted_files"].as_u64().unwrap() > 0, "{done:#}");
+    assert_eq!(done["kept_for_snapshots"], 0, "{done:#}");
+    let table = store.pyiceberg(&postgres);
+    assert_eq!(table["rows"], total, "{table:#}");
+    assert_eq!(table["snapshots"].as_array().unwrap().len(), 1, "{table:#}");
+    if let Store::Folder(root) = &store {
+        assert!(!root.join("attempts/day=2026-11-01").exists());
+        // ClickHouse's own Iceberg reader, from the table's latest metadata
+        // (the commits attempt-ledger made itself), reads it the same.
+        let script = format!("{}/scripts/lake-report.py", env!("CARGO_MANIFEST_DIR"));
+        let out = crate::lake::python_lake()
+            .args([&script, "--engine", "clickhouse", root.to_str().unwrap(), "--iceberg"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_same(&sections(&got), &want, "chdb over the Iceberg table after lake expire");
+    }
+    assert_same(
+        &sections(&store.report(&catalog, &[])),
+        &want,
+        "report --lake --catalog after snapshots expired",
+    );
+    check("after snapshots expired");
+}
+
+#[test]
+fn expired_days_leave_the_iceberg_table_in_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    expired_days_leave_the_table(Store::Folder(dir.path().join("lake")));
+}
+
+#[test]
+fn expired_days_leave_the_iceberg_table_in_s3() {
+    let server = S3Server::start("lake");
+    expired_days_leave_the_table(Store::S3(server, "s3://lake/retention".to_string()));
 }

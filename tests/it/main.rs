@@ -24,6 +24,7 @@ mod lake_damage;
 mod lake_iceberg;
 mod lake_kit;
 mod lake_properties;
+mod lake_retention;
 mod lake_s3;
 mod lake_writers;
 mod latency;

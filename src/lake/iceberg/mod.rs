@@ -11,6 +11,10 @@
 //! recording it finds the commit and does not make it twice.
 
 #[cfg(feature = "iceberg")]
+mod commit;
+#[cfg(feature = "iceberg")]
+pub mod expire;
+#[cfg(feature = "iceberg")]
 pub mod io;
 #[cfg(feature = "iceberg")]
 pub mod table;
@@ -236,6 +240,26 @@ pub struct History {
     pub metadata_location: Option<String>,
 }
 
+/// What `lake expire` did to the table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableExpiry {
+    /// Every day before it is out of the table.
+    pub before: chrono::NaiveDate,
+    /// Data files the delete snapshot took out, their rows and bytes.
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Snapshots past the table's retention, expired.
+    pub expired_snapshots: u64,
+    /// Files only they reached (manifest lists, manifests, data files),
+    /// deleted.
+    pub deleted_files: u64,
+    /// The data files the snapshots left still reach (absolute paths):
+    /// the lake keeps these.
+    #[serde(skip)]
+    pub reached: std::collections::BTreeSet<String>,
+}
+
 /// The Iceberg table of `lake` named by `config`, to read: connected, not
 /// created.
 pub fn connect_table(config: &TableConfig, lake: &super::Lake) -> Result<IcebergTable, IcebergError> {
@@ -284,7 +308,7 @@ pub fn open_table(config: &TableConfig, lake: &super::Lake) -> Result<IcebergTab
 /// asking for one says how to get a build that makes them.
 #[cfg(not(feature = "iceberg"))]
 mod unbuilt {
-    use super::{Committed, CurrentFiles, History, IcebergError, NewFile};
+    use super::{Committed, CurrentFiles, History, IcebergError, NewFile, TableExpiry};
 
     #[derive(Debug)]
     pub enum IcebergTable {}
@@ -310,6 +334,10 @@ mod unbuilt {
         }
 
         pub fn history(&self) -> Result<History, IcebergError> {
+            match *self {}
+        }
+
+        pub fn expire_days(&self, _before: chrono::NaiveDate) -> Result<TableExpiry, IcebergError> {
             match *self {}
         }
     }

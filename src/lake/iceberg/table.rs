@@ -15,8 +15,8 @@ use iceberg::{Catalog, CatalogBuilder, ErrorKind, NamespaceIdent, TableCreation,
 use rand::{Rng, SeedableRng};
 
 use super::{
-    CatalogUri, Committed, CurrentFiles, History, IcebergError, NewFile, SQL_CATALOG_NAME, TableName, io,
-    watermark_property,
+    CatalogUri, Committed, CurrentFiles, History, IcebergError, NewFile, SQL_CATALOG_NAME, TableExpiry,
+    TableName, commit, expire, io, watermark_property,
 };
 
 /// How many times a commit that lost a race to another node is tried again,
@@ -49,6 +49,8 @@ pub struct Column<'a> {
 pub struct IcebergTable {
     runtime: tokio::runtime::Runtime,
     catalog: Arc<dyn Catalog>,
+    /// For the commits iceberg-rust cannot make (`commit.rs`).
+    catalog_uri: CatalogUri,
     catalog_name: String,
     ident: TableIdent,
     table_name: String,
@@ -73,6 +75,7 @@ impl IcebergTable {
         io: TableIo,
     ) -> Result<Self, IcebergError> {
         let catalog_name = catalog.to_string();
+        let catalog_uri = catalog.clone();
         let failed = |detail: String| IcebergError::Catalog { catalog: catalog_name.clone(), detail };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -102,7 +105,14 @@ impl IcebergTable {
                 Err(e) => return Err(failed(e.to_string())),
             }
         };
-        Ok(Self { runtime, catalog, catalog_name, ident: ident(table)?, table_name: table.to_string() })
+        Ok(Self {
+            runtime,
+            catalog,
+            catalog_uri,
+            catalog_name,
+            ident: ident(table)?,
+            table_name: table.to_string(),
+        })
     }
 
     fn table_error(&self, error: impl std::fmt::Display) -> IcebergError {
@@ -321,8 +331,17 @@ impl IcebergTable {
                 _ => {}
             }
             let spec_id = table.metadata().default_partition_spec_id();
+            // Days `lake expire` took out, as the table says on this try:
+            // the commit lands on this very version or not at all, so no
+            // file of an expired day enters the table after its expiry.
+            let horizon: Option<NaiveDate> = table
+                .metadata()
+                .properties()
+                .get(expire::EXPIRED_BEFORE_PROPERTY)
+                .and_then(|day| day.parse().ok());
             let data_files = files
                 .iter()
+                .filter(|file| horizon.is_none_or(|h| file.day >= h))
                 .map(|file| data_file(file, spec_id))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.table_error(e))?;
@@ -401,6 +420,126 @@ impl IcebergTable {
 }
 
 impl IcebergTable {
+    /// Takes every data file of a day before `before` out of the table (a
+    /// delete snapshot), expires the snapshots past the table's retention,
+    /// and deletes the files no snapshot left reaches. A lost race is
+    /// tried again on the new table, as a commit of an export is.
+    pub fn expire_days(&self, before: NaiveDate) -> Result<TableExpiry, IcebergError> {
+        let removed = self.with_retries("expire", || {
+            let table = self.load()?;
+            let Some(delete) =
+                run(&self.runtime, expire::delete_days(&table, before)).map_err(|e| self.table_error(e))?
+            else {
+                return Ok(Some(expire::Removed::default()));
+            };
+            let removed = delete.removed.clone();
+            let committed = run(
+                &self.runtime,
+                commit::commit(&self.catalog_uri, &self.ident, &table, delete.updates, delete.requirements),
+            );
+            self.landed(committed).map(|landed| landed.then_some(removed))
+        })?;
+        let mut expired_snapshots = 0;
+        let kept = self.with_retries("expire", || {
+            let table = self.load()?;
+            let properties = table.metadata().properties();
+            let setting =
+                |key: &str, default: i64| properties.get(key).and_then(|v| v.parse().ok()).unwrap_or(default);
+            let max_age_ms = setting("history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS);
+            let keep = setting("history.expire.min-snapshots-to-keep", 1).max(1) as usize;
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let expiring = expire::past_retention(&table, now_ms, max_age_ms, keep);
+            let staying: Vec<i64> = table
+                .metadata()
+                .snapshots()
+                .map(|s| s.snapshot_id())
+                .filter(|id| !expiring.contains(id))
+                .collect();
+            let kept = run(&self.runtime, expire::reached(&table, &staying, false))
+                .map_err(|e| self.table_error(e))?;
+            if expiring.is_empty() {
+                return Ok(Some((kept, expire::Reached::default())));
+            }
+            let gone = run(&self.runtime, expire::reached(&table, &expiring, true))
+                .map_err(|e| self.table_error(e))?;
+            let current = table.metadata().current_snapshot_id();
+            let updates = vec![iceberg::TableUpdate::RemoveSnapshots { snapshot_ids: expiring.clone() }];
+            let requirements = vec![
+                iceberg::TableRequirement::UuidMatch { uuid: table.metadata().uuid() },
+                iceberg::TableRequirement::RefSnapshotIdMatch {
+                    r#ref: iceberg::spec::MAIN_BRANCH.to_string(),
+                    snapshot_id: current,
+                },
+            ];
+            let committed = run(
+                &self.runtime,
+                commit::commit(&self.catalog_uri, &self.ident, &table, updates, requirements),
+            );
+            expired_snapshots = expiring.len();
+            self.landed(committed).map(|landed| landed.then_some((kept, gone)))
+        })?;
+        let (kept, gone) = kept;
+        // What only the expired snapshots reached: their manifest lists,
+        // manifests and data files.
+        let unreached: Vec<String> = gone
+            .lists
+            .difference(&kept.lists)
+            .chain(gone.manifests.difference(&kept.manifests))
+            .chain(gone.data_files.difference(&kept.data_files))
+            .cloned()
+            .collect();
+        let table = self.load()?;
+        let mut deleted_files = 0;
+        for path in &unreached {
+            run(&self.runtime, table.file_io().delete(path)).map_err(|e| self.table_error(e))?;
+            deleted_files += 1;
+        }
+        Ok(TableExpiry {
+            before,
+            files: removed.files,
+            rows: removed.rows,
+            bytes: removed.bytes,
+            expired_snapshots: expired_snapshots as u64,
+            deleted_files,
+            reached: kept.data_files.into_iter().collect(),
+        })
+    }
+
+    fn load(&self) -> Result<Table, IcebergError> {
+        run(&self.runtime, self.catalog.load_table(&self.ident)).map_err(|e| self.table_error(e))
+    }
+
+    /// `Ok(true)` when a commit landed, `Ok(false)` when it lost a race.
+    fn landed(&self, committed: Result<(), commit::CommitError>) -> Result<bool, IcebergError> {
+        match committed {
+            Ok(()) => Ok(true),
+            Err(commit::CommitError::Conflict) => Ok(false),
+            Err(commit::CommitError::Failed(detail)) => Err(self.table_error(detail)),
+        }
+    }
+
+    /// `attempt` until it gives `Some` (its commit landed), after a
+    /// jittered wait each time it gives `None` (lost a race), up to
+    /// `COMMIT_TRIES`.
+    fn with_retries<T>(
+        &self,
+        what: &str,
+        mut attempt: impl FnMut() -> Result<Option<T>, IcebergError>,
+    ) -> Result<T, IcebergError> {
+        let mut rng = rand::rngs::SmallRng::from_os_rng();
+        let mut wait = FIRST_WAIT;
+        for _ in 0..COMMIT_TRIES {
+            if let Some(done) = attempt()? {
+                return Ok(done);
+            }
+            std::thread::sleep(wait.mul_f64(rng.random_range(0.5..1.5)));
+            wait = (wait * 2).min(LONGEST_WAIT);
+        }
+        Err(self.table_error(format!(
+            "gave up the {what} after {COMMIT_TRIES} tries: other commits kept landing first"
+        )))
+    }
+
     /// The table's snapshots, and its snapshot retention.
     pub fn history(&self) -> Result<History, IcebergError> {
         let table =
