@@ -822,3 +822,57 @@ fn expired_days_leave_the_iceberg_table_in_s3() {
     let server = S3Server::start("lake");
     expired_days_leave_the_table(Store::S3(server, "s3://lake/retention".to_string()));
 }
+
+/// `lake expire` and exports running at the same moment: whichever commits
+/// first, the table never ends with a file of an expired day, and reads as
+/// the database without those days.
+#[test]
+fn an_expiry_racing_exports_leaves_no_expired_day_in_the_table() {
+    use crate::lake_retention::on_day;
+    let postgres = Postgres::start();
+    let catalog = postgres.catalog();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("reference.duckdb");
+    let store = Store::Folder(dir.path().join("lake"));
+    let lake = store.lake();
+    let dbs: Vec<PathBuf> =
+        ["a", "b", "c"].iter().map(|node| dir.path().join(format!("{node}.duckdb"))).collect();
+    // A simulated scenario's attempt ids do not depend on its seed or start:
+    // each node and day has a scenario of its own.
+    let days = [
+        ("2026-11-01", ["rate-limit-fallback", "gateway-reroute", "naive-retries"]),
+        ("2026-11-02", ["steady", "quota-exhausted", "report-batch"]),
+    ];
+    for (round, (day, scenarios)) in days.into_iter().enumerate() {
+        for (index, db) in dbs.iter().enumerate() {
+            let kept = (round == 1).then_some(reference.as_path());
+            on_day(dir.path(), db, kept, scenarios[index], 140 + index as u32, day);
+        }
+    }
+    // The first node makes the table; then two nodes and the expiry race.
+    let out = store.export(&dbs[0], "a", &catalog).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let expire = store
+        .command(&["lake", "expire", &lake, "--before", "2026-11-02", "--catalog", &catalog])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exports: Vec<Child> = [(1, "b"), (2, "c")]
+        .iter()
+        .map(|(i, node)| store.export(&dbs[*i], node, &catalog).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    for child in exports.into_iter().chain([expire]) {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let table = store.pyiceberg(&postgres);
+    assert_eq!(table["rows"], attempts_of(&reference), "{table:#}");
+    let out = store.command(&["lake", "check", &lake, "--catalog", &catalog]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_same(
+        &sections(&store.report(&catalog, &[])),
+        &sections(&report_of(&reference)),
+        "report --lake --catalog after an expiry raced exports",
+    );
+}
