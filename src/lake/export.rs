@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::iceberg::{NewFile, TableConfig};
 use super::nodes::{Begun, Binding, ExportRecord, ExportState, FileEntry};
+use super::retention::is_expired;
 use super::storage::Location;
 use super::{Lake, LakeError, ROWS_PER_FILE, file_name};
 use crate::store::{ADDED_LAKE_COLUMNS, ExportSlice, Store};
@@ -305,8 +306,7 @@ fn earlier_files(lake: &Lake, node: &str, watermark: i64, before: i64) -> Result
         if record.state != ExportState::Finished || record.through <= watermark || record.from >= before {
             continue;
         }
-        let kept = |path: &str| horizon.is_none_or(|h| partition_of(path).is_none_or(|(day, _)| day >= h));
-        for file in record.files.iter().filter(|file| kept(&file.path)) {
+        for file in record.files.iter().filter(|file| !is_expired(horizon, &file.path)) {
             let key = format!("attempts/{}", file.path);
             let (day, bucket) = partition_of(&file.path).ok_or_else(|| LakeError::Damaged {
                 path: lake.storage().describe(&key),

@@ -19,7 +19,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 use super::iceberg::{TableConfig, TableExpiry, connect_table};
-use super::storage::{Location, Storage};
+use super::storage::{Location, Storage, Stored};
 use super::{Lake, LakeError, to_json_bytes};
 
 /// The lake's record of its horizon.
@@ -53,10 +53,13 @@ impl Lake {
 }
 
 fn read_horizon(storage: &Storage) -> Result<Option<NaiveDate>, LakeError> {
-    let Some(stored) = storage.read(EXPIRED)? else { return Ok(None) };
+    storage.read(EXPIRED)?.map(|stored| parse_horizon(storage, &stored)).transpose()
+}
+
+fn parse_horizon(storage: &Storage, stored: &Stored) -> Result<NaiveDate, LakeError> {
     let horizon: Horizon = serde_json::from_str(&stored.text)
         .map_err(|e| LakeError::Damaged { path: storage.describe(EXPIRED), detail: e.to_string() })?;
-    Ok(Some(horizon.before))
+    Ok(horizon.before)
 }
 
 /// The day of a file under `attempts/` (`day=YYYY-MM-DD/...`).
@@ -65,22 +68,18 @@ pub fn day_of_path(path: &str) -> Option<NaiveDate> {
     path.split('/').next()?.strip_prefix("day=")?.parse().ok()
 }
 
+/// Whether the file at `path` (under `attempts/`, or relative to it) is of
+/// a day before `horizon`: out of the lake.
+pub fn is_expired(horizon: Option<NaiveDate>, path: &str) -> bool {
+    horizon.is_some_and(|h| day_of_path(path).is_some_and(|day| day < h))
+}
+
 /// Moves the lake's horizon to `before` unless it is there or later
 /// already; returns the horizon it has then.
 fn move_horizon(storage: &Storage, before: NaiveDate) -> Result<NaiveDate, LakeError> {
     for _ in 0..8 {
         let seen = storage.read(EXPIRED)?;
-        let found = match &seen {
-            Some(stored) => Some(
-                serde_json::from_str::<Horizon>(&stored.text)
-                    .map_err(|e| LakeError::Damaged {
-                        path: storage.describe(EXPIRED),
-                        detail: e.to_string(),
-                    })?
-                    .before,
-            ),
-            None => None,
-        };
+        let found = seen.as_ref().map(|stored| parse_horizon(storage, stored)).transpose()?;
         if found.is_some_and(|found| found >= before) {
             return Ok(found.unwrap_or(before));
         }
@@ -165,6 +164,11 @@ mod tests {
         assert_eq!(day_of_path("day=2026-11-30/bucket=03/a-1-2.parquet"), day);
         assert_eq!(day_of_path("attempts/day=2026-13-01/bucket=03/x.parquet"), None);
         assert_eq!(day_of_path("prices/a.parquet"), None);
+        let horizon = NaiveDate::from_ymd_opt(2026, 12, 1);
+        assert!(is_expired(horizon, "attempts/day=2026-11-30/bucket=03/a-1-2.parquet"));
+        assert!(!is_expired(horizon, "day=2026-12-01/bucket=03/a-1-2.parquet"), "the horizon's day is kept");
+        assert!(!is_expired(None, "day=2026-11-30/bucket=03/a-1-2.parquet"), "no horizon, nothing expired");
+        assert!(!is_expired(horizon, "misplaced.parquet"), "a file of no day is no expired file");
     }
 
     #[test]

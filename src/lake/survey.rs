@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::nodes::{Claim, ExportState};
-use super::retention::day_of_path;
+use super::retention::is_expired;
 use super::{Lake, LakeError, io_error};
 use crate::store::{ParquetFooter, Store};
 
@@ -127,7 +127,6 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
     let manifest = lake.manifest();
     let known: BTreeSet<String> = lake.known_nodes()?.into_iter().collect();
     let horizon = lake.horizon()?;
-    let expired = |rel: &str| horizon.is_some_and(|h| day_of_path(rel).is_some_and(|day| day < h));
     let mut bad: Vec<BadFile> = Vec::new();
 
     // What the export records list: path -> (export id, rows), per node.
@@ -170,7 +169,7 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
                 ExportState::Finished => {
                     report.exports += 1;
                     report.attempts += record.attempts;
-                    for file in record.files.iter().filter(|f| !expired(&f.path)) {
+                    for file in record.files.iter().filter(|f| !is_expired(horizon, &f.path)) {
                         listed.insert(
                             format!("attempts/{}", file.path),
                             (node.clone(), record.export_id.clone(), file.rows),
@@ -187,7 +186,7 @@ pub fn survey(lake: &Lake, root: &Path, store: &Store) -> Result<Survey, LakeErr
     let mut expired_files_left_out = 0;
     for path in walk(&root.join("attempts"))? {
         let rel = relative(root, &path);
-        if expired(&rel) {
+        if is_expired(horizon, &rel) {
             expired_files_left_out += 1;
             continue;
         }

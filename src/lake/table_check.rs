@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::Lake;
 use super::iceberg::{IcebergError, TableConfig, connect_table};
-use super::retention::day_of_path;
+use super::retention::is_expired;
 use super::survey::Survey;
 
 /// What `lake check --catalog` finds of the lake's table.
@@ -72,10 +72,8 @@ pub fn check_table(
         .filter(|key| !in_table.contains(*key) && !in_flight.iter().any(|p| key.ends_with(p.as_str())))
         .cloned()
         .collect();
-    let expired =
-        |key: &str| surveyed.expired_before.is_some_and(|h| day_of_path(key).is_some_and(|day| day < h));
     let (expired_in_table, held): (Vec<String>, Vec<String>) =
-        in_table.iter().cloned().partition(|key| expired(key));
+        in_table.iter().cloned().partition(|key| is_expired(surveyed.expired_before, key));
     let missing = held.into_iter().filter(|key| !in_lake.contains(key)).collect();
     let now_ms = chrono::Utc::now().timestamp_millis();
     let snapshots_past_retention = history
