@@ -21,7 +21,9 @@
 --   the ratio); max_retries_sdk, _gateway, _app, _queue and
 --   max_route_attempts NULL for no limit; fallback; fallback_on as values
 --   joined by chr(31), NULL for any class; pinned; no_costlier_fallback);
---   temp.prices and the macros of cost.sql.
+--   temp.prices and the macros of cost.sql; the table macro
+--   attempt_findings (attempt_findings.sql), through which the budgets read
+--   the steps as findings of kind `attempt`.
 -- Columns of temp.audit_findings, one row per finding with at least one
 --   workflow (or minute):
 --   finding                  nonretryable_retried | fallback_after_policy |
@@ -277,13 +279,14 @@ FROM offending;
 --    no workflow's time budget can catch.
 SET VARIABLE audit_min_elapsed_ms = (SELECT min(max_elapsed_ms) FROM temp.audit_rules);
 SET VARIABLE audit_any_cost_budget = (SELECT count(max_extra_cost_pusd) > 0 FROM temp.audit_rules);
+CREATE OR REPLACE TEMP VIEW audit_steps AS SELECT 1::BIGINT AS sign, * FROM workflow_steps;
 CREATE OR REPLACE TEMP TABLE audit_budget_rows AS
 WITH budgeted AS NOT MATERIALIZED (
     SELECT f.*, p.max_elapsed_ms, p.max_extra_cost_pusd
-    FROM workflow_findings f
+    FROM attempt_findings('temp.audit_steps') f
     LEFT JOIN temp.audit_named n ON n.workflow_name = f.workflow_name
     JOIN temp.audit_rules p ON p.workflow_name IS NOT DISTINCT FROM n.workflow_name
-    WHERE f.kind = 'attempt' AND in_window(f.first_at, f.workflow_name)
+    WHERE in_window(f.first_at, f.workflow_name)
       AND (p.max_elapsed_ms IS NOT NULL OR p.max_extra_cost_pusd IS NOT NULL)
       AND (getvariable('audit_any_cost_budget') OR f.offset_ms > getvariable('audit_min_elapsed_ms'))
 ),
@@ -392,10 +395,14 @@ SET VARIABLE audit_examples_from = (SELECT coalesce(min(cutoff), TIMESTAMP '9999
 
 CREATE OR REPLACE TEMP TABLE audit_examples AS
 WITH recent AS (
-    SELECT f.workflow_id, f.first_at, f.workflow_name, f.kind, f.class, f.seq
+    SELECT f.workflow_id, f.first_at, f.workflow_name, f.kind, f.class, NULL::BIGINT AS seq
     FROM workflow_findings f
     WHERE f.first_at >= getvariable('audit_examples_from') AND in_window(f.first_at, f.workflow_name)
-      AND (f.kind <> 'attempt' OR f.seq > 1)
+    UNION ALL
+    SELECT f.workflow_id, f.first_at, f.workflow_name, f.kind, f.class, f.seq
+    FROM attempt_findings('temp.audit_steps') f
+    WHERE f.first_at >= getvariable('audit_examples_from') AND in_window(f.first_at, f.workflow_name)
+      AND f.seq > 1
 ),
 matched AS (
     SELECT r.workflow_id, r.first_at, unnest(row_findings(r.kind, r.class, p.retryable, p.fail_closed_on,

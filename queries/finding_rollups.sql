@@ -7,7 +7,10 @@
 --
 -- Parameters: temp.rollup_findings_source: rows shaped like
 --   workflow_findings plus sign BIGINT (+1 adds the workflow, -1 takes its
---   old rows away), every row of each workflow it holds; the macro
+--   old rows away), every row of each workflow it holds, and
+--   temp.rollup_steps_source, the same workflows' steps, which are their
+--   findings of kind `attempt` (the macro attempt_findings,
+--   attempt_findings.sql); the macro
 --   kept_label (labels.sql) and its variable fold_labels; the macro int64_of
 --   (bounds.sql): each sum is a checked BIGINT.
 -- Workflow names are folded by kept_label, as in the other rollups; the
@@ -26,6 +29,11 @@
 --   fallback_after_error classes: fail_closed_ignored reads both kinds, and
 --   must count a workflow that did both once.
 -- Groups whose every measure sums to 0 are dropped.
+CREATE OR REPLACE TEMP VIEW finding_rows AS
+SELECT * FROM temp.rollup_findings_source
+UNION ALL BY NAME
+SELECT * FROM attempt_findings('temp.rollup_steps_source');
+
 CREATE OR REPLACE TEMP TABLE r_findings AS
 SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow_name) AS workflow_name,
        kind, class, served_provider, served_model, cost_kind, price_key, priced_kinds, seq,
@@ -40,7 +48,7 @@ SELECT date_trunc('minute', first_at) AS minute, kept_label('workflow', workflow
        int64_of(sum(sign * cache_write_1h_input_tokens), 'rollup_findings.cache_write_1h_input_tokens')
            AS cache_write_1h_input_tokens,
        int64_of(sum(sign * web_search_requests), 'rollup_findings.web_search_requests') AS web_search_requests
-FROM temp.rollup_findings_source
+FROM temp.finding_rows
 GROUP BY ALL
 HAVING sum(sign * attempts) <> 0 OR sum(sign * input_tokens) <> 0 OR sum(sign * output_tokens) <> 0
     OR sum(sign * cached_input_tokens) <> 0 OR sum(sign * cache_write_input_tokens) <> 0
@@ -53,12 +61,12 @@ WITH workflows AS (
     -- made a single attempt.
     SELECT sign, workflow_id, any_value(first_at) AS first_at, any_value(workflow_name) AS workflow_name,
            greatest(1, coalesce(sum(attempts) FILTER (WHERE kind = 'attempt'), 0))::BIGINT AS workflow_attempts
-    FROM temp.rollup_findings_source
+    FROM temp.finding_rows
     GROUP BY sign, workflow_id
 ),
 sets AS (
     SELECT sign, workflow_id, kind, list_sort(list_distinct(list(class))) AS classes
-    FROM (SELECT sign, workflow_id, kind, class FROM temp.rollup_findings_source WHERE kind <> 'attempt'
+    FROM (SELECT sign, workflow_id, kind, class FROM temp.rollup_findings_source
           UNION ALL
           SELECT sign, workflow_id, 'after_error', class FROM temp.rollup_findings_source
           WHERE kind IN ('retry_after_error', 'fallback_after_error'))

@@ -173,6 +173,23 @@ def scan_ratios(db: Path) -> dict:
     return figures
 
 
+def derived_rows(db: Path, attempts: int) -> dict:
+    """Rows of each derived table, and the per-workflow tables' rows an
+    attempt: what every write inserts, the figure the store's shape is
+    judged by (rollups, totals and shapes are per minute or per shape)."""
+    import duckdb
+
+    conn = duckdb.connect(str(db), read_only=True)
+    tables = [row[0] for row in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary"
+        " AND regexp_matches(table_name, '^(workflow|rollup|total|shape)_') ORDER BY 1").fetchall()]
+    rows = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0] for table in tables}
+    conn.close()
+    per_workflow = sum(n for table, n in rows.items() if table.startswith("workflow_"))
+    return {"tables": rows, "per_workflow_per_attempt": round(per_workflow / attempts, 2),
+            "all_per_attempt": round(sum(rows.values()) / attempts, 2)}
+
+
 # What `ingest` logs of each derivation statement (store::cost).
 COST_LINE = re.compile(r'derivation_cost: family="([^"]+)" statement="[^"]*" us=(\d+)')
 
@@ -391,6 +408,8 @@ def print_targets(results):
         ("file ingest, stored, vs read_json", results["stored_vs_read_json"], ">= 0.6", results["stored_vs_read_json"] >= 0.6),
         ("file ingest, derived, vs read_json", results["derived_vs_read_json"], ">= 0.33", results["derived_vs_read_json"] >= 0.33),
         ("file ingest peak RSS (MiB)", rss, "< 1536", rss < 1536),
+        ("derived per-workflow rows an attempt", results["derived_rows"]["per_workflow_per_attempt"], "<= 1.3",
+         results["derived_rows"]["per_workflow_per_attempt"] <= 1.3),
         ("sum of stored token/cost columns vs DuckDB's release build",
          results["scans"]["sum of workflow_spend's token and cost columns"]["ratio"], "<= 1.3",
          results["scans"]["sum of workflow_spend's token and cost columns"]["ratio"] <= 1.3),
@@ -571,6 +590,7 @@ def main():
     results["ingest_vs_read_json"] = results["derived_vs_read_json"]
     results["ingest_us_per_attempt"] = {"stored": round(stored_s / lines * 1e6, 2), "derived": round(ingest_s / lines * 1e6, 2)}
 
+    results["derived_rows"] = derived_rows(db, lines)
     results["scans"] = scan_ratios(db)
 
     # The report alone: `report` adds the audit section, measured apart below.
@@ -724,6 +744,11 @@ def main():
     print(f"derivation by family of derived tables, us an attempt (all: {sum(costs.values()):.2f}):")
     for family, us in costs.items():
         print(f"  {family:<28} {us:>7.2f}")
+    derived = results["derived_rows"]
+    print(f"derived rows (per-workflow tables {derived['per_workflow_per_attempt']} an attempt,"
+          f" all {derived['all_per_attempt']}):")
+    for table, n in derived["tables"].items():
+        print(f"  {table:<28} {n:>10}")
     print("stored sums, this build's DuckDB vs DuckDB's release build on the same file (median ms):")
     for name, scan in results["scans"].items():
         print(f"  {name:<52} {scan['ms']:>8.2f} vs {scan['duckdb_release_ms']:>8.2f}  {scan['ratio']:.2f}x")

@@ -91,11 +91,6 @@
 --     timeout_output_retried a timeout that had produced output tokens,
 --                           followed by another attempt (the output is paid
 --                           for again); the row is the timed-out attempt
---     attempt               every attempt of a workflow with more than one,
---                           with seq, offset_ms (its start after the first
---                           attempt's) and prev_offset_ms (the latest
---                           offset_ms of the attempts before it; NULL for
---                           the first); class: delivered | wasted (the budgets)
 --     fallback_route        an attempt on a fallback route; class: its route
 --                           key, the route group or provider/model, lowercase
 --     queued                an attempt the caller queued (decision queue) or a
@@ -106,6 +101,9 @@
 --                           class: those layers, sorted, joined by '+'
 --   The policy (which classes may be retried, fail closed, ...) is applied
 --   when reading (queries/audit.sql), so a policy change needs no rebuild.
+--   Kind `attempt` (every attempt of a workflow with more than one, which
+--   the budgets read) is not stored here: those rows are new_steps', read
+--   through the macro attempt_findings (queries/attempt_findings.sql).
 --
 -- The audit's comparisons of an attempt with the one before it read the
 -- rule as a macro.
@@ -307,6 +305,7 @@ SELECT a.workflow_id, a.first_at, a.workflow_name, a.workflow_attempts AS attemp
        (epoch_us(a.started_at) - epoch_us(a.first_at)) / 1000.0 AS offset_ms,
        coalesce(a.duration_ms, 0) AS duration_ms,
        (p.end_before_us - epoch_us(a.first_at)) / 1000.0 AS end_before_ms,
+       (epoch_us(a.latest_before) - epoch_us(a.first_at)) / 1000.0 AS prev_offset_ms,
        a.layer, a.route_key, a.effective_route, p.retry, p.layer_retry, p.route_attempt,
        a.status, CASE WHEN a.status = 'error' THEN coalesce(a.error_class, 'unknown') END AS error_class,
        a.after_class, a.deliverable, a.decision,
@@ -534,8 +533,7 @@ every_kind AS (
 )
 -- A rule's attempts are summed by what a report groups them by.
 SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.served_provider, b.served_model,
-       b.cost_kind, b.price_key, b.priced_kinds, NULL::BIGINT AS seq, NULL::DOUBLE AS offset_ms, NULL::DOUBLE AS prev_offset_ms,
-       count(*) AS attempts,
+       b.cost_kind, b.price_key, b.priced_kinds, count(*) AS attempts,
        int64_of(coalesce(sum(b.input_tokens), 0), 'workflow_findings.input_tokens') AS input_tokens,
        int64_of(coalesce(sum(b.output_tokens), 0), 'workflow_findings.output_tokens') AS output_tokens,
        int64_of(coalesce(sum(b.cached_input_tokens), 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
@@ -548,24 +546,4 @@ SELECT b.workflow_id, b.first_at, b.workflow_name, b.kind, b.class, b.layer, b.s
        int64_of(coalesce(sum(b.web_search_requests), 0), 'workflow_findings.web_search_requests')
            AS web_search_requests
 FROM every_kind b
-GROUP BY ALL
-UNION ALL
--- The `attempt` rows are one an attempt already (seq tells them apart): no
--- grouping to do.
-SELECT workflow_id, first_at, workflow_name, 'attempt' AS kind,
-       CASE WHEN delivered THEN 'delivered' ELSE 'wasted' END AS class, layer, served_provider, served_model,
-       cost_kind, price_key, priced_kinds, seq, (epoch_us(started_at) - epoch_us(first_at)) / 1000.0 AS offset_ms,
-       (epoch_us(latest_before) - epoch_us(first_at)) / 1000.0 AS prev_offset_ms,
-       1::BIGINT AS attempts,
-       int64_of(coalesce(input_tokens, 0), 'workflow_findings.input_tokens') AS input_tokens,
-       int64_of(coalesce(output_tokens, 0), 'workflow_findings.output_tokens') AS output_tokens,
-       int64_of(coalesce(cached_input_tokens, 0), 'workflow_findings.cached_input_tokens') AS cached_input_tokens,
-       int64_of(coalesce(cache_write_input_tokens, 0), 'workflow_findings.cache_write_input_tokens') AS cache_write_input_tokens,
-       int64_of(coalesce(cost_pusd, 0), 'workflow_findings.emitter_cost_pusd') AS emitter_cost_pusd,
-       int64_of(coalesce(reasoning_output_tokens, 0), 'workflow_findings.reasoning_output_tokens')
-           AS reasoning_output_tokens,
-       int64_of(coalesce(cache_write_1h_input_tokens, 0), 'workflow_findings.cache_write_1h_input_tokens')
-           AS cache_write_1h_input_tokens,
-       int64_of(coalesce(web_search_requests, 0), 'workflow_findings.web_search_requests') AS web_search_requests
-FROM previous
-WHERE workflow_attempts > 1;
+GROUP BY ALL;

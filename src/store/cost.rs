@@ -64,6 +64,7 @@ pub(super) fn family_of(table: &str) -> &'static str {
         "fact_ordered" | "fact_attempts" => "attempt order (shared)",
         "fact_workflows" => "facts",
         "label_values" => "labels",
+        "finding_rows" => "finding rollups",
         _ => super::derived_tables::family_of(table).unwrap_or("other"),
     }
 }

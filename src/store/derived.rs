@@ -41,6 +41,7 @@ pub(super) const FINDING_ROLLUPS_SQL: &str = include_str!("../../queries/finding
 pub(super) const STEP_ROLLUPS_SQL: &str = include_str!("../../queries/step_rollups.sql");
 const LABELS_SQL: &str = include_str!("../../queries/labels.sql");
 const BOUNDS_SQL: &str = include_str!("../../queries/bounds.sql");
+const ATTEMPT_FINDINGS_SQL: &str = include_str!("../../queries/attempt_findings.sql");
 const ADMIT_SQL: &str = include_str!("../../queries/admit.sql");
 const OLD_FACTS_SQL: &str = include_str!("../../queries/derive/old_facts.sql");
 const OLD_FACTS_ELSEWHERE_SQL: &str = include_str!("../../queries/derive/old_facts_elsewhere.sql");
@@ -136,7 +137,7 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     conn.execute_batch(&format!(
         "SET VARIABLE label_limit = {label_limit}::BIGINT; SET VARIABLE fold_labels = true;"
     ))?;
-    define_bounds(conn)?;
+    define_macros(conn)?;
     define_kept_label(conn)?;
     define_attempt_dims(conn)?;
     // A list literal of f64s that DuckDB reads back exactly.
@@ -147,10 +148,14 @@ pub(super) fn create_scratch(conn: &Connection, label_limit: u64) -> Result<(), 
     Ok(())
 }
 
-/// Defines the macro `int64_of` (`queries/bounds.sql`), which every sum the
-/// derived tables store per workflow or per minute passes through.
-pub(super) fn define_bounds(conn: &Connection) -> Result<(), StoreError> {
-    Ok(conn.execute_batch(BOUNDS_SQL)?)
+/// Defines the macros writers and readers share: `int64_of`
+/// (`queries/bounds.sql`), which every sum the derived tables store per
+/// workflow or per minute passes through, and `attempt_findings`
+/// (`queries/attempt_findings.sql`), the steps read as findings of kind
+/// `attempt` by the finding rollups and the audit.
+pub(super) fn define_macros(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(BOUNDS_SQL)?;
+    Ok(conn.execute_batch(ATTEMPT_FINDINGS_SQL)?)
 }
 
 /// Defines the macro `kept_label` for the labels that hold K values now

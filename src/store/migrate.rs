@@ -86,6 +86,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0024_conventions_2026.sql"),
     },
     Migration { version: 25, name: "prices", sql: include_str!("../../migrations/0025_prices.sql") },
+    Migration {
+        version: 26,
+        name: "attempt_findings_from_steps",
+        sql: include_str!("../../migrations/0026_attempt_findings_from_steps.sql"),
+    },
 ];
 
 /// The migration after which stored provider names are canonical: the store

@@ -254,7 +254,7 @@ impl Store {
             });
         }
         functions::register(&conn)?;
-        derived::define_bounds(&conn)?;
+        derived::define_macros(&conn)?;
         prices::define(&conn)?;
         Ok(Self {
             conn,
@@ -1019,6 +1019,9 @@ mod tests {
                     "DELETE FROM attempts WHERE workflow_id = 'aabbccdd';
                      UPDATE attempts SET attempt_id = replace(attempt_id, ':', '');
                      DELETE FROM schema_migrations WHERE version >= 13;
+                     ALTER TABLE workflow_findings ADD COLUMN seq BIGINT;
+                     ALTER TABLE workflow_findings ADD COLUMN offset_ms DOUBLE;
+                     ALTER TABLE workflow_findings ADD COLUMN prev_offset_ms DOUBLE;
                      DROP TABLE lake_node; DROP TABLE lake_exports; DROP TABLE workflow_steps;
                      DROP TABLE rollup_steps; DROP TABLE total_steps;
                      DROP TABLE shape_steps; DROP TABLE total_shapes; DROP TABLE workflow_times;

@@ -982,4 +982,5 @@ const AUDIT_SCRATCH_DROP: &str = "DROP TABLE temp.audit_rules; DROP TABLE temp.a
      DROP TABLE temp.audit_sets; DROP TABLE temp.audit_attempts; DROP TABLE temp.audit_retry_minutes;
      DROP TABLE temp.audit_budget_rows; DROP TABLE temp.audit_budget_classes; DROP TABLE temp.audit_step_rows;
      DROP TABLE temp.audit_budget_workflows; DROP TABLE temp.audit_cutoffs; DROP TABLE temp.audit_examples;
-     DROP TABLE temp.audit_findings; DROP TABLE temp.r_findings; DROP TABLE temp.r_finding_sets;";
+     DROP TABLE temp.audit_findings; DROP TABLE temp.r_findings; DROP TABLE temp.r_finding_sets;
+     DROP VIEW temp.audit_steps;";

@@ -602,6 +602,7 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
         }
         conn.execute_batch(&format!(
             "DELETE FROM schema_migrations WHERE version >= 19;
+             {SCHEMA_25_FINDINGS}
              DROP TABLE bill_buckets; DROP TABLE bill_facts; DROP TABLE workflow_headroom;
              DROP TABLE circuit_changes; ALTER TABLE workflow_spend DROP COLUMN off_primary;
              ALTER TABLE workflow_spend DROP COLUMN limit_kind;
@@ -636,6 +637,89 @@ fn a_database_with_128_bit_sums_is_converted_in_place_and_reads_the_same() {
     // total_attempts, and those and reasoning of total_steps and
     // total_shapes (migrations/0025_prices.sql).
     assert_eq!(wide, 28, "the all-time totals keep 128 bits");
+}
+
+/// Turns the findings and steps of today's schema back into schema 25's:
+/// findings of kind `attempt` stored as workflow_findings rows (with their
+/// seq, offset_ms and prev_offset_ms), the steps without prev_offset_ms.
+/// Written out here, not through the store's macro, so that it stays what
+/// that build wrote.
+const SCHEMA_25_FINDINGS: &str = "
+    ALTER TABLE workflow_findings ADD COLUMN seq BIGINT;
+    ALTER TABLE workflow_findings ADD COLUMN offset_ms DOUBLE;
+    ALTER TABLE workflow_findings ADD COLUMN prev_offset_ms DOUBLE;
+    INSERT INTO workflow_findings BY NAME
+    SELECT workflow_id, first_at, workflow_name, 'attempt' AS kind,
+           CASE WHEN seq = delivered_seq THEN 'delivered' ELSE 'wasted' END AS class, layer, served_provider,
+           served_model, cost_kind, price_key, priced_kinds, seq, offset_ms, prev_offset_ms, 1 AS attempts,
+           input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, emitter_cost_pusd,
+           reasoning_output_tokens, cache_write_1h_input_tokens, web_search_requests
+    FROM workflow_steps;
+    ALTER TABLE workflow_steps DROP COLUMN prev_offset_ms;";
+
+/// A database as the build before schema 26 wrote it (findings of kind
+/// `attempt` stored beside the steps) is moved in place when it is opened,
+/// with nothing derived again: the same report and audit (with attempt,
+/// time and cost budgets, whose rows those findings were), and the same
+/// derived rows as a fresh ingest of its attempts.
+#[test]
+fn a_database_of_schema_25_moves_its_attempt_findings_to_the_steps_in_place() {
+    use attempt_core::policy::{LoadedPolicy, PolicySet};
+    use attempt_ledger::simulate::{Scenario, SimOptions, default_start, simulate};
+    let mut lines = Vec::new();
+    for scenario in [Scenario::NaiveRetries, Scenario::UnsafeFallback, Scenario::Overnight529Storm] {
+        let options =
+            SimOptions { scenario, workflows: Some(400), seed: 5, start: default_start(), span: None };
+        let mut out = Vec::new();
+        simulate(&options, &mut out).unwrap();
+        lines.extend(String::from_utf8(out).unwrap().lines().map(str::to_string));
+    }
+    let policy = LoadedPolicy {
+        file: None,
+        set: PolicySet::parse(
+            "[default]\nmax_total_attempts = 2\nmax_elapsed_ms = 1500\nmax_extra_cost_usd = 0.0001",
+            "t",
+        )
+        .unwrap(),
+    };
+    let prices = attempt_core::pricing::PriceTable::load(None).unwrap();
+    let window = attempt_core::request::Window::default().audited_with(&policy.set);
+    let audit = |store: &Store| {
+        attempt_ledger::report::audit::Audit::of(&policy, &store.audit(&window, &prices).unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.duckdb");
+    let (report, audited, digest) = {
+        let store = store_at(&path, &lines);
+        (report_of(&store, &ReportFilter::default()), audit(&store), store.derived_digest().unwrap())
+    };
+    let budgets = ["over_attempt_budget", "over_time_budget", "over_cost_budget"];
+    for name in budgets {
+        let found = audited.findings.iter().find(|f| f.finding.name() == name).unwrap();
+        assert!(found.count() > 0, "{name} is found in the scenarios");
+    }
+    {
+        let conn = duckdb::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "DELETE FROM schema_migrations WHERE version >= 26; {SCHEMA_25_FINDINGS}"
+        ))
+        .unwrap();
+        let stored: i64 = conn
+            .query_row("SELECT count(*) FROM workflow_findings WHERE kind = 'attempt'", [], |r| r.get(0))
+            .unwrap();
+        assert!(stored > 300, "set up as schema 25 left it: {stored} attempt rows");
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(report_of(&store, &ReportFilter::default()), report);
+    assert_eq!(audit(&store), audited);
+    assert_eq!(store.derived_digest().unwrap(), digest);
+    assert_eq!(digest, store_with(&lines).derived_digest().unwrap());
+    drop(store);
+    let left: i64 = duckdb::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM workflow_findings WHERE kind = 'attempt'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "the findings no longer hold the steps twice");
 }
 
 /// $9.2M in pico-USD is a BIGINT's bound. One attempt may cost up to it; a

@@ -47,6 +47,7 @@ fn every_query_file_has_a_snapshot_and_a_header() {
         "shapes.sql",
         "shape_rollups.sql",
         "bounds.sql",
+        "attempt_findings.sql",
         "circuit_timeline.sql",
         "off_primary_rows.sql",
         "off_primary_spend.sql",
